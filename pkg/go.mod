@@ -1,0 +1,7 @@
+module github.com/kplane/kplane/pkg
+
+go 1.26.0
+
+require github.com/kplane/kplane/proto v0.0.0
+
+replace github.com/kplane/kplane/proto => ../proto
