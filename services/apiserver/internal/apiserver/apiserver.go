@@ -1,0 +1,261 @@
+// Package apiserver assembles the kplane apiserver: etcd (embedded or
+// external), the generic store, one watch cache per kind, the compactor
+// and the gRPC server with reflection and health.
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+
+	"github.com/kplane/kplane/services/apiserver/internal/backend"
+	"github.com/kplane/kplane/services/apiserver/internal/server"
+	"github.com/kplane/kplane/services/apiserver/internal/store"
+	"github.com/kplane/kplane/services/apiserver/internal/watchcache"
+)
+
+// Config is everything the apiserver's flags set.
+type Config struct {
+	// Listen is the gRPC address (":6443"). Ignored when Listener is set.
+	Listen   string
+	Listener net.Listener
+	// DataDir holds the embedded etcd; EtcdEndpoints selects an external one instead.
+	DataDir       string
+	EtcdEndpoints []string
+	// CompactionInterval compacts etcd history periodically, keeping one
+	// interval of history for reconnecting watchers; 0 disables it.
+	CompactionInterval time.Duration
+	EventTTL           time.Duration
+	// WatchCacheSize is the events each kind's watch cache keeps.
+	WatchCacheSize   int
+	BookmarkInterval time.Duration
+	// MaxRequestBytes caps a gRPC request; MaxObjectBytes caps a stored object.
+	MaxRequestBytes int
+	MaxObjectBytes  int
+	// UnsafeNoFsync disables fsync in the embedded etcd (benchmarks only).
+	UnsafeNoFsync bool
+	Logger        hclog.Logger
+}
+
+// Defaults are the flag defaults DESIGN.md gives.
+func Defaults() Config {
+	return Config{
+		Listen:             ":6443",
+		DataDir:            "./data",
+		CompactionInterval: 5 * time.Minute,
+		EventTTL:           time.Hour,
+		WatchCacheSize:     20000,
+		BookmarkInterval:   5 * time.Second,
+		MaxRequestBytes:    3 << 20,
+		MaxObjectBytes:     store.DefaultMaxObjectBytes,
+	}
+}
+
+// APIServer is a running apiserver.
+type APIServer struct {
+	cfg      Config
+	log      hclog.Logger
+	backend  *backend.Backend
+	store    *store.Store
+	caches   map[string]*watchcache.Cache
+	grpc     *grpc.Server
+	health   *health.Server
+	listener net.Listener
+
+	cancel         context.CancelFunc
+	shutdown       context.CancelFunc
+	wg             sync.WaitGroup
+	stopOnce       sync.Once
+	compactMu      sync.Mutex
+	lastCompaction int64
+}
+
+// Start opens etcd, loads the watch caches, creates the system namespaces
+// and starts serving. It returns once the server accepts requests.
+func Start(ctx context.Context, cfg Config) (*APIServer, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	d := Defaults()
+	if cfg.WatchCacheSize <= 0 {
+		cfg.WatchCacheSize = d.WatchCacheSize
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = d.MaxRequestBytes
+	}
+	if cfg.MaxObjectBytes <= 0 {
+		cfg.MaxObjectBytes = d.MaxObjectBytes
+	}
+	if cfg.EventTTL <= 0 {
+		cfg.EventTTL = d.EventTTL
+	}
+	if cfg.BookmarkInterval <= 0 {
+		cfg.BookmarkInterval = d.BookmarkInterval
+	}
+	be, err := backend.Open(ctx, backend.Config{
+		DataDir:         cfg.DataDir,
+		Endpoints:       cfg.EtcdEndpoints,
+		UnsafeNoFsync:   cfg.UnsafeNoFsync,
+		MaxRequestBytes: uint(cfg.MaxRequestBytes) + 512<<10,
+		Logger:          log.Named("etcd"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	shutdownCtx, shutdown := context.WithCancel(context.Background())
+	a := &APIServer{
+		cfg:      cfg,
+		log:      log,
+		backend:  be,
+		store:    store.New(be.Client, store.Options{MaxObjectBytes: cfg.MaxObjectBytes, EventTTL: cfg.EventTTL, Logger: log.Named("store")}),
+		caches:   map[string]*watchcache.Cache{},
+		cancel:   cancel,
+		shutdown: shutdown,
+	}
+	fail := func(err error) (*APIServer, error) {
+		cancel()
+		shutdown()
+		a.wg.Wait()
+		_ = be.Close()
+		return nil, err
+	}
+	for _, k := range kplanev1.Kinds() {
+		c := watchcache.New(watchcache.Config{Kind: k, Client: be.Client, Capacity: cfg.WatchCacheSize, Logger: log.Named("watchcache")})
+		a.caches[k.Name] = c
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			c.Run(runCtx)
+		}()
+	}
+	for name, c := range a.caches {
+		select {
+		case <-c.Ready():
+		case <-ctx.Done():
+			return fail(fmt.Errorf("waiting for the %s watch cache: %w", name, ctx.Err()))
+		}
+	}
+	if err := a.bootstrap(ctx); err != nil {
+		return fail(err)
+	}
+
+	lis := cfg.Listener
+	if lis == nil {
+		lis, err = net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return fail(fmt.Errorf("listen on %s: %w", cfg.Listen, err))
+		}
+	}
+	a.listener = lis
+	a.grpc = grpc.NewServer(
+		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.ChainUnaryInterceptor(a.logUnary),
+	)
+	kplanev1.RegisterResourcesServer(a.grpc, server.New(a.store, a.caches, cfg.BookmarkInterval, shutdownCtx, log.Named("server")))
+	a.health = health.NewServer()
+	healthpb.RegisterHealthServer(a.grpc, a.health)
+	reflection.Register(a.grpc)
+	a.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	a.health.SetServingStatus(kplanev1.Resources_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		if err := a.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			log.Error("gRPC server failed", "error", err)
+		}
+	}()
+	if cfg.CompactionInterval > 0 {
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.compactLoop(runCtx, cfg.CompactionInterval)
+		}()
+	}
+	log.Info("apiserver serving", "address", lis.Addr().String(), "kinds", len(a.caches))
+	return a, nil
+}
+
+// Addr is the address the gRPC server listens on.
+func (a *APIServer) Addr() net.Addr { return a.listener.Addr() }
+
+// Store exposes the generic store (for in-process tests and benchmarks).
+func (a *APIServer) Store() *store.Store { return a.store }
+
+// Stop shuts down gracefully: health turns NOT_SERVING, watches end with
+// Unavailable, in-flight requests finish, then etcd closes.
+func (a *APIServer) Stop() { a.stop(true) }
+
+// Kill stops at once, breaking every stream and request, the closest an
+// in-process server gets to SIGKILL. etcd is still closed cleanly, as a
+// crash cannot tear etcd's own writes.
+func (a *APIServer) Kill() { a.stop(false) }
+
+func (a *APIServer) stop(graceful bool) {
+	a.stopOnce.Do(func() {
+		a.health.Shutdown()
+		a.shutdown()
+		if graceful {
+			done := make(chan struct{})
+			go func() {
+				a.grpc.GracefulStop()
+				close(done)
+			}()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				a.log.Warn("graceful stop timed out; closing remaining connections")
+				a.grpc.Stop()
+				<-done
+			}
+		} else {
+			a.grpc.Stop()
+		}
+		a.cancel()
+		a.wg.Wait()
+		if err := a.backend.Close(); err != nil {
+			a.log.Warn("closing etcd", "error", err)
+		}
+		a.log.Info("apiserver stopped", "graceful", graceful)
+	})
+}
+
+// bootstrap creates the namespaces that exist from the first start.
+func (a *APIServer) bootstrap(ctx context.Context) error {
+	for _, ns := range store.SystemNamespaces {
+		_, err := a.store.Create(ctx, kplanev1.MustWrap(&kplanev1.Namespace{Metadata: &kplanev1.ObjectMeta{Name: ns}}))
+		if err != nil && status.Code(err) != codes.AlreadyExists {
+			return fmt.Errorf("create namespace %s: %w", ns, err)
+		}
+	}
+	return nil
+}
+
+// logUnary logs failed requests whose cause is on the server's side;
+// client mistakes (InvalidArgument, NotFound, ...) are the client's to report.
+func (a *APIServer) logUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	switch status.Code(err) {
+	case codes.Internal, codes.Unavailable, codes.Unknown, codes.DataLoss:
+		a.log.Warn("request failed", "method", info.FullMethod, "error", err)
+	}
+	return resp, err
+}

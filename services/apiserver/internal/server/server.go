@@ -1,0 +1,151 @@
+// Package server implements the kplane.v1.Resources gRPC service: it
+// checks request shapes and hands every kind to the one generic store,
+// and serves watches from the per-kind watch caches.
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+
+	"github.com/kplane/kplane/services/apiserver/internal/store"
+	"github.com/kplane/kplane/services/apiserver/internal/watchcache"
+)
+
+// Server is the Resources service.
+type Server struct {
+	kplanev1.UnimplementedResourcesServer
+
+	store            *store.Store
+	caches           map[string]*watchcache.Cache
+	bookmarkInterval time.Duration
+	log              hclog.Logger
+	// shutdown ends every watch stream when the apiserver stops, so a
+	// graceful stop does not wait for streams that never end by themselves.
+	shutdown context.Context
+}
+
+// New returns the service over a store and one watch cache per kind.
+// Watches end with Unavailable once shutdown is done.
+func New(st *store.Store, caches map[string]*watchcache.Cache, bookmarkInterval time.Duration, shutdown context.Context, log hclog.Logger) *Server {
+	return &Server{store: st, caches: caches, bookmarkInterval: bookmarkInterval, shutdown: shutdown, log: log}
+}
+
+func requireObject(obj *kplanev1.Object) error {
+	if obj == nil {
+		return status.Error(codes.InvalidArgument, "object: required")
+	}
+	return nil
+}
+
+// Create implements kplanev1.ResourcesServer.
+func (s *Server) Create(ctx context.Context, req *kplanev1.CreateRequest) (*kplanev1.CreateResponse, error) {
+	if err := requireObject(req.GetObject()); err != nil {
+		return nil, err
+	}
+	obj, err := s.store.Create(ctx, req.GetObject())
+	if err != nil {
+		return nil, err
+	}
+	return &kplanev1.CreateResponse{Object: obj}, nil
+}
+
+// Get implements kplanev1.ResourcesServer.
+func (s *Server) Get(ctx context.Context, req *kplanev1.GetRequest) (*kplanev1.GetResponse, error) {
+	obj, err := s.store.Get(ctx, req.GetKind(), req.GetNamespace(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return &kplanev1.GetResponse{Object: obj}, nil
+}
+
+// List implements kplanev1.ResourcesServer.
+func (s *Server) List(ctx context.Context, req *kplanev1.ListRequest) (*kplanev1.ListResponse, error) {
+	res, err := s.store.List(ctx, req.GetKind(), store.ListOptions{
+		Namespace:     req.GetNamespace(),
+		LabelSelector: req.GetLabelSelector(),
+		FieldSelector: req.GetFieldSelector(),
+		Limit:         req.GetLimit(),
+		Continue:      req.GetContinue(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &kplanev1.ListResponse{
+		Items:              res.Items,
+		ResourceVersion:    store.FormatRevision(res.Revision),
+		Continue:           res.Continue,
+		RemainingItemCount: res.RemainingCount,
+	}, nil
+}
+
+// Update implements kplanev1.ResourcesServer.
+func (s *Server) Update(ctx context.Context, req *kplanev1.UpdateRequest) (*kplanev1.UpdateResponse, error) {
+	if err := requireObject(req.GetObject()); err != nil {
+		return nil, err
+	}
+	obj, err := s.store.Update(ctx, req.GetObject())
+	if err != nil {
+		return nil, err
+	}
+	return &kplanev1.UpdateResponse{Object: obj}, nil
+}
+
+// UpdateStatus implements kplanev1.ResourcesServer.
+func (s *Server) UpdateStatus(ctx context.Context, req *kplanev1.UpdateStatusRequest) (*kplanev1.UpdateStatusResponse, error) {
+	if err := requireObject(req.GetObject()); err != nil {
+		return nil, err
+	}
+	obj, err := s.store.UpdateStatus(ctx, req.GetObject())
+	if err != nil {
+		return nil, err
+	}
+	return &kplanev1.UpdateStatusResponse{Object: obj}, nil
+}
+
+// Delete implements kplanev1.ResourcesServer.
+func (s *Server) Delete(ctx context.Context, req *kplanev1.DeleteRequest) (*kplanev1.DeleteResponse, error) {
+	obj, err := s.store.Delete(ctx, req.GetKind(), req.GetNamespace(), req.GetName(), store.DeleteOptions{
+		Preconditions:      req.GetPreconditions(),
+		Propagation:        req.GetPropagationPolicy(),
+		GracePeriodSeconds: req.GracePeriodSeconds,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &kplanev1.DeleteResponse{Object: obj}, nil
+}
+
+// Watch implements kplanev1.ResourcesServer.
+func (s *Server) Watch(req *kplanev1.WatchRequest, stream kplanev1.Resources_WatchServer) error {
+	k, err := store.LookupKind(req.GetKind())
+	if err != nil {
+		return err
+	}
+	filter, err := store.NewFilter(k, req.GetNamespace(), req.GetLabelSelector(), req.GetFieldSelector())
+	if err != nil {
+		return err
+	}
+	rev, err := store.ParseRevision(req.GetResourceVersion())
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	opts := watchcache.WatchOptions{Filter: filter, FromRev: rev, Initial: rev == 0}
+	if req.GetAllowBookmarks() {
+		opts.BookmarkInterval = s.bookmarkInterval
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	stop := context.AfterFunc(s.shutdown, cancel)
+	defer stop()
+	err = s.caches[k.Name].Watch(ctx, opts, stream.Send)
+	if err == nil && s.shutdown.Err() != nil {
+		return status.Error(codes.Unavailable, "apiserver shutting down; watch again from the last resourceVersion received")
+	}
+	return err
+}

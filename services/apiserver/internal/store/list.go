@@ -1,0 +1,187 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+
+	"github.com/kplane/kplane/pkg/fields"
+	"github.com/kplane/kplane/pkg/labels"
+)
+
+// ListOptions select and page a List.
+type ListOptions struct {
+	Namespace     string
+	LabelSelector string
+	FieldSelector string
+	Limit         int64
+	Continue      string
+}
+
+// ListResult is one page of a consistent snapshot.
+type ListResult struct {
+	Items          []*kplanev1.Object
+	Revision       int64
+	Continue       string
+	RemainingCount int64
+}
+
+// continueToken remembers the snapshot revision and where the next page
+// starts, so every page reads the same snapshot.
+type continueToken struct {
+	Rev   int64  `json:"rev"`
+	Start string `json:"start"`
+}
+
+// Filter is a parsed label and field selector pair.
+type Filter struct {
+	Namespace string
+	Label     labels.Selector
+	Field     fields.Selector
+}
+
+// NewFilter parses selectors for a kind, reporting which one is bad.
+func NewFilter(k *kplanev1.KindInfo, namespace, labelSelector, fieldSelector string) (*Filter, error) {
+	ls, err := labels.Parse(labelSelector)
+	if err != nil {
+		return nil, invalid("labelSelector: %v", err)
+	}
+	fs, err := fields.ParseSelector(k.Name, fieldSelector)
+	if err != nil {
+		return nil, invalid("fieldSelector: %v", err)
+	}
+	if !k.Namespaced {
+		namespace = ""
+	}
+	return &Filter{Namespace: namespace, Label: ls, Field: fs}, nil
+}
+
+// Matches reports whether obj passes the namespace and both selectors.
+func (f *Filter) Matches(obj *kplanev1.Object) bool {
+	meta := obj.Meta()
+	if f.Namespace != "" && meta.Namespace != f.Namespace {
+		return false
+	}
+	if !f.Label.Empty() && !f.Label.Matches(meta.Labels) {
+		return false
+	}
+	return f.Field.Empty() || f.Field.Matches(obj)
+}
+
+// Empty is true when the filter selects by namespace at most.
+func (f *Filter) Empty() bool { return f.Label.Empty() && f.Field.Empty() }
+
+// List reads a consistent snapshot of a kind, filtered and paged.
+func (s *Store) List(ctx context.Context, kind string, opts ListOptions) (*ListResult, error) {
+	k, err := LookupKind(kind)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Limit < 0 {
+		return nil, invalid("limit: must be greater than or equal to 0")
+	}
+	filter, err := NewFilter(k, opts.Namespace, opts.LabelSelector, opts.FieldSelector)
+	if err != nil {
+		return nil, err
+	}
+	prefix := ListPrefix(k, filter.Namespace)
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	start, rev := prefix, int64(0)
+	if opts.Continue != "" {
+		tok, err := decodeContinue(opts.Continue)
+		if err != nil {
+			return nil, err
+		}
+		if !strings.HasPrefix(tok.Start, prefix) {
+			return nil, invalid("continue: token does not belong to this list (kind %s, namespace %q)", k.Name, filter.Namespace)
+		}
+		start, rev = tok.Start, tok.Rev
+	}
+
+	res := &ListResult{}
+	// Fetch in batches until the page is full; with selectors a batch may
+	// hold fewer matches than it has keys.
+	batch := opts.Limit
+	if batch > 0 && !filter.Empty() && batch < 500 {
+		batch = 500
+	}
+	for {
+		getOpts := []clientv3.OpOption{clientv3.WithRange(end)}
+		if rev > 0 {
+			getOpts = append(getOpts, clientv3.WithRev(rev))
+		}
+		if batch > 0 {
+			getOpts = append(getOpts, clientv3.WithLimit(batch))
+		}
+		resp, err := s.cli.Get(ctx, start, getOpts...)
+		if err != nil {
+			if status.Code(backendError(ctx, "list", err)) == codes.OutOfRange {
+				return nil, status.Errorf(codes.OutOfRange, "continue: the list snapshot at revision %d has been compacted; start the list again", rev)
+			}
+			return nil, backendError(ctx, "list", err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for i, kv := range resp.Kvs {
+			obj, err := Decode(kv.Value, kv.ModRevision)
+			if err != nil {
+				return nil, status.Errorf(codes.Internal, "list %s: key %s: %v", k.Name, kv.Key, err)
+			}
+			if !filter.Matches(obj) {
+				continue
+			}
+			res.Items = append(res.Items, obj)
+			if opts.Limit > 0 && int64(len(res.Items)) == opts.Limit {
+				next := string(kv.Key) + "\x00"
+				more := i < len(resp.Kvs)-1 || resp.More
+				if more {
+					res.Continue = encodeContinue(continueToken{Rev: rev, Start: next})
+					if filter.Empty() {
+						cnt, err := s.cli.Get(ctx, next, clientv3.WithRange(end), clientv3.WithRev(rev), clientv3.WithCountOnly())
+						if err != nil {
+							return nil, backendError(ctx, "list", err)
+						}
+						res.RemainingCount = cnt.Count
+					}
+				}
+				res.Revision = rev
+				return res, nil
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	res.Revision = rev
+	return res, nil
+}
+
+func encodeContinue(t continueToken) string {
+	b, err := json.Marshal(t)
+	if err != nil {
+		panic(fmt.Sprintf("marshal continue token: %v", err)) // two plain fields cannot fail
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeContinue(s string) (continueToken, error) {
+	var t continueToken
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = json.Unmarshal(b, &t)
+	}
+	if err != nil || t.Rev <= 0 || t.Start == "" {
+		return t, invalid("continue: malformed token %q", s)
+	}
+	return t, nil
+}

@@ -1,0 +1,472 @@
+// Package store is the apiserver's one generic registry: it creates,
+// reads, lists, updates and deletes objects of every kind in etcd, with
+// optimistic concurrency on ModRevision. What differs between kinds lives
+// in pkg/strategy (defaults, validation, update rules); the store only
+// knows metadata, spec and status.
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"math/big"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/go-hclog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+
+	"github.com/kplane/kplane/pkg/strategy"
+)
+
+// Options tune the store.
+type Options struct {
+	// MaxObjectBytes rejects larger objects before they reach etcd.
+	MaxObjectBytes int
+	// EventTTL is how long Event objects live (an etcd lease expires them).
+	EventTTL time.Duration
+	Logger   hclog.Logger
+	// Now is the clock for timestamps; time.Now when nil.
+	Now func() time.Time
+}
+
+// DefaultMaxObjectBytes stays under embedded etcd's default 1.5 MiB
+// request limit, so the caller gets a clear error instead of etcd's.
+const DefaultMaxObjectBytes = 1 << 20
+
+// Store is the generic registry over etcd.
+type Store struct {
+	cli    *clientv3.Client
+	opts   Options
+	log    hclog.Logger
+	leases *leasePool
+}
+
+// New returns a store over an etcd client.
+func New(cli *clientv3.Client, opts Options) *Store {
+	if opts.MaxObjectBytes <= 0 {
+		opts.MaxObjectBytes = DefaultMaxObjectBytes
+	}
+	if opts.EventTTL <= 0 {
+		opts.EventTTL = time.Hour
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Store{cli: cli, opts: opts, log: opts.Logger, leases: newLeasePool(cli, opts.EventTTL, opts.Now)}
+}
+
+// Client returns the etcd client (for the watch cache and compactor).
+func (s *Store) Client() *clientv3.Client { return s.cli }
+
+// maxUpdateRetries bounds the internal retries of writes that the client
+// did not make conditional (no resourceVersion), on concurrent writers.
+const maxUpdateRetries = 16
+
+// LookupKind resolves a kind name or returns InvalidArgument listing the known kinds.
+func LookupKind(name string) (*kplanev1.KindInfo, error) {
+	if name == "" {
+		return nil, invalid("kind: required; known kinds: %s", strings.Join(kplanev1.KindNames(), ", "))
+	}
+	k := kplanev1.LookupKind(name)
+	if k == nil {
+		return nil, invalid("kind: %s", kplanev1.UnknownKindError(name))
+	}
+	return k, nil
+}
+
+// checkScope validates the namespace argument of a by-name request.
+func checkScope(k *kplanev1.KindInfo, namespace, name string) error {
+	if name == "" {
+		return invalid("name: required")
+	}
+	if k.Namespaced && namespace == "" {
+		return invalid("namespace: required for namespaced kind %s", k.Name)
+	}
+	if !k.Namespaced && namespace != "" {
+		return invalid("namespace: must be empty for cluster-scoped kind %s", k.Name)
+	}
+	return nil
+}
+
+func objectOf(obj *kplanev1.Object) (*kplanev1.KindInfo, *kplanev1.ObjectMeta, error) {
+	k := obj.Info()
+	if k == nil {
+		return nil, nil, invalid("object: exactly one kind must be set; known kinds: %s", strings.Join(kplanev1.KindNames(), ", "))
+	}
+	return k, obj.Meta(), nil
+}
+
+// Create stores a new object. See DESIGN.md "The API".
+func (s *Store) Create(ctx context.Context, obj *kplanev1.Object) (*kplanev1.Object, error) {
+	k, meta, err := objectOf(obj)
+	if err != nil {
+		return nil, err
+	}
+	obj = proto.Clone(obj).(*kplanev1.Object)
+	meta = obj.Meta()
+	if meta.ResourceVersion != "" {
+		return nil, invalid("metadata.resourceVersion: must not be set on create")
+	}
+	if !k.Namespaced {
+		// Kubernetes ignores a namespace sent with a cluster-scoped object.
+		meta.Namespace = ""
+	}
+	strat := strategy.For(k.Name)
+	if p, ok := strat.(interface{ PrepareForCreate(*kplanev1.Object) }); ok {
+		p.PrepareForCreate(obj)
+	}
+	strat.Default(obj)
+	// Validate before generating a name, so the generateName prefix is
+	// checked as written; a generated suffix keeps a valid prefix valid.
+	generate := meta.Name == "" && meta.GenerateName != ""
+	if generate {
+		meta.Name = meta.GenerateName + "xxxxx"
+	}
+	if errs := strat.Validate(obj); len(errs) > 0 {
+		return nil, invalidObject(k.Name, displayName(meta, generate), errs)
+	}
+	now := s.opts.Now()
+	meta.Uid = uuid.NewString()
+	meta.CreationTimestamp = timestamppb.New(now)
+	meta.DeletionTimestamp = nil
+	meta.DeletionGracePeriodSeconds = nil
+	meta.Generation = 1
+
+	for attempt := 0; ; attempt++ {
+		if generate {
+			meta.Name = meta.GenerateName + randomSuffix()
+		}
+		out, err := s.createOnce(ctx, k, obj)
+		if generate && status.Code(err) == codes.AlreadyExists && attempt < 8 {
+			continue // a generated name collided; draw another
+		}
+		return out, err
+	}
+}
+
+func displayName(meta *kplanev1.ObjectMeta, generated bool) string {
+	if generated {
+		return meta.GenerateName
+	}
+	return meta.Name
+}
+
+func (s *Store) createOnce(ctx context.Context, k *kplanev1.KindInfo, obj *kplanev1.Object) (*kplanev1.Object, error) {
+	meta := obj.Meta()
+	key := ObjectKey(k, meta.Namespace, meta.Name)
+	value, err := s.encodeChecked(obj)
+	if err != nil {
+		return nil, err
+	}
+	var putOpts []clientv3.OpOption
+	if k.Name == "Event" {
+		lease, err := s.leases.get(ctx)
+		if err != nil {
+			return nil, backendError(ctx, "grant event lease", err)
+		}
+		putOpts = append(putOpts, clientv3.WithLease(lease))
+	}
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}
+	var nsKey string
+	if k.Namespaced {
+		// The namespace must exist in the same transaction, so an object
+		// can never be created into a namespace being deleted.
+		nsKey = ObjectKey(kplanev1.LookupKind("Namespace"), "", meta.Namespace)
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(nsKey), ">", 0))
+	}
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(value), putOpts...)).
+		Else(clientv3.OpGet(key, clientv3.WithCountOnly())).Commit()
+	if err != nil {
+		return nil, backendError(ctx, "create", err)
+	}
+	if !resp.Succeeded {
+		if resp.Responses[0].GetResponseRange().Count > 0 {
+			return nil, status.Errorf(codes.AlreadyExists, "%s %q already exists", k.Name, obj.Key())
+		}
+		return nil, status.Errorf(codes.NotFound, "namespace %q not found", meta.Namespace)
+	}
+	meta.ResourceVersion = FormatRevision(resp.Header.Revision)
+	return obj, nil
+}
+
+func (s *Store) encodeChecked(obj *kplanev1.Object) ([]byte, error) {
+	value, err := Encode(obj)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "%v", err)
+	}
+	if len(value) > s.opts.MaxObjectBytes {
+		return nil, invalid("%s %q is too large: %d bytes encoded, the limit is %d", obj.KindName(), obj.Meta().Name, len(value), s.opts.MaxObjectBytes)
+	}
+	return value, nil
+}
+
+// Get reads one object with a linearizable read.
+func (s *Store) Get(ctx context.Context, kind, namespace, name string) (*kplanev1.Object, error) {
+	k, err := LookupKind(kind)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkScope(k, namespace, name); err != nil {
+		return nil, err
+	}
+	obj, _, err := s.get(ctx, k, namespace, name)
+	return obj, err
+}
+
+func (s *Store) get(ctx context.Context, k *kplanev1.KindInfo, namespace, name string) (*kplanev1.Object, int64, error) {
+	resp, err := s.cli.Get(ctx, ObjectKey(k, namespace, name))
+	if err != nil {
+		return nil, 0, backendError(ctx, "get", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, 0, notFound(k.Name, namespace, name)
+	}
+	kv := resp.Kvs[0]
+	obj, err := Decode(kv.Value, kv.ModRevision)
+	if err != nil {
+		return nil, 0, status.Errorf(codes.Internal, "%s %q: %v", k.Name, name, err)
+	}
+	return obj, kv.ModRevision, nil
+}
+
+// Update writes metadata and spec; status is kept from the stored object.
+func (s *Store) Update(ctx context.Context, in *kplanev1.Object) (*kplanev1.Object, error) {
+	return s.update(ctx, in, false)
+}
+
+// UpdateStatus writes status only.
+func (s *Store) UpdateStatus(ctx context.Context, in *kplanev1.Object) (*kplanev1.Object, error) {
+	return s.update(ctx, in, true)
+}
+
+func (s *Store) update(ctx context.Context, in *kplanev1.Object, statusOnly bool) (*kplanev1.Object, error) {
+	k, inMeta, err := objectOf(in)
+	if err != nil {
+		return nil, err
+	}
+	if !k.Namespaced {
+		inMeta = proto.Clone(inMeta).(*kplanev1.ObjectMeta)
+		inMeta.Namespace = ""
+	}
+	if err := checkScope(k, inMeta.Namespace, inMeta.Name); err != nil {
+		return nil, err
+	}
+	if statusOnly && !k.HasStatus() {
+		return nil, invalid("kind %s has no status; use Update", k.Name)
+	}
+	wantRev, err := ParseRevision(inMeta.ResourceVersion)
+	if err != nil {
+		return nil, invalid("metadata.%v", err)
+	}
+	for attempt := 0; ; attempt++ {
+		cur, curRev, err := s.get(ctx, k, inMeta.Namespace, inMeta.Name)
+		if err != nil {
+			return nil, err
+		}
+		if wantRev != 0 && wantRev != curRev {
+			return nil, conflict(k.Name, inMeta.Name, fmt.Sprintf("the object has been modified (resourceVersion %d, stored %d)", wantRev, curRev))
+		}
+		if inMeta.Uid != "" && inMeta.Uid != cur.Meta().Uid {
+			return nil, conflict(k.Name, inMeta.Name, fmt.Sprintf("uid %s does not match the stored object's %s", inMeta.Uid, cur.Meta().Uid))
+		}
+		var next *kplanev1.Object
+		if statusOnly {
+			next, err = s.prepareStatusUpdate(k, in, cur)
+		} else {
+			next, err = s.prepareUpdate(k, in, cur, wantRev != 0)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if proto.Equal(next, cur) {
+			return cur, nil // nothing changed: no write, no new revision
+		}
+		out, err := s.commitUpdate(ctx, k, next, curRev)
+		if status.Code(err) == codes.Aborted && wantRev == 0 && attempt < maxUpdateRetries {
+			continue // unconditional update raced another writer: reapply
+		}
+		return out, err
+	}
+}
+
+// prepareUpdate builds the object an Update would store: the caller's
+// metadata and spec over the stored status and server-owned fields.
+func (s *Store) prepareUpdate(k *kplanev1.KindInfo, in, cur *kplanev1.Object, conditional bool) (*kplanev1.Object, error) {
+	next := proto.Clone(in).(*kplanev1.Object)
+	meta, curMeta := next.Meta(), cur.Meta()
+	if k.HasStatus() {
+		// Status belongs to UpdateStatus. A conditional Update carries the
+		// status its caller read; a different one is a deliberate change
+		// that would be lost silently, so it is refused.
+		if conditional && !proto.Equal(statusOf(next), statusOf(cur)) && !isEmptyMessage(statusOf(next)) {
+			return nil, invalid("%s %q: status: may not be changed by Update; use UpdateStatus", k.Name, curMeta.Name)
+		}
+		setStatus(next, statusOf(cur))
+	}
+	if !k.Namespaced {
+		meta.Namespace = ""
+	}
+	if curMeta.DeletionTimestamp != nil {
+		for _, f := range meta.Finalizers {
+			if !contains(curMeta.Finalizers, f) {
+				return nil, invalid("%s %q is invalid: metadata.finalizers: no new finalizers can be added while the object is being deleted (%q)", k.Name, curMeta.Name, f)
+			}
+		}
+	}
+	meta.Uid = curMeta.Uid
+	meta.CreationTimestamp = curMeta.CreationTimestamp
+	meta.DeletionTimestamp = curMeta.DeletionTimestamp
+	meta.DeletionGracePeriodSeconds = curMeta.DeletionGracePeriodSeconds
+	meta.GenerateName = curMeta.GenerateName
+	meta.ResourceVersion = curMeta.ResourceVersion
+	meta.Generation = curMeta.Generation
+
+	strat := strategy.For(k.Name)
+	strat.Default(next)
+	if errs := strat.Validate(next); len(errs) > 0 {
+		return nil, invalidObject(k.Name, meta.Name, errs)
+	}
+	if errs := strat.ValidateUpdate(next, cur); len(errs) > 0 {
+		return nil, invalidObject(k.Name, meta.Name, errs)
+	}
+	if !proto.Equal(specOf(next), specOf(cur)) {
+		meta.Generation = curMeta.Generation + 1
+	}
+	return next, nil
+}
+
+// prepareStatusUpdate builds the object an UpdateStatus would store: the
+// stored object with the caller's status.
+func (s *Store) prepareStatusUpdate(k *kplanev1.KindInfo, in, cur *kplanev1.Object) (*kplanev1.Object, error) {
+	next := proto.Clone(cur).(*kplanev1.Object)
+	setStatus(next, statusOf(in))
+	if errs := strategy.For(k.Name).Validate(next); len(errs) > 0 {
+		return nil, invalidObject(k.Name, next.Meta().Name, errs)
+	}
+	return next, nil
+}
+
+// commitUpdate writes next if the key is still at curRev. An object being
+// deleted whose last finalizer is gone is deleted instead, as in Kubernetes.
+func (s *Store) commitUpdate(ctx context.Context, k *kplanev1.KindInfo, next *kplanev1.Object, curRev int64) (*kplanev1.Object, error) {
+	meta := next.Meta()
+	key := ObjectKey(k, meta.Namespace, meta.Name)
+	if meta.DeletionTimestamp != nil && len(meta.Finalizers) == 0 && !awaitingGracefulDeletion(k, next) {
+		return s.deleteAt(ctx, k, next, curRev)
+	}
+	value, err := s.encodeChecked(next)
+	if err != nil {
+		return nil, err
+	}
+	var putOpts []clientv3.OpOption
+	if k.Name == "Event" {
+		lease, err := s.leases.get(ctx)
+		if err != nil {
+			return nil, backendError(ctx, "grant event lease", err)
+		}
+		putOpts = append(putOpts, clientv3.WithLease(lease))
+	}
+	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", curRev)).
+		Then(clientv3.OpPut(key, string(value), putOpts...)).Commit()
+	if err != nil {
+		return nil, backendError(ctx, "update", err)
+	}
+	if !resp.Succeeded {
+		return nil, conflict(k.Name, meta.Name, "the object has been modified")
+	}
+	meta.ResourceVersion = FormatRevision(resp.Header.Revision)
+	return next, nil
+}
+
+// deleteAt removes the key if it is still at rev and returns the last state.
+func (s *Store) deleteAt(ctx context.Context, k *kplanev1.KindInfo, last *kplanev1.Object, rev int64) (*kplanev1.Object, error) {
+	meta := last.Meta()
+	key := ObjectKey(k, meta.Namespace, meta.Name)
+	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+		Then(clientv3.OpDelete(key)).Commit()
+	if err != nil {
+		return nil, backendError(ctx, "delete", err)
+	}
+	if !resp.Succeeded {
+		return nil, conflict(k.Name, meta.Name, "the object has been modified")
+	}
+	return last, nil
+}
+
+// specOf returns what a generation counts: the spec field, or for kinds
+// without one (Secret, Event, ...) everything but metadata.
+func specOf(obj *kplanev1.Object) proto.Message {
+	m := obj.Message().ProtoReflect()
+	if f := m.Descriptor().Fields().ByName("spec"); f != nil {
+		if !m.Has(f) {
+			return nil
+		}
+		return m.Get(f).Message().Interface()
+	}
+	c := proto.Clone(obj.Message())
+	c.ProtoReflect().Clear(c.ProtoReflect().Descriptor().Fields().ByName("metadata"))
+	return c
+}
+
+func statusOf(obj *kplanev1.Object) proto.Message {
+	m := obj.Message().ProtoReflect()
+	f := m.Descriptor().Fields().ByName("status")
+	if f == nil || !m.Has(f) {
+		return nil
+	}
+	return m.Get(f).Message().Interface()
+}
+
+func setStatus(obj *kplanev1.Object, st proto.Message) {
+	m := obj.Message().ProtoReflect()
+	f := m.Descriptor().Fields().ByName("status")
+	if f == nil {
+		return
+	}
+	if st == nil {
+		m.Clear(f)
+		return
+	}
+	m.Set(f, protoreflect.ValueOfMessage(proto.Clone(st).ProtoReflect()))
+}
+
+func isEmptyMessage(m proto.Message) bool {
+	return m == nil || proto.Size(m) == 0
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+const suffixAlphabet = "bcdfghjklmnpqrstvwxz2456789"
+
+// randomSuffix is five characters from an alphabet without vowels (no
+// accidental words) and without look-alikes, as Kubernetes does.
+func randomSuffix() string {
+	var b [5]byte
+	for i := range b {
+		n, err := rand.Int(rand.Reader, big.NewInt(int64(len(suffixAlphabet))))
+		if err != nil {
+			panic(fmt.Sprintf("crypto/rand failed: %v", err))
+		}
+		b[i] = suffixAlphabet[n.Int64()]
+	}
+	return string(b[:])
+}

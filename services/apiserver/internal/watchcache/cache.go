@@ -1,0 +1,346 @@
+// Package watchcache keeps, per kind, one etcd watch and fans it out to
+// every client watcher: the current objects (for a watch's initial
+// events) and a ring of recent events (for resuming from a revision). A
+// watcher reads the ring at its own pace; one that falls a whole ring
+// behind is cut off alone, never slowing the others.
+package watchcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+
+	"github.com/kplane/kplane/services/apiserver/internal/store"
+)
+
+// Event is one change of one object, as the cache observed it in etcd.
+type Event struct {
+	Type kplanev1.EventType
+	// Object is the state after the change; for DELETED, the last state
+	// stamped with the deletion's revision.
+	Object *kplanev1.Object
+	// Prev is the state before the change; nil for ADDED.
+	Prev *kplanev1.Object
+	Rev  int64
+}
+
+// Config configures one kind's cache.
+type Config struct {
+	Kind   *kplanev1.KindInfo
+	Client *clientv3.Client
+	// Capacity is how many events the ring keeps: the history a watcher
+	// can resume from, and how far a watcher may lag before it is cut.
+	Capacity int
+	// ProgressInterval is how often the cache asks etcd for its current
+	// revision, so bookmarks advance while the kind is quiet.
+	ProgressInterval time.Duration
+	Logger           hclog.Logger
+}
+
+// Cache is one kind's watch cache. Run feeds it; Watch serves from it.
+type Cache struct {
+	cfg Config
+	log hclog.Logger
+
+	mu sync.RWMutex
+	// state is every current object by cache key, as of rev.
+	state map[string]*kplanev1.Object
+	rev   int64
+	// ring holds events by sequence number seq at ring[seq%len(ring)];
+	// next is the sequence number the next event gets.
+	ring []*Event
+	next uint64
+	// windowStart is the oldest revision a watch may resume from: every
+	// event after it is in the ring.
+	windowStart int64
+	// epoch changes when the cache reloads from scratch; watchers of an
+	// older epoch must relist.
+	epoch  uint64
+	notify chan struct{}
+	ready  chan struct{}
+	loaded bool
+}
+
+// New returns a cache; call Run to fill it.
+func New(cfg Config) *Cache {
+	if cfg.Capacity <= 0 {
+		cfg.Capacity = 10000
+	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	return &Cache{
+		cfg:    cfg,
+		log:    cfg.Logger.With("kind", cfg.Kind.Name),
+		state:  map[string]*kplanev1.Object{},
+		ring:   make([]*Event, cfg.Capacity),
+		notify: make(chan struct{}),
+		ready:  make(chan struct{}),
+	}
+}
+
+// Ready is closed once the cache has loaded the kind for the first time.
+func (c *Cache) Ready() <-chan struct{} { return c.ready }
+
+// Revision is the etcd revision the cache has caught up to.
+func (c *Cache) Revision() int64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.rev
+}
+
+// Compacted tells the cache that etcd history up to rev is gone, so
+// watches from older revisions must fail as they would against etcd.
+func (c *Cache) Compacted(rev int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rev > c.windowStart {
+		c.windowStart = rev
+	}
+}
+
+// Snapshot returns the current objects (shared: do not modify) and the
+// revision they are at.
+func (c *Cache) Snapshot() ([]*kplanev1.Object, int64) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]*kplanev1.Object, 0, len(c.state))
+	for _, o := range c.state {
+		out = append(out, o)
+	}
+	return out, c.rev
+}
+
+// Run loads the kind and follows etcd until ctx is cancelled. A broken
+// etcd watch resumes from the last revision; a compacted one reloads.
+func (c *Cache) Run(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		if !c.isLoaded() {
+			if err := c.load(ctx); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				c.log.Warn("loading watch cache failed; retrying", "error", err, "backoff", backoff)
+				if !sleep(ctx, backoff) {
+					return
+				}
+				backoff = min(2*backoff, 5*time.Second)
+				continue
+			}
+		}
+		err := c.follow(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, errCompacted) {
+			c.log.Warn("etcd history compacted under the watch cache; reloading", "revision", c.Revision())
+			c.mu.Lock()
+			c.loaded = false
+			c.mu.Unlock()
+			continue
+		}
+		c.log.Warn("etcd watch broke; resuming", "error", err, "revision", c.Revision(), "backoff", backoff)
+		if !sleep(ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (c *Cache) isLoaded() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.loaded
+}
+
+var errCompacted = errors.New("watch revision compacted")
+
+// load replaces the state with a fresh read of etcd. Watchers of the old
+// state are cut (the epoch changes) because events between the old and
+// the new state are unknown.
+func (c *Cache) load(ctx context.Context) error {
+	prefix := store.KindPrefix(c.cfg.Kind)
+	resp, err := c.cfg.Client.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("list %s: %w", prefix, err)
+	}
+	state := make(map[string]*kplanev1.Object, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		obj, err := store.Decode(kv.Value, kv.ModRevision)
+		if err != nil {
+			c.log.Error("skipping undecodable object", "key", string(kv.Key), "error", err)
+			continue
+		}
+		state[store.CacheKeyFromStorageKey(c.cfg.Kind, string(kv.Key))] = obj
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	first := c.epoch == 0 && !c.loaded
+	c.state = state
+	c.rev = resp.Header.Revision
+	c.windowStart = resp.Header.Revision
+	clear(c.ring)
+	c.next = 0
+	c.epoch++
+	c.loaded = true
+	c.broadcast()
+	if first {
+		close(c.ready)
+	}
+	c.log.Debug("watch cache loaded", "objects", len(state), "revision", c.rev)
+	return nil
+}
+
+// follow applies etcd's watch stream to the cache until it breaks.
+func (c *Cache) follow(ctx context.Context) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	from := c.Revision() + 1
+	wch := c.cfg.Client.Watch(wctx, store.KindPrefix(c.cfg.Kind),
+		clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithPrevKV(), clientv3.WithProgressNotify())
+	ticker := time.NewTicker(c.cfg.ProgressInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ticker.C:
+			// Ask for a progress notification so quiet kinds still move
+			// their revision forward (bookmarks depend on it).
+			if err := c.cfg.Client.RequestProgress(wctx); err != nil && ctx.Err() == nil {
+				c.log.Debug("progress request failed", "error", err)
+			}
+		case resp, ok := <-wch:
+			if !ok {
+				return errors.New("etcd watch channel closed")
+			}
+			if resp.CompactRevision != 0 {
+				return errCompacted
+			}
+			if err := resp.Err(); err != nil {
+				return fmt.Errorf("etcd watch: %w", err)
+			}
+			c.apply(resp)
+		}
+	}
+}
+
+func (c *Cache) apply(resp clientv3.WatchResponse) {
+	events := make([]*Event, 0, len(resp.Events))
+	decoded := make([]*kplanev1.Object, len(resp.Events))
+	// Decode outside the lock; watchers keep reading meanwhile.
+	for i, ev := range resp.Events {
+		if ev.Type == mvccpb.PUT {
+			obj, err := store.Decode(ev.Kv.Value, ev.Kv.ModRevision)
+			if err != nil {
+				c.log.Error("skipping undecodable object", "key", string(ev.Kv.Key), "error", err)
+				continue
+			}
+			decoded[i] = obj
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, ev := range resp.Events {
+		key := store.CacheKeyFromStorageKey(c.cfg.Kind, string(ev.Kv.Key))
+		prev := c.state[key]
+		var e *Event
+		switch ev.Type {
+		case mvccpb.PUT:
+			if decoded[i] == nil {
+				continue
+			}
+			t := kplanev1.EventType_EVENT_TYPE_MODIFIED
+			if prev == nil {
+				t = kplanev1.EventType_EVENT_TYPE_ADDED
+			}
+			c.state[key] = decoded[i]
+			e = &Event{Type: t, Object: decoded[i], Prev: prev, Rev: ev.Kv.ModRevision}
+		case mvccpb.DELETE:
+			if prev == nil {
+				continue // never seen (undecodable); nothing to report
+			}
+			delete(c.state, key)
+			last := proto.Clone(prev).(*kplanev1.Object)
+			last.Meta().ResourceVersion = store.FormatRevision(ev.Kv.ModRevision)
+			e = &Event{Type: kplanev1.EventType_EVENT_TYPE_DELETED, Object: last, Prev: prev, Rev: ev.Kv.ModRevision}
+		}
+		events = append(events, e)
+		c.append(e)
+		c.rev = e.Rev
+	}
+	if resp.IsProgressNotify() && resp.Header.Revision > c.rev {
+		c.rev = resp.Header.Revision
+	}
+	if len(events) > 0 || resp.IsProgressNotify() {
+		c.broadcast()
+	}
+}
+
+// append adds an event to the ring; overwriting the oldest event moves
+// the window past it. Callers hold mu.
+func (c *Cache) append(e *Event) {
+	slot := c.next % uint64(len(c.ring))
+	if old := c.ring[slot]; old != nil && old.Rev > c.windowStart {
+		c.windowStart = old.Rev
+	}
+	c.ring[slot] = e
+	c.next++
+}
+
+// broadcast wakes every waiting watcher. Callers hold mu.
+func (c *Cache) broadcast() {
+	close(c.notify)
+	c.notify = make(chan struct{})
+}
+
+// oldest is the sequence number of the oldest event in the ring.
+func (c *Cache) oldest() uint64 {
+	if c.next > uint64(len(c.ring)) {
+		return c.next - uint64(len(c.ring))
+	}
+	return 0
+}
+
+// seqAfter finds the first sequence number whose event is newer than rev.
+// Callers hold mu.
+func (c *Cache) seqAfter(rev int64) uint64 {
+	lo := c.oldest()
+	n := int(c.next - lo)
+	i := sort.Search(n, func(i int) bool {
+		return c.ring[(lo+uint64(i))%uint64(len(c.ring))].Rev > rev
+	})
+	return lo + uint64(i)
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// errTooSlow and friends are the statuses a watch ends with.
+func errTooOld(rev, window int64) error {
+	return status.Errorf(codes.OutOfRange, "too old resource version: %d (the oldest available is %d); list again and watch from the list's resourceVersion", rev, window)
+}
