@@ -168,6 +168,7 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.ChainUnaryInterceptor(a.logUnary),
+		server.CodecOption(),
 	)
 	kplanev1.RegisterResourcesServer(a.grpc, server.New(a.store, a.caches, cfg.BookmarkInterval, shutdownCtx, log.Named("server")))
 	a.health = health.NewServer()

@@ -5,6 +5,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -128,6 +129,9 @@ func openEmbedded(ctx context.Context, cfg Config, log hclog.Logger) (*Backend, 
 // in-flight requests are applied, so no write is torn.
 func (b *Backend) Close() error {
 	err := b.Client.Close()
+	if errors.Is(err, context.Canceled) {
+		err = nil // the in-process client reports its own cancellation
+	}
 	if b.embedded != nil {
 		b.embedded.Close()
 		b.log.Info("embedded etcd stopped")

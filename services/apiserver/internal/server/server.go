@@ -143,7 +143,13 @@ func (s *Server) Watch(req *kplanev1.WatchRequest, stream kplanev1.Resources_Wat
 	defer cancel()
 	stop := context.AfterFunc(s.shutdown, cancel)
 	defer stop()
-	err = s.caches[k.Name].Watch(ctx, opts, stream.Send)
+	send := func(r *kplanev1.WatchResponse, encoded []byte) error {
+		if encoded != nil && r.Error == "" {
+			return stream.SendMsg(encodeWatchResponse(r, encoded))
+		}
+		return stream.Send(r)
+	}
+	err = s.caches[k.Name].Watch(ctx, opts, send)
 	if err == nil && s.shutdown.Err() != nil {
 		return status.Error(codes.Unavailable, "apiserver shutting down; watch again from the last resourceVersion received")
 	}

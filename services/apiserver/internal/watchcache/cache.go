@@ -34,6 +34,21 @@ type Event struct {
 	// Prev is the state before the change; nil for ADDED.
 	Prev *kplanev1.Object
 	Rev  int64
+
+	encodeOnce sync.Once
+	encoded    []byte
+}
+
+// Encoded is Object in protobuf wire form, marshalled once however many
+// watchers send it.
+func (e *Event) Encoded() []byte {
+	e.encodeOnce.Do(func() {
+		b, err := proto.Marshal(e.Object)
+		if err == nil {
+			e.encoded = b
+		}
+	})
+	return e.encoded
 }
 
 // Config configures one kind's cache.

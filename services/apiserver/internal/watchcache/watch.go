@@ -30,13 +30,17 @@ type WatchOptions struct {
 	BookmarkInterval time.Duration
 }
 
+// Sender delivers one event to a watcher. encodedObject, when not nil,
+// is r.Object already marshalled (shared: do not modify).
+type Sender func(r *kplanev1.WatchResponse, encodedObject []byte) error
+
 // batchSize bounds how many events a watcher copies per lock.
 const batchSize = 256
 
 // Watch streams events to send until ctx ends, send fails, or the
 // watcher must start over: OutOfRange (too old, or the cache reloaded)
 // or ResourceExhausted (it fell a whole ring behind).
-func (c *Cache) Watch(ctx context.Context, opts WatchOptions, send func(*kplanev1.WatchResponse) error) error {
+func (c *Cache) Watch(ctx context.Context, opts WatchOptions, send Sender) error {
 	select {
 	case <-c.ready:
 	case <-ctx.Done():
@@ -66,7 +70,7 @@ func (c *Cache) Watch(ctx context.Context, opts WatchOptions, send func(*kplanev
 
 	sort.Slice(initial, func(i, j int) bool { return initial[i].Key() < initial[j].Key() })
 	for _, o := range initial {
-		if err := send(&kplanev1.WatchResponse{Type: kplanev1.EventType_EVENT_TYPE_ADDED, Object: o, ResourceVersion: o.Meta().ResourceVersion}); err != nil {
+		if err := send(&kplanev1.WatchResponse{Type: kplanev1.EventType_EVENT_TYPE_ADDED, Object: o, ResourceVersion: o.Meta().ResourceVersion}, nil); err != nil {
 			return err
 		}
 	}
@@ -98,7 +102,7 @@ func (c *Cache) Watch(ctx context.Context, opts WatchOptions, send func(*kplanev
 
 		for _, e := range batch {
 			if r := transform(e, opts.Filter); r != nil {
-				if err := send(r); err != nil {
+				if err := send(r, e.Encoded()); err != nil {
 					return err
 				}
 			}
@@ -116,7 +120,7 @@ func (c *Cache) Watch(ctx context.Context, opts WatchOptions, send func(*kplanev
 			// Caught up (the ring was empty past pos under the lock), so
 			// nothing at or below rev is still unsent.
 			if rev > sent {
-				if err := send(&kplanev1.WatchResponse{Type: kplanev1.EventType_EVENT_TYPE_BOOKMARK, ResourceVersion: store.FormatRevision(rev)}); err != nil {
+				if err := send(&kplanev1.WatchResponse{Type: kplanev1.EventType_EVENT_TYPE_BOOKMARK, ResourceVersion: store.FormatRevision(rev)}, nil); err != nil {
 					return err
 				}
 				sent = rev
