@@ -1,0 +1,278 @@
+package strategy
+
+import (
+	"testing"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+func validPodSpec() *kplanev1.PodSpec {
+	return &kplanev1.PodSpec{
+		Containers: []*kplanev1.Container{{
+			Name:  "web",
+			Image: "nginx:1.25",
+			Ports: []*kplanev1.ContainerPort{{Name: "http", ContainerPort: 80}},
+			Env:   []*kplanev1.EnvVar{{Name: "MODE", Value: "prod"}},
+			Resources: &kplanev1.ResourceRequirements{
+				Requests: map[string]string{"cpu": "100m", "memory": "64Mi"},
+				Limits:   map[string]string{"cpu": "1", "memory": "128Mi", "example.com/gpu": "1"},
+			},
+			ReadinessProbe: &kplanev1.Probe{HttpGet: &kplanev1.HTTPGetAction{Port: 80}},
+			LivenessProbe:  &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: 80}},
+			VolumeMounts:   []*kplanev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+		}},
+		InitContainers: []*kplanev1.Container{{Name: "init", Image: "busybox", Command: []string{"true"}}},
+		Volumes: []*kplanev1.Volume{
+			{Name: "data", PersistentVolumeClaim: &kplanev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}},
+			{Name: "tmp", EmptyDir: &kplanev1.EmptyDirVolumeSource{SizeLimit: "1Gi"}},
+		},
+		Tolerations: []*kplanev1.Toleration{
+			{Key: "node.kubernetes.io/unreachable", Operator: "Exists", Effect: "NoExecute", TolerationSeconds: ptr[int64](300)},
+			{Key: "dedicated", Value: "web", Effect: "NoSchedule"},
+		},
+		NodeSelector: map[string]string{"disk": "ssd"},
+	}
+}
+
+func validPod() *kplanev1.Pod {
+	return &kplanev1.Pod{Metadata: &kplanev1.ObjectMeta{Namespace: "default", Name: "web-1", Labels: map[string]string{"app": "web"}},
+		Spec: validPodSpec()}
+}
+
+func c0(p *kplanev1.Pod) *kplanev1.Container { return p.Spec.Containers[0] }
+
+func TestPodDefaults(t *testing.T) {
+	p := created(&kplanev1.Pod{Metadata: meta("default", "p"), Spec: &kplanev1.PodSpec{Containers: []*kplanev1.Container{{
+		Name: "c", Image: "nginx",
+		Ports:          []*kplanev1.ContainerPort{{ContainerPort: 80}},
+		ReadinessProbe: &kplanev1.Probe{HttpGet: &kplanev1.HTTPGetAction{Port: 80}},
+		Resources:      &kplanev1.ResourceRequirements{Limits: map[string]string{"cpu": "1", "memory": "1Gi"}},
+	}, {Name: "d", Image: "busybox:1.36"}}}})
+	s := p.Spec
+	if s.RestartPolicy != "Always" || s.GetTerminationGracePeriodSeconds() != 30 || s.SchedulerName != "default-scheduler" ||
+		s.ServiceAccountName != "default" {
+		t.Errorf("pod spec defaults: %v", s)
+	}
+	c := s.Containers[0]
+	if c.Ports[0].Protocol != "TCP" || c.ImagePullPolicy != "Always" || s.Containers[1].ImagePullPolicy != "IfNotPresent" {
+		t.Errorf("container defaults: %v", c)
+	}
+	pr := c.ReadinessProbe
+	if pr.PeriodSeconds != 10 || pr.TimeoutSeconds != 1 || pr.SuccessThreshold != 1 || pr.FailureThreshold != 3 ||
+		pr.HttpGet.Path != "/" || pr.HttpGet.Scheme != "HTTP" {
+		t.Errorf("probe defaults: %v", pr)
+	}
+	if c.Resources.Requests["cpu"] != "1" || c.Resources.Requests["memory"] != "1Gi" {
+		t.Errorf("requests should default to limits: %v", c.Resources)
+	}
+	if p.Status.Phase != "Pending" || p.Status.QosClass != "Burstable" {
+		t.Errorf("status defaults: %v", p.Status)
+	}
+	// Set values are kept.
+	p = created(&kplanev1.Pod{Spec: &kplanev1.PodSpec{RestartPolicy: "Never", TerminationGracePeriodSeconds: ptr[int64](0),
+		Containers: []*kplanev1.Container{{Name: "c", Image: "x:latest", ImagePullPolicy: "Never",
+			LivenessProbe: &kplanev1.Probe{Exec: &kplanev1.ExecAction{Command: []string{"x"}}, PeriodSeconds: 3}}}}})
+	if p.Spec.RestartPolicy != "Never" || p.Spec.GetTerminationGracePeriodSeconds() != 0 ||
+		p.Spec.Containers[0].ImagePullPolicy != "Never" || p.Spec.Containers[0].LivenessProbe.PeriodSeconds != 3 {
+		t.Errorf("explicit values overwritten: %v", p.Spec)
+	}
+	if p.Status.QosClass != "BestEffort" {
+		t.Errorf("qos = %s", p.Status.QosClass)
+	}
+	// A nil spec gets one, so defaults apply and validation can name fields.
+	if p := defaulted(&kplanev1.Pod{}); p.Spec.GetRestartPolicy() != "Always" {
+		t.Error("nil spec not defaulted")
+	}
+	// Default never sets status: it also runs on updates and in clients.
+	if p := defaulted(validPod()); p.Status != nil {
+		t.Errorf("Default set status %v", p.Status)
+	}
+	// A status given on create is kept.
+	if p := created(&kplanev1.Pod{Status: &kplanev1.PodStatus{Phase: "Running", QosClass: "Guaranteed"}}); p.Status.Phase != "Running" ||
+		p.Status.QosClass != "Guaranteed" {
+		t.Errorf("create status overwritten: %v", p.Status)
+	}
+}
+
+func TestQOSClass(t *testing.T) {
+	res := func(req, lim map[string]string) *kplanev1.PodSpec {
+		return &kplanev1.PodSpec{Containers: []*kplanev1.Container{{Resources: &kplanev1.ResourceRequirements{Requests: req, Limits: lim}}}}
+	}
+	cases := []struct {
+		spec *kplanev1.PodSpec
+		want string
+	}{
+		{&kplanev1.PodSpec{Containers: []*kplanev1.Container{{}}}, "BestEffort"},
+		{res(map[string]string{"cpu": "1"}, nil), "Burstable"},
+		{res(nil, map[string]string{"cpu": "1", "memory": "1Gi"}), "Guaranteed"},
+		{res(map[string]string{"cpu": "1000m", "memory": "1024Mi"}, map[string]string{"cpu": "1", "memory": "1Gi"}), "Guaranteed"},
+		{res(map[string]string{"cpu": "500m", "memory": "1Gi"}, map[string]string{"cpu": "1", "memory": "1Gi"}), "Burstable"},
+		{res(nil, map[string]string{"cpu": "1"}), "Burstable"},
+	}
+	for i, c := range cases {
+		if got := qosClass(c.spec); got != c.want {
+			t.Errorf("case %d: qos = %s, want %s", i, got, c.want)
+		}
+	}
+}
+
+func TestPodValidate(t *testing.T) {
+	dup := func(p *kplanev1.Pod) {
+		p.Spec.Containers = append(p.Spec.Containers, &kplanev1.Container{Name: "web", Image: "x"})
+	}
+	checkValidate(t, "Pod", validPod, []tc[*kplanev1.Pod]{
+		{"no name", func(p *kplanev1.Pod) { p.Metadata.Name = "" }, []string{"metadata.name: Required value: name or generateName is required"}},
+		{"bad name", func(p *kplanev1.Pod) { p.Metadata.Name = "Web" }, []string{`metadata.name: Invalid value: "Web": a lowercase RFC 1123 subdomain...`}},
+		{"no namespace", func(p *kplanev1.Pod) { p.Metadata.Namespace = "" }, []string{"metadata.namespace: Required value"}},
+		{"bad label", func(p *kplanev1.Pod) { p.Metadata.Labels["app"] = "a b" }, []string{`metadata.labels["app"]: Invalid value: "a b": ...`}},
+		{"no containers", func(p *kplanev1.Pod) { p.Spec.Containers = nil }, []string{"spec.containers: Required value"}},
+		{"container name missing", func(p *kplanev1.Pod) { c0(p).Name = "" }, []string{"spec.containers[0].name: Required value"}},
+		{"container name format", func(p *kplanev1.Pod) { c0(p).Name = "Web_1" },
+			[]string{`spec.containers[0].name: Invalid value: "Web_1": a lowercase RFC 1123 label...`}},
+		{"duplicate container", dup, []string{`spec.containers[1].name: Duplicate value: "web"`}},
+		{"init container shares a name", func(p *kplanev1.Pod) { p.Spec.InitContainers[0].Name = "web" },
+			[]string{`spec.initContainers[0].name: Duplicate value: "web"`}},
+		{"image required", func(p *kplanev1.Pod) { c0(p).Image = " " }, []string{"spec.containers[0].image: Required value"}},
+		{"init image required", func(p *kplanev1.Pod) { p.Spec.InitContainers[0].Image = "" }, []string{"spec.initContainers[0].image: Required value"}},
+		{"pull policy", func(p *kplanev1.Pod) { c0(p).ImagePullPolicy = "Sometimes" },
+			[]string{`spec.containers[0].imagePullPolicy: Unsupported value: "Sometimes": supported values: "Always", "IfNotPresent", "Never"`}},
+		{"port zero", func(p *kplanev1.Pod) { c0(p).Ports[0].ContainerPort = 0 },
+			[]string{"spec.containers[0].ports[0].containerPort: Invalid value: 0: must be between 1 and 65535, inclusive"}},
+		{"port too big", func(p *kplanev1.Pod) { c0(p).Ports[0].ContainerPort = 65536 },
+			[]string{"spec.containers[0].ports[0].containerPort: Invalid value: 65536: must be between 1 and 65535, inclusive"}},
+		{"host port", func(p *kplanev1.Pod) { c0(p).Ports[0].HostPort = -1 },
+			[]string{"spec.containers[0].ports[0].hostPort: Invalid value: -1: must be between 1 and 65535, inclusive"}},
+		{"port protocol", func(p *kplanev1.Pod) { c0(p).Ports[0].Protocol = "HTTP" },
+			[]string{`spec.containers[0].ports[0].protocol: Unsupported value: "HTTP": supported values: "TCP", "UDP", "SCTP"`}},
+		{"port name", func(p *kplanev1.Pod) { c0(p).Ports[0].Name = "HTTP" }, []string{`spec.containers[0].ports[0].name: Invalid value: "HTTP": ...`}},
+		{"duplicate port name", func(p *kplanev1.Pod) {
+			c0(p).Ports = append(c0(p).Ports, &kplanev1.ContainerPort{Name: "http", ContainerPort: 81})
+		}, []string{`spec.containers[0].ports[1].name: Duplicate value: "http"`}},
+		{"env name missing", func(p *kplanev1.Pod) { c0(p).Env[0].Name = "" }, []string{"spec.containers[0].env[0].name: Required value"}},
+		{"env name format", func(p *kplanev1.Pod) { c0(p).Env[0].Name = "1X" },
+			[]string{`spec.containers[0].env[0].name: Invalid value: "1X": a valid environment variable name...`}},
+		{"resource name", func(p *kplanev1.Pod) { c0(p).Resources.Limits["gpu"] = "1" },
+			// Defaulting copies the limit into requests, so both report it.
+			[]string{`spec.containers[0].resources.limits: Invalid value: "gpu": must be a standard resource name...`,
+				`spec.containers[0].resources.requests: Invalid value: "gpu": must be a standard resource name...`}},
+		{"resource quantity", func(p *kplanev1.Pod) { c0(p).Resources.Requests["memory"] = "lots" },
+			[]string{`spec.containers[0].resources.requests["memory"]: Invalid value: "lots": quantities must match the regular expression...`}},
+		{"negative resource", func(p *kplanev1.Pod) { c0(p).Resources.Requests["cpu"] = "-1" },
+			[]string{`spec.containers[0].resources.requests["cpu"]: Invalid value: "-1": must be greater than or equal to 0`}},
+		{"request above limit", func(p *kplanev1.Pod) { c0(p).Resources.Requests["cpu"] = "1500m" },
+			[]string{`spec.containers[0].resources.requests["cpu"]: Invalid value: "1500m": must be less than or equal to cpu limit of 1`}},
+		{"fractional extended resource", func(p *kplanev1.Pod) { c0(p).Resources.Limits["example.com/gpu"] = "500m" },
+			[]string{`spec.containers[0].resources.limits["example.com/gpu"]: Invalid value: "500m": must be an integer`,
+				`spec.containers[0].resources.requests["example.com/gpu"]: Invalid value: "500m": must be an integer`}},
+		{"restart policy", func(p *kplanev1.Pod) { p.Spec.RestartPolicy = "Sometimes" },
+			[]string{`spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never"`}},
+		{"grace period", func(p *kplanev1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr[int64](-1) },
+			[]string{"spec.terminationGracePeriodSeconds: must be greater than or equal to 0"}},
+		{"active deadline", func(p *kplanev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr[int64](0) },
+			[]string{"spec.activeDeadlineSeconds: must be greater than 0"}},
+		{"node selector", func(p *kplanev1.Pod) { p.Spec.NodeSelector["bad key"] = "x" },
+			[]string{`spec.nodeSelector: Invalid value: "bad key": ...`}},
+		{"node name", func(p *kplanev1.Pod) { p.Spec.NodeName = "Node_1" }, []string{`spec.nodeName: Invalid value: "Node_1": ...`}},
+		{"service account", func(p *kplanev1.Pod) { p.Spec.ServiceAccountName = "a b" }, []string{`spec.serviceAccountName: Invalid value: "a b": ...`}},
+		{"toleration operator", func(p *kplanev1.Pod) { p.Spec.Tolerations[1].Operator = "In" },
+			[]string{`spec.tolerations[1].operator: Unsupported value: "In": supported values: "Exists", "Equal"`}},
+		{"toleration effect", func(p *kplanev1.Pod) { p.Spec.Tolerations[1].Effect = "NoRun" },
+			[]string{`spec.tolerations[1].effect: Unsupported value: "NoRun": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"`}},
+		{"toleration empty key with Equal", func(p *kplanev1.Pod) { p.Spec.Tolerations[1].Key = "" },
+			[]string{`spec.tolerations[1].operator: Invalid value: "": operator must be Exists when ` + "`key`" + ` is empty (which matches every taint)`}},
+		{"toleration Exists with value", func(p *kplanev1.Pod) { p.Spec.Tolerations[0].Value = "x" },
+			[]string{`spec.tolerations[0].value: Invalid value: "x": value must be empty when ` + "`operator`" + ` is 'Exists'`}},
+		{"tolerationSeconds without NoExecute", func(p *kplanev1.Pod) { p.Spec.Tolerations[1].TolerationSeconds = ptr[int64](5) },
+			[]string{"spec.tolerations[1].tolerationSeconds: Invalid value: 5: may only be set when `effect` is 'NoExecute'"}},
+		{"toleration key", func(p *kplanev1.Pod) { p.Spec.Tolerations[1].Key = "a/b/c" },
+			[]string{`spec.tolerations[1].key: Invalid value: "a/b/c": ...`}},
+		{"probe without handler", func(p *kplanev1.Pod) { c0(p).ReadinessProbe.HttpGet = nil },
+			[]string{"spec.containers[0].readinessProbe: Required value: must specify a handler type"}},
+		{"probe with two handlers", func(p *kplanev1.Pod) { c0(p).ReadinessProbe.Exec = &kplanev1.ExecAction{Command: []string{"x"}} },
+			[]string{"spec.containers[0].readinessProbe: Forbidden: may not specify more than 1 handler type"}},
+		{"probe negative delay", func(p *kplanev1.Pod) { c0(p).ReadinessProbe.InitialDelaySeconds = -1 },
+			[]string{"spec.containers[0].readinessProbe.initialDelaySeconds: must be greater than or equal to 0"}},
+		{"probe negative failure threshold", func(p *kplanev1.Pod) { c0(p).LivenessProbe.FailureThreshold = -3 },
+			[]string{"spec.containers[0].livenessProbe.failureThreshold: must be greater than or equal to 0"}},
+		{"liveness success threshold", func(p *kplanev1.Pod) { c0(p).LivenessProbe.SuccessThreshold = 2 },
+			[]string{"spec.containers[0].livenessProbe.successThreshold: Invalid value: 2: must be 1"}},
+		{"probe port", func(p *kplanev1.Pod) { c0(p).ReadinessProbe.HttpGet.Port = 0 },
+			[]string{"spec.containers[0].readinessProbe.httpGet.port: Invalid value: 0: must be between 1 and 65535, inclusive"}},
+		{"probe scheme", func(p *kplanev1.Pod) { c0(p).ReadinessProbe.HttpGet.Scheme = "FTP" },
+			[]string{`spec.containers[0].readinessProbe.httpGet.scheme: Unsupported value: "FTP": supported values: "HTTP", "HTTPS"`}},
+		{"exec without command", func(p *kplanev1.Pod) {
+			c0(p).ReadinessProbe = &kplanev1.Probe{Exec: &kplanev1.ExecAction{}}
+		}, []string{"spec.containers[0].readinessProbe.exec.command: Required value"}},
+		{"init container probe", func(p *kplanev1.Pod) {
+			p.Spec.InitContainers[0].ReadinessProbe = &kplanev1.Probe{Exec: &kplanev1.ExecAction{Command: []string{"x"}}}
+		}, []string{"spec.initContainers[0].readinessProbe: Forbidden: may not be set for init containers"}},
+		{"volume without source", func(p *kplanev1.Pod) { p.Spec.Volumes[1].EmptyDir = nil },
+			[]string{"spec.volumes[1]: Required value: must specify a volume type"}},
+		{"volume with two sources", func(p *kplanev1.Pod) { p.Spec.Volumes[1].HostPath = &kplanev1.HostPathVolumeSource{Path: "/x"} },
+			[]string{"spec.volumes[1]: Forbidden: may not specify more than 1 volume type"}},
+		{"duplicate volume", func(p *kplanev1.Pod) { p.Spec.Volumes[1].Name = "data" },
+			[]string{`spec.volumes[1].name: Duplicate value: "data"`}},
+		{"volume name missing", func(p *kplanev1.Pod) { p.Spec.Volumes[1].Name = "" }, []string{"spec.volumes[1].name: Required value"}},
+		{"claim name missing", func(p *kplanev1.Pod) { p.Spec.Volumes[0].PersistentVolumeClaim.ClaimName = "" },
+			[]string{"spec.volumes[0].persistentVolumeClaim.claimName: Required value"}},
+		{"secret name missing", func(p *kplanev1.Pod) {
+			p.Spec.Volumes[1] = &kplanev1.Volume{Name: "tmp", Secret: &kplanev1.SecretVolumeSource{}}
+		}, []string{"spec.volumes[1].secret.secretName: Required value"}},
+		{"host path", func(p *kplanev1.Pod) {
+			p.Spec.Volumes[1] = &kplanev1.Volume{Name: "tmp", HostPath: &kplanev1.HostPathVolumeSource{Type: "Dir"}}
+		}, []string{"spec.volumes[1].hostPath.path: Required value",
+			`spec.volumes[1].hostPath.type: Unsupported value: "Dir": supported values: "", "DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket", "CharDevice", "BlockDevice"`}},
+		{"empty dir size", func(p *kplanev1.Pod) { p.Spec.Volumes[1].EmptyDir.SizeLimit = "1GB" },
+			[]string{`spec.volumes[1].emptyDir.sizeLimit: Invalid value: "1GB": unable to parse quantity's suffix`}},
+		{"mount of undeclared volume", func(p *kplanev1.Pod) { c0(p).VolumeMounts[0].Name = "nope" },
+			[]string{`spec.containers[0].volumeMounts[0].name: Not found: "nope"`}},
+		{"mount path missing", func(p *kplanev1.Pod) { c0(p).VolumeMounts[0].MountPath = "" },
+			[]string{"spec.containers[0].volumeMounts[0].mountPath: Required value"}},
+		{"mount path twice", func(p *kplanev1.Pod) {
+			c0(p).VolumeMounts = append(c0(p).VolumeMounts, &kplanev1.VolumeMount{Name: "tmp", MountPath: "/data"})
+		}, []string{`spec.containers[0].volumeMounts[1].mountPath: Invalid value: "/data": must be unique`}},
+		{"status phase", func(p *kplanev1.Pod) { p.Status = &kplanev1.PodStatus{Phase: "Done"} },
+			[]string{`status.phase: Unsupported value: "Done": supported values: "Pending", "Running", "Succeeded", "Failed", "Unknown"`}},
+		{"status pod IP", func(p *kplanev1.Pod) { p.Status = &kplanev1.PodStatus{PodIp: "10.0.0"} },
+			[]string{`status.podIP: Invalid value: "10.0.0": must be a valid IP address (e.g. 10.9.8.7 or 2001:db8::ffff)`}},
+		{"generateName is enough", func(p *kplanev1.Pod) { p.Metadata.Name, p.Metadata.GenerateName = "", "web-" }, nil},
+	})
+}
+
+func TestPodUpdate(t *testing.T) {
+	bound := func() *kplanev1.Pod { p := validPod(); p.Spec.NodeName = "n1"; return p }
+	checkUpdate(t, "Pod", validPod, []utc[*kplanev1.Pod]{
+		{"labels", func(p *kplanev1.Pod) { p.Metadata.Labels["x"] = "y" }, nil},
+		{"image", func(p *kplanev1.Pod) { c0(p).Image = "nginx:1.26"; p.Spec.InitContainers[0].Image = "busybox:2" }, nil},
+		{"bind once", func(p *kplanev1.Pod) { p.Spec.NodeName = "n1" }, nil},
+		{"add toleration", func(p *kplanev1.Pod) {
+			p.Spec.Tolerations = append(p.Spec.Tolerations, &kplanev1.Toleration{Key: "k", Operator: "Exists"})
+		}, nil},
+		{"set active deadline", func(p *kplanev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr[int64](60) }, nil},
+		{"status", func(p *kplanev1.Pod) { p.Status.Phase = "Running" }, nil},
+		{"remove toleration", func(p *kplanev1.Pod) { p.Spec.Tolerations = p.Spec.Tolerations[:1] },
+			[]string{"spec.tolerations: Forbidden: existing tolerations may not be removed"}},
+		{"change toleration", func(p *kplanev1.Pod) { p.Spec.Tolerations[1].Value = "db" },
+			[]string{"spec.tolerations[1]: Forbidden: existing tolerations may not be changed; only additions are allowed"}},
+		{"restart policy", func(p *kplanev1.Pod) { p.Spec.RestartPolicy = "Never" },
+			[]string{"spec: Forbidden: pod updates may not change fields other than spec.containers[*].image, spec.initContainers[*].image, spec.activeDeadlineSeconds, spec.tolerations (additions only) and spec.nodeName (once, when unset)"}},
+		{"env", func(p *kplanev1.Pod) { c0(p).Env[0].Value = "dev" }, []string{"spec: Forbidden: pod updates may not change fields other than..."}},
+		{"add container", func(p *kplanev1.Pod) {
+			p.Spec.Containers = append(p.Spec.Containers, &kplanev1.Container{Name: "side", Image: "x"})
+		}, []string{"spec: Forbidden: pod updates may not change fields other than..."}},
+		{"rename", func(p *kplanev1.Pod) { p.Metadata.Name = "web-2" }, []string{`metadata.name: Invalid value: "web-2": field is immutable`}},
+		{"move namespace", func(p *kplanev1.Pod) { p.Metadata.Namespace = "other" }, []string{`metadata.namespace: Invalid value: "other": field is immutable`}},
+	})
+	checkUpdate(t, "Pod", bound, []utc[*kplanev1.Pod]{
+		{"rebind", func(p *kplanev1.Pod) { p.Spec.NodeName = "n2" }, []string{`spec.nodeName: Invalid value: "n2": field is immutable once set`}},
+		{"unbind", func(p *kplanev1.Pod) { p.Spec.NodeName = "" }, []string{`spec.nodeName: Invalid value: "": field is immutable once set`}},
+	})
+	withDeadline := func() *kplanev1.Pod { p := validPod(); p.Spec.ActiveDeadlineSeconds = ptr[int64](60); return p }
+	checkUpdate(t, "Pod", withDeadline, []utc[*kplanev1.Pod]{
+		{"lower deadline", func(p *kplanev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr[int64](30) }, nil},
+		{"raise deadline", func(p *kplanev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr[int64](90) },
+			[]string{"spec.activeDeadlineSeconds: Invalid value: 90: may only be lowered"}},
+		{"remove deadline", func(p *kplanev1.Pod) { p.Spec.ActiveDeadlineSeconds = nil },
+			[]string{`spec.activeDeadlineSeconds: Invalid value: "null": must not be removed once set`}},
+	})
+}
