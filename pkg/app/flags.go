@@ -1,0 +1,90 @@
+package app
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/kplane/kplane/pkg/client"
+	"github.com/kplane/kplane/pkg/leaderelection"
+	"github.com/kplane/kplane/pkg/logging"
+)
+
+// options are the parsed common flags.
+type options struct {
+	client        client.Options
+	leader        leaderelection.Options
+	logging       logging.Options
+	healthAddr    string
+	resyncPeriod  time.Duration
+	workers       int
+	shutdownGrace time.Duration
+	logOutput     io.Writer
+}
+
+// usageError marks flag problems (exit status 2).
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func parseFlags(svc Service, args []string) (*options, error) {
+	o := &options{logOutput: os.Stderr}
+	fs := flag.NewFlagSet(svc.Name, flag.ContinueOnError)
+	o.client.AddFlags(fs)
+	o.logging.AddFlags(fs)
+	fs.StringVar(&o.healthAddr, "health-addr", svc.HealthAddr, "address of the HTTP server for /healthz, /readyz and /metrics (empty disables it)")
+	resync := svc.ResyncPeriod
+	if resync == 0 {
+		resync = DefaultResyncPeriod
+	}
+	fs.DurationVar(&o.resyncPeriod, "resync-period", resync, "how often informers re-deliver every cached object (0 disables)")
+	workers := svc.Workers
+	if workers <= 0 {
+		workers = 1
+	}
+	fs.IntVar(&o.workers, "workers", workers, "number of concurrent reconciles")
+	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", DefaultShutdownGrace, "on SIGTERM, how long in-flight reconciles may run before they are cancelled")
+	if svc.LeaderElected {
+		o.leader.AddFlags(fs)
+	}
+	if svc.AddFlags != nil {
+		svc.AddFlags(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return nil, err
+		}
+		return nil, &usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return nil, &usageError{fmt.Errorf("unexpected arguments: %v", fs.Args())}
+	}
+	if err := o.logging.Validate(); err != nil {
+		return nil, &usageError{err}
+	}
+	if o.workers < 1 {
+		return nil, &usageError{fmt.Errorf("--workers must be at least 1, not %d", o.workers)}
+	}
+	if o.resyncPeriod < 0 {
+		return nil, &usageError{fmt.Errorf("--resync-period must not be negative")}
+	}
+	if !svc.LeaderElected {
+		o.leader.LeaderElect = false
+	}
+	if o.leader.LeaderElect && o.shutdownGrace >= o.leader.LeaseDuration-o.leader.RetryPeriod {
+		// The lease is not renewed while in-flight work finishes; a longer
+		// grace would let a standby start while this replica still works.
+		return nil, &usageError{fmt.Errorf("--shutdown-grace-period (%v) must be less than --leader-elect-lease-duration minus --leader-elect-retry-period (%v)",
+			o.shutdownGrace, o.leader.LeaseDuration-o.leader.RetryPeriod)}
+	}
+	return o, nil
+}
+
+func (o *options) logger(name string) hclog.Logger {
+	return o.logging.New(name, o.logOutput)
+}

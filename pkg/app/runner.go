@@ -1,0 +1,408 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/kplane/kplane/pkg/client"
+	"github.com/kplane/kplane/pkg/health"
+	"github.com/kplane/kplane/pkg/informer"
+	"github.com/kplane/kplane/pkg/leaderelection"
+	"github.com/kplane/kplane/pkg/workqueue"
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+// runner is one running service.
+type runner struct {
+	svc        Service
+	opts       *options
+	log        hclog.Logger
+	client     *client.Client
+	factory    *informer.Factory
+	registry   *prometheus.Registry
+	metrics    *reconcileMetrics
+	queueMP    workqueue.MetricsProvider
+	reconciler Reconciler
+	elector    *leaderelection.Elector
+	health     *health.Server
+	appCtx     *Context
+	watched    []*informer.Informer
+	watches    []Watch
+
+	// rootCtx is Run's context plus cancel, which fail uses to stop the
+	// service on a fatal error.
+	rootCtx context.Context
+	cancel  context.CancelFunc
+	errMu   sync.Mutex
+	err     error
+
+	mu    sync.RWMutex
+	queue *workqueue.Queue // the current term's queue; nil while not working
+
+	working      atomic.Bool // leading, or running unelected
+	candidate    atomic.Bool // taking part in the election
+	shuttingDown atomic.Bool
+}
+
+// newRunner builds everything a service needs, in the order the pieces
+// depend on each other, and undoes it on error.
+func newRunner(ctx context.Context, svc Service, opts *options) (_ *runner, err error) {
+	r := &runner{svc: svc, opts: opts, log: opts.logger(svc.Name)}
+	r.rootCtx, r.cancel = context.WithCancel(ctx)
+	defer func() {
+		if err != nil {
+			r.close()
+		}
+	}()
+
+	r.registry = prometheus.NewRegistry()
+	if err := r.registry.Register(collectors.NewGoCollector()); err != nil {
+		return nil, fmt.Errorf("app: register Go metrics: %w", err)
+	}
+	if err := r.registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, fmt.Errorf("app: register process metrics: %w", err)
+	}
+	if r.metrics, err = newReconcileMetrics(r.registry); err != nil {
+		return nil, err
+	}
+	if r.queueMP, err = workqueue.NewPrometheusProvider(r.registry); err != nil {
+		return nil, fmt.Errorf("app: work queue metrics: %w", err)
+	}
+
+	copts := opts.client
+	copts.Logger = r.log
+	copts.UserAgent = svc.Name
+	if r.client, err = client.Dial(ctx, copts); err != nil {
+		return nil, err
+	}
+	if r.factory, err = informer.NewFactory(r.client, informer.FactoryOptions{
+		ResyncPeriod: opts.resyncPeriod, Logger: r.log, Registerer: r.registry,
+	}); err != nil {
+		return nil, err
+	}
+
+	identity := ""
+	if opts.leader.LeaderElect {
+		lm, err := leaderelection.NewPrometheusMetrics(r.registry)
+		if err != nil {
+			return nil, fmt.Errorf("app: leader election metrics: %w", err)
+		}
+		cfg := leaderelection.Config{
+			Client:          r.client,
+			Name:            svc.Name,
+			ReleaseOnCancel: true,
+			Logger:          r.log,
+			Metrics:         lm,
+			Callbacks:       leaderelection.Callbacks{OnStartedLeading: r.lead},
+		}
+		opts.leader.ApplyTo(&cfg)
+		identity = cfg.Identity
+		if r.elector, err = leaderelection.New(cfg); err != nil {
+			return nil, err
+		}
+	}
+
+	if opts.healthAddr != "" {
+		if r.health, err = health.Start(opts.healthAddr, r.registry, r.ready, r.log); err != nil {
+			return nil, err
+		}
+	}
+
+	r.appCtx = &Context{
+		Name: svc.Name, Logger: r.log, Client: r.client, Informers: r.factory,
+		Registry: r.registry, ResyncPeriod: opts.resyncPeriod, Identity: identity, r: r,
+	}
+	for _, w := range svc.Watches {
+		inf, err := r.factory.For(informer.Selection{Kind: w.Kind, Namespace: w.Namespace, LabelSelector: w.LabelSelector, FieldSelector: w.FieldSelector})
+		if err != nil {
+			return nil, fmt.Errorf("app: watch: %w", err)
+		}
+		inf.AddEventHandler(r.handlerFor(w))
+		r.watched = append(r.watched, inf)
+		r.watches = append(r.watches, w)
+	}
+	var rec Reconciler
+	if svc.Setup != nil {
+		if rec, err = svc.Setup(r.appCtx); err != nil {
+			return nil, fmt.Errorf("app: setup: %w", err)
+		}
+	}
+	switch {
+	case rec != nil && svc.Reconcile != nil:
+		return nil, errors.New("app: both Service.Reconcile and a Reconciler from Setup are given")
+	case rec != nil:
+		r.reconciler = rec
+	case svc.Reconcile != nil:
+		r.reconciler = ReconcileFunc(svc.Reconcile)
+	}
+	if r.reconciler == nil && svc.Run == nil {
+		return nil, errors.New("app: the service has neither a reconciler nor a Run function")
+	}
+	if r.reconciler == nil && len(svc.Watches) > 0 {
+		return nil, errors.New("app: Watches feed a work queue, but there is no reconciler")
+	}
+	return r, nil
+}
+
+// run starts the informers, does the work (under leader election when
+// configured) until ctx ends, then shuts down.
+func (r *runner) run() error {
+	defer r.close()
+	ctx := r.rootCtx
+	r.log.Info("starting", "apiserver", r.client.Address(), "health_addr", r.healthAddr(),
+		"leader_elect", r.elector != nil, "workers", r.opts.workers)
+	r.factory.Start(ctx)
+
+	if r.elector != nil {
+		for ctx.Err() == nil {
+			r.candidate.Store(true)
+			err := r.elector.Run(ctx)
+			r.candidate.Store(false)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, leaderelection.ErrLeadershipLost) {
+				r.fail(fmt.Errorf("app: leader election: %w", err))
+				break
+			}
+			// Work stopped the moment the lease was lost; stand again so
+			// this replica is a standby rather than dead weight.
+			r.log.Warn("leadership lost; standing for election again", "error", err)
+		}
+	} else {
+		r.lead(ctx)
+	}
+
+	r.shuttingDown.Store(true)
+	r.cancel() // stops the informers when work ended for another reason
+	r.factory.Wait()
+	if err := r.failure(); err != nil {
+		r.log.Error("stopped after a fatal error", "error", err)
+		return err
+	}
+	r.log.Info("stopped cleanly")
+	return nil
+}
+
+// fail records the first fatal error and shuts the service down.
+func (r *runner) fail(err error) {
+	r.errMu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.errMu.Unlock()
+	r.cancel()
+}
+
+func (r *runner) failure() error {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	return r.err
+}
+
+// close releases what newRunner acquired. It is safe on a partial runner.
+func (r *runner) close() {
+	r.shuttingDown.Store(true)
+	r.cancel()
+	if r.health != nil {
+		r.health.Stop()
+	}
+	if r.client != nil {
+		_ = r.client.Close()
+	}
+}
+
+// lead does the work for one leadership term (or the whole life of an
+// unelected service): it waits for the caches, queues every watched
+// object, runs the workers and Service.Run, and stops them when ctx ends.
+func (r *runner) lead(ctx context.Context) {
+	r.working.Store(true)
+	defer r.working.Store(false)
+	if !r.factory.WaitForCacheSync(ctx) {
+		return
+	}
+	r.log.Info("caches synced; starting work")
+
+	// Reconciles get their own context: on SIGTERM they may finish (within
+	// the grace period), but a lost lease cancels them at once.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	var wg sync.WaitGroup
+	var q *workqueue.Queue
+	if r.reconciler != nil {
+		q = workqueue.New(workqueue.Config{Name: r.svc.Name, MetricsProvider: r.queueMP})
+		r.setQueue(q)
+		// Level-triggered: a new term reconciles everything, since events
+		// that arrived while standing by were not queued.
+		r.enqueueAll()
+		for i := 0; i < r.opts.workers; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r.worker(workCtx, q)
+			}()
+		}
+	}
+	if r.svc.Run != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// A loop that fails while it should be running takes the
+			// process down, so that its supervisor restarts it.
+			if err := r.svc.Run(ctx, r.appCtx); err != nil && ctx.Err() == nil {
+				r.fail(fmt.Errorf("app: %s: %w", r.svc.Name, err))
+			}
+		}()
+	}
+
+	<-ctx.Done()
+	r.setQueue(nil)
+	if q != nil {
+		q.ShutDown() // stop handing out keys; held ones may finish
+	}
+	if r.rootCtx.Err() == nil {
+		// Not a shutdown: leadership was lost, so stop at once.
+		cancelWork()
+	} else {
+		t := time.AfterFunc(r.opts.shutdownGrace, cancelWork)
+		defer t.Stop()
+	}
+	wg.Wait()
+	r.log.Info("work stopped")
+}
+
+// worker reconciles keys until the queue shuts down.
+func (r *runner) worker(ctx context.Context, q *workqueue.Queue) {
+	for {
+		key, shutdown := q.Get()
+		if shutdown {
+			return
+		}
+		r.process(ctx, q, key)
+		q.Done(key)
+	}
+}
+
+func (r *runner) process(ctx context.Context, q *workqueue.Queue, key string) {
+	start := time.Now()
+	err := r.reconciler.Reconcile(ctx, key)
+	r.metrics.observe(r.svc.Name, time.Since(start), err)
+	var again *requeueAfter
+	switch {
+	case err == nil:
+		q.Forget(key)
+	case errors.As(err, &again):
+		q.Forget(key)
+		q.AddAfter(key, again.after)
+	default:
+		r.log.Warn("reconcile failed; will retry", "key", key, "error", err, "retries", q.NumRequeues(key))
+		q.AddRateLimited(key)
+	}
+}
+
+func (r *runner) setQueue(q *workqueue.Queue) {
+	r.mu.Lock()
+	r.queue = q
+	r.mu.Unlock()
+}
+
+func (r *runner) currentQueue() *workqueue.Queue {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.queue
+}
+
+func (r *runner) enqueue(key string) {
+	if q := r.currentQueue(); q != nil {
+		q.Add(key)
+	}
+}
+
+func (r *runner) enqueueAfter(key string, d time.Duration) {
+	if q := r.currentQueue(); q != nil {
+		q.AddAfter(key, d)
+	}
+}
+
+func (r *runner) enqueueAll() {
+	for i, inf := range r.watched {
+		for _, o := range inf.Store().List() {
+			for _, k := range mapKeys(r.watches[i], o) {
+				r.enqueue(k)
+			}
+		}
+	}
+}
+
+func mapKeys(w Watch, o *kplanev1.Object) []string {
+	if w.MapToKey != nil {
+		return w.MapToKey(o)
+	}
+	return []string{o.Key()}
+}
+
+// handlerFor turns a watch's informer events into queued keys.
+func (r *runner) handlerFor(w Watch) informer.Handler {
+	add := func(o *kplanev1.Object) {
+		for _, k := range mapKeys(w, o) {
+			r.enqueue(k)
+		}
+	}
+	return informer.Handler{
+		OnAdd: add,
+		OnUpdate: func(oldObj, newObj *kplanev1.Object) {
+			if oldObj != newObj {
+				add(oldObj)
+			}
+			add(newObj)
+		},
+		OnDelete: func(obj any) {
+			if o, ok := informer.ObjectOf(obj); ok {
+				add(o)
+			}
+		},
+	}
+}
+
+func (r *runner) isLeader() bool {
+	if r.elector != nil {
+		return r.elector.IsLeader()
+	}
+	return r.working.Load()
+}
+
+func (r *runner) healthAddr() string {
+	if r.health == nil {
+		return ""
+	}
+	return r.health.Addr()
+}
+
+// ready is /readyz: caches synced and, for an elected service, taking part
+// in the election (leading or standing by); never while shutting down.
+func (r *runner) ready() error {
+	switch {
+	case r.shuttingDown.Load() || r.rootCtx.Err() != nil:
+		return errors.New("shutting down")
+	case r.factory == nil || !r.factory.HasSynced():
+		return errors.New("informer caches not synced")
+	case r.elector != nil && !r.candidate.Load():
+		return errors.New("not taking part in leader election")
+	case r.elector == nil && !r.working.Load():
+		return errors.New("not started")
+	}
+	for _, inf := range r.watched {
+		if !inf.HasSynced() {
+			return fmt.Errorf("%s informer not synced", inf.Kind())
+		}
+	}
+	return nil
+}

@@ -1,0 +1,181 @@
+package controller_test
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/kplane/kplane/pkg/controller"
+	"github.com/kplane/kplane/pkg/informer"
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestExpectationsCreations(t *testing.T) {
+	now := time.Unix(1000, 0)
+	e := controller.NewExpectations(time.Minute)
+	e.SetClock(func() time.Time { return now })
+
+	if !e.Satisfied("ns/rs") {
+		t.Fatal("no expectations must be satisfied")
+	}
+	e.ExpectCreations("ns/rs", 3)
+	if e.Satisfied("ns/rs") {
+		t.Fatal("3 pending creations reported satisfied")
+	}
+	e.CreationObserved("ns/rs")
+	e.CreationFailed("ns/rs") // one create call failed: no event will come
+	if a, d := e.Pending("ns/rs"); a != 1 || d != 0 {
+		t.Fatalf("pending %d/%d, want 1/0", a, d)
+	}
+	if e.Satisfied("ns/rs") {
+		t.Fatal("1 pending creation reported satisfied")
+	}
+	e.CreationObserved("ns/rs")
+	if !e.Satisfied("ns/rs") {
+		t.Fatal("all creations observed but not satisfied")
+	}
+	// Extra observations (e.g. pods adopted from elsewhere) do not go negative.
+	e.CreationObserved("ns/rs")
+	e.ExpectCreations("ns/rs", 1)
+	if e.Satisfied("ns/rs") {
+		t.Fatal("a fresh expectation must reset the count")
+	}
+	// Other keys are independent.
+	if !e.Satisfied("ns/other") {
+		t.Fatal("unrelated key blocked")
+	}
+}
+
+func TestExpectationsDeletionsAndTTL(t *testing.T) {
+	now := time.Unix(1000, 0)
+	e := controller.NewExpectations(time.Minute)
+	e.SetClock(func() time.Time { return now })
+
+	e.ExpectDeletions("ns/rs", []string{"ns/p1", "ns/p2"})
+	e.DeletionObserved("ns/rs", "ns/p1")
+	e.DeletionObserved("ns/rs", "ns/p1") // watch event and tombstone: counted once
+	if e.Satisfied("ns/rs") {
+		t.Fatal("p2's deletion is still pending")
+	}
+	if _, d := e.Pending("ns/rs"); d != 1 {
+		t.Fatalf("pending deletions %d, want 1", d)
+	}
+	e.DeletionObserved("ns/rs", "ns/p2")
+	if !e.Satisfied("ns/rs") {
+		t.Fatal("all deletions observed but not satisfied")
+	}
+
+	// Expectations that never complete expire after the TTL.
+	e.ExpectCreations("ns/stuck", 2)
+	now = now.Add(59 * time.Second)
+	if e.Satisfied("ns/stuck") {
+		t.Fatal("expired too early")
+	}
+	now = now.Add(2 * time.Second)
+	if !e.Satisfied("ns/stuck") {
+		t.Fatal("not expired after the TTL")
+	}
+	e.Delete("ns/stuck")
+	if a, d := e.Pending("ns/stuck"); a != 0 || d != 0 {
+		t.Fatal("Delete kept the record")
+	}
+}
+
+func TestExpectationsConcurrent(t *testing.T) {
+	e := controller.NewExpectations(0)
+	e.ExpectCreations("k", 100)
+	var wg sync.WaitGroup
+	for i := 0; i < 100; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.CreationObserved("k")
+			_ = e.Satisfied("k")
+		}()
+	}
+	wg.Wait()
+	if !e.Satisfied("k") {
+		t.Fatal("100 concurrent observations lost")
+	}
+}
+
+func TestSlowStartBatch(t *testing.T) {
+	var calls atomic.Int32
+	n, err := controller.SlowStartBatch(10, 1, func() error { calls.Add(1); return nil })
+	if n != 10 || err != nil || calls.Load() != 10 {
+		t.Fatalf("all succeed: %d successes, %v, %d calls", n, err, calls.Load())
+	}
+
+	// Batches are 1, 2, 4, 8: failing from the 4th call on stops after the
+	// batch of 4 (calls 4..7), never starting the batch of 8.
+	calls.Store(0)
+	boom := errors.New("quota exceeded")
+	n, err = controller.SlowStartBatch(20, 1, func() error {
+		if calls.Add(1) >= 4 {
+			return boom
+		}
+		return nil
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("want the failure, got %v", err)
+	}
+	if calls.Load() != 7 || n != 3 {
+		t.Fatalf("want 7 calls and 3 successes, got %d calls and %d successes", calls.Load(), n)
+	}
+
+	calls.Store(0)
+	if n, err := controller.SlowStartBatch(0, 1, func() error { calls.Add(1); return nil }); n != 0 || err != nil || calls.Load() != 0 {
+		t.Fatal("count 0 must make no call")
+	}
+	calls.Store(0)
+	if n, _ := controller.SlowStartBatch(5, 0, func() error { calls.Add(1); return nil }); n != 5 || calls.Load() != 5 {
+		t.Fatal("initial batch size 0 must behave as 1")
+	}
+}
+
+func ownedPod(owner *kplanev1.OwnerReference) *kplanev1.Object {
+	p := &kplanev1.Pod{Metadata: &kplanev1.ObjectMeta{Name: "p", Namespace: "ns"}}
+	if owner != nil {
+		p.Metadata.OwnerReferences = []*kplanev1.OwnerReference{
+			{Kind: "Node", Name: "n1", Uid: "node-uid"}, // a non-controlling owner
+			owner,
+		}
+	}
+	return kplanev1.MustWrap(p)
+}
+
+func TestOwnerMapping(t *testing.T) {
+	ctrl := &kplanev1.OwnerReference{Kind: "ReplicaSet", Name: "web", Uid: "rs-uid", Controller: true}
+	p := ownedPod(ctrl)
+	if k, ok := controller.OwnerKey(p, "ReplicaSet"); !ok || k != "ns/web" {
+		t.Fatalf("OwnerKey = %q %v", k, ok)
+	}
+	if _, ok := controller.OwnerKey(p, "Job"); ok {
+		t.Fatal("wrong owner kind matched")
+	}
+	if got := controller.OwnerKeys("ReplicaSet")(p); !slices.Equal(got, []string{"ns/web"}) {
+		t.Fatalf("OwnerKeys = %v", got)
+	}
+	if got := controller.OwnerKeys("ReplicaSet")(ownedPod(nil)); len(got) != 0 {
+		t.Fatalf("orphan mapped to %v", got)
+	}
+	if !controller.IsControlledBy(p, "rs-uid") || controller.IsControlledBy(p, "node-uid") {
+		t.Fatal("IsControlledBy wrong")
+	}
+	if r := controller.ControllerRef(p.Meta()); r != ctrl {
+		t.Fatal("ControllerRef wrong")
+	}
+	if o, ok := controller.DeletedObject(informer.DeletedFinalStateUnknown{Key: "ns/p", Obj: p}); !ok || o != p {
+		t.Fatal("tombstone not unwrapped")
+	}
+	if o, ok := controller.DeletedObject(p); !ok || o != p {
+		t.Fatal("object not passed through")
+	}
+}

@@ -1,0 +1,78 @@
+// Package health serves a process's /healthz, /readyz and /metrics over
+// HTTP: every kplane binary, the apiserver included, runs one on
+// --health-addr.
+package health
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Server serves /healthz, /readyz and /metrics.
+type Server struct {
+	addr string
+	srv  *http.Server
+	done chan struct{}
+	log  hclog.Logger
+}
+
+// Start listens on addr at once, so that a port in use fails the start
+// rather than going unnoticed, and serves in the background. /readyz
+// answers 503 with ready's error while it returns one.
+func Start(addr string, reg *prometheus.Registry, ready func() error, log hclog.Logger) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("health server: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		// The process answers, so it is alive; readiness is /readyz's job.
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := ready(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, "not ready: %v\n", err)
+			return
+		}
+		_, _ = fmt.Fprintln(w, "ok")
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	h := &Server{
+		addr: ln.Addr().String(),
+		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
+		done: make(chan struct{}),
+		log:  log,
+	}
+	go func() {
+		defer close(h.done)
+		if err := h.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("health server failed", "error", err)
+		}
+	}()
+	return h, nil
+}
+
+// Addr is the address the server listens on.
+func (h *Server) Addr() string { return h.addr }
+
+// Stop shuts the server down, giving open requests a moment to finish.
+func (h *Server) Stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := h.srv.Shutdown(ctx); err != nil {
+		h.log.Warn("health server shutdown", "error", err)
+		_ = h.srv.Close()
+	}
+	<-h.done
+}

@@ -1,0 +1,169 @@
+package informer
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kplane/kplane/pkg/client"
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+// FactoryOptions configure a Factory and the informers it creates.
+type FactoryOptions struct {
+	// Namespace restricts ForKind's informers of namespaced kinds ("" = all).
+	Namespace string
+	// ResyncPeriod of every informer (0 = off).
+	ResyncPeriod time.Duration
+	// PageSize of the informers' lists (default DefaultPageSize).
+	PageSize int64
+	// Backoff of the informers' retries (default DefaultBackoff).
+	Backoff client.Backoff
+	// Logger (default: null logger).
+	Logger hclog.Logger
+	// Registerer receives the informer metrics (nil = not registered).
+	Registerer prometheus.Registerer
+}
+
+// Factory hands out shared informers: asking twice for the same selection
+// returns the same informer, so the controllers of one process share one
+// watch and one cache per kind. Every informer gets the namespace index,
+// the owner-uid index and, for pods, the node-name index.
+type Factory struct {
+	api     kplanev1.ResourcesClient
+	opts    FactoryOptions
+	metrics *Metrics
+
+	mu        sync.Mutex
+	informers map[Selection]*Informer
+	running   map[Selection]bool
+	wg        sync.WaitGroup
+}
+
+// NewFactory returns a factory whose informers read through api.
+func NewFactory(api kplanev1.ResourcesClient, opts FactoryOptions) (*Factory, error) {
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	m, err := NewMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Factory{
+		api: api, opts: opts, metrics: m,
+		informers: map[Selection]*Informer{},
+		running:   map[Selection]bool{},
+	}, nil
+}
+
+// ForKind returns the shared informer of kind in the factory's namespace.
+// It panics on a kind the API does not serve: kind names are constants in
+// controller code, so this is a programming error.
+func (f *Factory) ForKind(kind string) *Informer {
+	inf, err := f.For(Selection{Kind: kind, Namespace: f.opts.Namespace})
+	if err != nil {
+		panic(err)
+	}
+	return inf
+}
+
+// For returns the shared informer of sel, creating it on first use. The
+// namespace of a cluster-scoped kind is ignored. An informer created after
+// Start runs once Start is called again.
+func (f *Factory) For(sel Selection) (*Informer, error) {
+	k := kplanev1.LookupKind(sel.Kind)
+	if k == nil {
+		return nil, fmt.Errorf("informer: %s", kplanev1.UnknownKindError(sel.Kind))
+	}
+	if !k.Namespaced {
+		sel.Namespace = ""
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if inf, ok := f.informers[sel]; ok {
+		return inf, nil
+	}
+	ix := Indexers{OwnerUIDIndex: IndexByOwnerUID}
+	if sel.Kind == "Pod" {
+		ix[PodNodeNameIndex] = IndexPodsByNodeName
+	}
+	inf, err := New(f.api, Options{
+		Selection:    sel,
+		ResyncPeriod: f.opts.ResyncPeriod,
+		PageSize:     f.opts.PageSize,
+		Indexers:     ix,
+		Backoff:      f.opts.Backoff,
+		Logger:       f.opts.Logger,
+		Metrics:      f.metrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+	f.informers[sel] = inf
+	return inf, nil
+}
+
+// Informers returns every informer created so far.
+func (f *Factory) Informers() []*Informer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]*Informer, 0, len(f.informers))
+	for _, inf := range f.informers {
+		out = append(out, inf)
+	}
+	return out
+}
+
+// Start runs every informer not yet running until ctx ends. It does not
+// block; Wait waits for them to stop.
+func (f *Factory) Start(ctx context.Context) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for sel, inf := range f.informers {
+		if f.running[sel] {
+			continue
+		}
+		f.running[sel] = true
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			if err := inf.Run(ctx); err != nil {
+				f.opts.Logger.Error("informer failed", "selection", sel.String(), "error", err)
+			}
+		}()
+	}
+}
+
+// WaitForCacheSync waits until every started informer has synced; false
+// means ctx ended first.
+func (f *Factory) WaitForCacheSync(ctx context.Context) bool {
+	f.mu.Lock()
+	var infs []*Informer
+	for sel, inf := range f.informers {
+		if f.running[sel] {
+			infs = append(infs, inf)
+		}
+	}
+	f.mu.Unlock()
+	return WaitForCacheSync(ctx, infs...)
+}
+
+// HasSynced reports whether every started informer has synced.
+func (f *Factory) HasSynced() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for sel, inf := range f.informers {
+		if f.running[sel] && !inf.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Wait blocks until every started informer has stopped (after the context
+// given to Start ended).
+func (f *Factory) Wait() { f.wg.Wait() }

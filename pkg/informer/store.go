@@ -1,0 +1,270 @@
+package informer
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+// Names of the indexes this package provides.
+const (
+	// NamespaceIndex maps a namespace to the objects in it; every Store has it.
+	NamespaceIndex = "namespace"
+	// PodNodeNameIndex maps spec.nodeName to the pods bound to that node.
+	PodNodeNameIndex = "spec.nodeName"
+	// OwnerUIDIndex maps an owner's uid to the objects it owns.
+	OwnerUIDIndex = "metadata.ownerReferences.uid"
+)
+
+// IndexFunc returns the index values of an object; none means the object is
+// not in the index.
+type IndexFunc func(obj *kplanev1.Object) []string
+
+// Indexers names IndexFuncs.
+type Indexers map[string]IndexFunc
+
+// IndexByNamespace indexes objects by metadata.namespace.
+func IndexByNamespace(obj *kplanev1.Object) []string {
+	return []string{obj.Meta().GetNamespace()}
+}
+
+// IndexPodsByNodeName indexes pods by spec.nodeName; unscheduled pods
+// (and other kinds) are not indexed.
+func IndexPodsByNodeName(obj *kplanev1.Object) []string {
+	if n := obj.GetPod().GetSpec().GetNodeName(); n != "" {
+		return []string{n}
+	}
+	return nil
+}
+
+// IndexByOwnerUID indexes objects by the uid of each of their owner references.
+func IndexByOwnerUID(obj *kplanev1.Object) []string {
+	refs := obj.Meta().GetOwnerReferences()
+	if len(refs) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(refs))
+	for _, r := range refs {
+		if r.GetUid() != "" {
+			out = append(out, r.GetUid())
+		}
+	}
+	return out
+}
+
+// Matcher selects objects by their labels; labels.Selector satisfies it.
+type Matcher interface {
+	Matches(labels map[string]string) bool
+}
+
+// Store is a thread-safe, indexed map of objects keyed by "namespace/name"
+// (or "name" for cluster-scoped kinds). Objects handed out are shared with
+// the cache and every other reader: treat them as read-only and
+// proto.Clone them before modifying.
+type Store struct {
+	mu       sync.RWMutex
+	items    map[string]*kplanev1.Object
+	indexers Indexers
+	// indices[indexName][value] is the set of keys with that value.
+	indices map[string]map[string]map[string]struct{}
+}
+
+// NewStore returns an empty store with the namespace index and indexers.
+func NewStore(indexers Indexers) *Store {
+	s := &Store{
+		items:    map[string]*kplanev1.Object{},
+		indexers: Indexers{NamespaceIndex: IndexByNamespace},
+		indices:  map[string]map[string]map[string]struct{}{NamespaceIndex: {}},
+	}
+	for name, fn := range indexers {
+		s.indexers[name] = fn
+		s.indices[name] = map[string]map[string]struct{}{}
+	}
+	return s
+}
+
+// AddIndexers adds indexes, computing them for the objects already stored.
+// Adding a name that exists is an error.
+func (s *Store) AddIndexers(indexers Indexers) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name := range indexers {
+		if _, ok := s.indexers[name]; ok {
+			return fmt.Errorf("informer: index %q already exists", name)
+		}
+	}
+	for name, fn := range indexers {
+		s.indexers[name] = fn
+		idx := map[string]map[string]struct{}{}
+		s.indices[name] = idx
+		for key, obj := range s.items {
+			for _, v := range fn(obj) {
+				addToIndex(idx, v, key)
+			}
+		}
+	}
+	return nil
+}
+
+func addToIndex(idx map[string]map[string]struct{}, value, key string) {
+	set := idx[value]
+	if set == nil {
+		set = map[string]struct{}{}
+		idx[value] = set
+	}
+	set[key] = struct{}{}
+}
+
+// Get returns the object with the given key.
+func (s *Store) Get(key string) (*kplanev1.Object, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	o, ok := s.items[key]
+	return o, ok
+}
+
+// GetByName returns the object namespace/name.
+func (s *Store) GetByName(namespace, name string) (*kplanev1.Object, bool) {
+	return s.Get(kplanev1.MetaKey(namespace, name))
+}
+
+// Len returns the number of objects.
+func (s *Store) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.items)
+}
+
+// List returns every object, sorted by key.
+func (s *Store) List() []*kplanev1.Object {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.sortedLocked(nil)
+}
+
+// ListKeys returns every key, sorted.
+func (s *Store) ListKeys() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	keys := make([]string, 0, len(s.items))
+	for k := range s.items {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// sortedLocked returns the objects of keys (all objects when keys is nil)
+// sorted by key, so results are deterministic.
+func (s *Store) sortedLocked(keys map[string]struct{}) []*kplanev1.Object {
+	var ks []string
+	if keys == nil {
+		ks = make([]string, 0, len(s.items))
+		for k := range s.items {
+			ks = append(ks, k)
+		}
+	} else {
+		ks = make([]string, 0, len(keys))
+		for k := range keys {
+			ks = append(ks, k)
+		}
+	}
+	sort.Strings(ks)
+	out := make([]*kplanev1.Object, 0, len(ks))
+	for _, k := range ks {
+		out = append(out, s.items[k])
+	}
+	return out
+}
+
+// ByIndex returns the objects whose index indexName has value, sorted by key.
+func (s *Store) ByIndex(indexName, value string) ([]*kplanev1.Object, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	idx, ok := s.indices[indexName]
+	if !ok {
+		return nil, fmt.Errorf("informer: no index %q", indexName)
+	}
+	set := idx[value]
+	if len(set) == 0 {
+		return nil, nil
+	}
+	return s.sortedLocked(set), nil
+}
+
+// IndexKeys returns the keys whose index indexName has value, sorted.
+func (s *Store) IndexKeys(indexName, value string) ([]string, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	idx, ok := s.indices[indexName]
+	if !ok {
+		return nil, fmt.Errorf("informer: no index %q", indexName)
+	}
+	keys := make([]string, 0, len(idx[value]))
+	for k := range idx[value] {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys, nil
+}
+
+// ListBySelector returns the objects in namespace ("" = all namespaces)
+// whose labels match sel, sorted by key.
+func (s *Store) ListBySelector(namespace string, sel Matcher) []*kplanev1.Object {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var candidates []*kplanev1.Object
+	if namespace == "" {
+		candidates = s.sortedLocked(nil)
+	} else {
+		candidates = s.sortedLocked(s.indices[NamespaceIndex][namespace])
+	}
+	out := candidates[:0]
+	for _, o := range candidates {
+		if sel == nil || sel.Matches(o.Meta().GetLabels()) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// put stores obj under key, updating the indexes.
+func (s *Store) put(key string, obj *kplanev1.Object) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.items[key]; ok {
+		s.unindexLocked(key, old)
+	}
+	s.items[key] = obj
+	for name, fn := range s.indexers {
+		for _, v := range fn(obj) {
+			addToIndex(s.indices[name], v, key)
+		}
+	}
+}
+
+// remove deletes key, updating the indexes.
+func (s *Store) remove(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.items[key]; ok {
+		s.unindexLocked(key, old)
+		delete(s.items, key)
+	}
+}
+
+func (s *Store) unindexLocked(key string, obj *kplanev1.Object) {
+	for name, fn := range s.indexers {
+		idx := s.indices[name]
+		for _, v := range fn(obj) {
+			if set := idx[v]; set != nil {
+				delete(set, key)
+				if len(set) == 0 {
+					delete(idx, v)
+				}
+			}
+		}
+	}
+}
