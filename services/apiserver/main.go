@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -12,13 +13,15 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/hashicorp/go-hclog"
-
+	"github.com/kplane/kplane/pkg/logging"
 	"github.com/kplane/kplane/services/apiserver/internal/apiserver"
 )
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
 		fmt.Fprintf(os.Stderr, "apiserver: %v\n", err)
 		os.Exit(1)
 	}
@@ -36,22 +39,22 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.BookmarkInterval, "bookmark-interval", cfg.BookmarkInterval, "how often idle watchers that allow bookmarks get one")
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", cfg.MaxRequestBytes, "largest gRPC request accepted")
 	fs.IntVar(&cfg.MaxObjectBytes, "max-object-bytes", cfg.MaxObjectBytes, "largest object stored (encoded size)")
-	logLevel := fs.String("log-level", "info", "log level: trace, debug, info, warn, error")
-	logFormat := fs.String("log-format", "text", "log format: text or json")
+	fs.StringVar(&cfg.HealthAddr, "health-addr", cfg.HealthAddr, "address of the HTTP server for /healthz, /readyz and /metrics (empty disables it)")
+	var logOpts logging.Options
+	logOpts.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *logFormat != "text" && *logFormat != "json" {
-		return fmt.Errorf("--log-format: must be text or json, got %q", *logFormat)
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	level := hclog.LevelFromString(*logLevel)
-	if level == hclog.NoLevel {
-		return fmt.Errorf("--log-level: unknown level %q", *logLevel)
+	if err := logOpts.Validate(); err != nil {
+		return err
 	}
 	if *endpoints != "" {
 		cfg.EtcdEndpoints = strings.Split(*endpoints, ",")
 	}
-	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "apiserver", Level: level, JSONFormat: *logFormat == "json", Output: os.Stderr})
+	cfg.Logger = logOpts.New("apiserver", os.Stderr)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

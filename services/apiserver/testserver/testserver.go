@@ -69,6 +69,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 	cfg.CompactionInterval = 0
 	cfg.BookmarkInterval = time.Second
 	cfg.UnsafeNoFsync = true
+	cfg.HealthAddr = "127.0.0.1:0"
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -9,9 +9,12 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -21,6 +24,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+
+	httphealth "github.com/kplane/kplane/pkg/health"
 
 	"github.com/kplane/kplane/services/apiserver/internal/backend"
 	"github.com/kplane/kplane/services/apiserver/internal/server"
@@ -48,7 +53,9 @@ type Config struct {
 	MaxObjectBytes  int
 	// UnsafeNoFsync disables fsync in the embedded etcd (benchmarks only).
 	UnsafeNoFsync bool
-	Logger        hclog.Logger
+	// HealthAddr serves /healthz, /readyz and /metrics over HTTP ("" = off).
+	HealthAddr string
+	Logger     hclog.Logger
 }
 
 // Defaults are the flag defaults DESIGN.md gives.
@@ -62,6 +69,7 @@ func Defaults() Config {
 		BookmarkInterval:   5 * time.Second,
 		MaxRequestBytes:    3 << 20,
 		MaxObjectBytes:     store.DefaultMaxObjectBytes,
+		HealthAddr:         ":6444",
 	}
 }
 
@@ -75,6 +83,8 @@ type APIServer struct {
 	grpc     *grpc.Server
 	health   *health.Server
 	listener net.Listener
+	httpSrv  *httphealth.Server
+	stopping atomic.Bool
 
 	cancel         context.CancelFunc
 	shutdown       context.CancelFunc
@@ -155,6 +165,13 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 		return fail(err)
 	}
 
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m, err := newMetrics(reg)
+	if err != nil {
+		return fail(fmt.Errorf("register metrics: %w", err))
+	}
+
 	lis := cfg.Listener
 	if lis == nil {
 		lis, err = net.Listen("tcp", cfg.Listen)
@@ -167,7 +184,8 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-		grpc.ChainUnaryInterceptor(a.logUnary),
+		grpc.ChainUnaryInterceptor(m.unary, a.logUnary),
+		grpc.ChainStreamInterceptor(m.stream),
 		server.CodecOption(),
 	)
 	kplanev1.RegisterResourcesServer(a.grpc, server.New(a.store, a.caches, cfg.BookmarkInterval, shutdownCtx, log.Named("server")))
@@ -176,6 +194,14 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	reflection.Register(a.grpc)
 	a.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	a.health.SetServingStatus(kplanev1.Resources_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+
+	if cfg.HealthAddr != "" {
+		a.httpSrv, err = httphealth.Start(cfg.HealthAddr, reg, a.ready, log.Named("http"))
+		if err != nil {
+			_ = lis.Close()
+			return fail(err)
+		}
+	}
 
 	a.wg.Add(1)
 	go func() {
@@ -195,6 +221,22 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	return a, nil
 }
 
+// ready is /readyz: serving until shutdown begins.
+func (a *APIServer) ready() error {
+	if a.stopping.Load() {
+		return errors.New("shutting down")
+	}
+	return nil
+}
+
+// HealthAddr is the address of the HTTP health server ("" when off).
+func (a *APIServer) HealthAddr() string {
+	if a.httpSrv == nil {
+		return ""
+	}
+	return a.httpSrv.Addr()
+}
+
 // Addr is the address the gRPC server listens on.
 func (a *APIServer) Addr() net.Addr { return a.listener.Addr() }
 
@@ -212,6 +254,7 @@ func (a *APIServer) Kill() { a.stop(false) }
 
 func (a *APIServer) stop(graceful bool) {
 	a.stopOnce.Do(func() {
+		a.stopping.Store(true)
 		a.health.Shutdown()
 		a.shutdown()
 		if graceful {
@@ -232,6 +275,9 @@ func (a *APIServer) stop(graceful bool) {
 		}
 		a.cancel()
 		a.wg.Wait()
+		if a.httpSrv != nil {
+			a.httpSrv.Stop()
+		}
 		if err := a.backend.Close(); err != nil {
 			a.log.Warn("closing etcd", "error", err)
 		}
