@@ -1,0 +1,179 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/kplane/kplane/pkg/client"
+)
+
+// errHelp reports that -h or --help was given.
+var errHelp = flag.ErrHelp
+
+// flagSet is a flag.FlagSet that knows which one-letter flags are aliases
+// of long ones ("-n" for "--namespace"), for help output.
+type flagSet struct {
+	*flag.FlagSet
+	short map[string]string // long name -> short alias
+}
+
+func newFlagSet(name string) *flagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are returned and printed by run
+	fs.Usage = func() {}
+	return &flagSet{FlagSet: fs, short: map[string]string{}}
+}
+
+// alias registers short as another name of the already defined flag long.
+func (f *flagSet) alias(short, long string) {
+	fl := f.Lookup(long)
+	f.Var(fl.Value, short, fl.Usage)
+	f.short[long] = short
+}
+
+func (f *flagSet) stringFlag(p *string, long, short, def, usage string) {
+	f.StringVar(p, long, def, usage)
+	if short != "" {
+		f.alias(short, long)
+	}
+}
+
+func (f *flagSet) boolFlag(p *bool, long, short string, def bool, usage string) {
+	f.BoolVar(p, long, def, usage)
+	if short != "" {
+		f.alias(short, long)
+	}
+}
+
+// parseInterspersed parses flags anywhere among the arguments, as kubectl
+// does ("get pods -n kube-system"), and returns the positional arguments.
+// With stopAtFirst, parsing ends at the first positional argument, which is
+// how global flags before the command name are read.
+func (f *flagSet) parseInterspersed(args []string, stopAtFirst bool) ([]string, error) {
+	var pos []string
+	for {
+		if err := f.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := f.Args()
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 || stopAtFirst {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// printDefaults lists the flags as "-n, --namespace string   usage".
+func (f *flagSet) printDefaults(w io.Writer) {
+	aliases := map[string]bool{}
+	for _, s := range f.short {
+		aliases[s] = true
+	}
+	var lines [][2]string
+	f.VisitAll(func(fl *flag.Flag) {
+		if aliases[fl.Name] {
+			return
+		}
+		typ, usage := flag.UnquoteUsage(fl)
+		if typ == "value" {
+			typ = "string" // every custom flag here takes a string
+		}
+		name := "    --" + fl.Name
+		if s, ok := f.short[fl.Name]; ok {
+			name = "-" + s + ", --" + fl.Name
+		}
+		if typ != "" {
+			name += " " + typ
+		}
+		if fl.DefValue != "" && fl.DefValue != "false" && fl.DefValue != "[]" {
+			usage += fmt.Sprintf(" (default %q)", fl.DefValue)
+		}
+		lines = append(lines, [2]string{name, usage})
+	})
+	sort.Slice(lines, func(i, j int) bool {
+		return strings.TrimLeft(lines[i][0], " -") < strings.TrimLeft(lines[j][0], " -")
+	})
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	for _, l := range lines {
+		fmt.Fprintf(tw, "  %s\t%s\n", l[0], l[1])
+	}
+	tw.Flush()
+}
+
+// stringList is a repeatable string flag (-f a.yaml -f b.yaml).
+type stringList []string
+
+func (s *stringList) String() string { return strings.Join(*s, ",") }
+
+func (s *stringList) Set(v string) error {
+	*s = append(*s, v)
+	return nil
+}
+
+// globals are the flags every command accepts: where the apiserver is,
+// how to authenticate, and the namespace.
+type globals struct {
+	server, token, tokenFile, tlsCA string
+	namespace                       string
+	namespaceSet                    bool
+	timeout                         string
+	// envToken is KPLANE_TOKEN; --token-file overrides it, not only --token.
+	envToken string
+}
+
+func newGlobals(getenv func(string) string) *globals {
+	g := &globals{server: getenv("KPLANE_SERVER"), token: getenv("KPLANE_TOKEN"), envToken: getenv("KPLANE_TOKEN")}
+	if g.server == "" {
+		g.server = client.DefaultAddress
+	}
+	return g
+}
+
+// register adds the global flags to fs. Current values become defaults, so
+// flags given before the command name survive registration on the
+// command's own flag set.
+func (g *globals) register(fs *flagSet) {
+	fs.stringFlag(&g.server, "server", "s", g.server, "apiserver address host:port (env KPLANE_SERVER)")
+	fs.StringVar(&g.token, "token", g.token, "bearer token for the apiserver (env KPLANE_TOKEN)")
+	fs.StringVar(&g.tokenFile, "token-file", g.tokenFile, "file holding the bearer token")
+	fs.StringVar(&g.tlsCA, "tls-ca", g.tlsCA, "PEM CA bundle; connect with TLS verified against it")
+	fs.StringVar(&g.timeout, "request-timeout", g.timeout, "how long to wait for one request, e.g. 10s (default 30s)")
+	fs.Var(namespaceValue{g}, "namespace", "namespace of the objects (default \"default\")")
+	fs.alias("n", "namespace")
+}
+
+// ns returns the namespace to use: --namespace, or "default".
+func (g *globals) ns() string {
+	if g.namespace == "" {
+		return "default"
+	}
+	return g.namespace
+}
+
+// namespaceValue records that --namespace was given explicitly, which
+// matters when a manifest names a different namespace.
+type namespaceValue struct{ g *globals }
+
+func (v namespaceValue) String() string {
+	if v.g == nil {
+		return ""
+	}
+	return v.g.namespace
+}
+
+func (v namespaceValue) Set(s string) error {
+	if s == "" {
+		return errors.New("namespace must not be empty")
+	}
+	v.g.namespace, v.g.namespaceSet = s, true
+	return nil
+}

@@ -1,0 +1,237 @@
+package manifest
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/kplane/kplane/pkg/validation"
+)
+
+const timestampName = "google.protobuf.Timestamp"
+
+// normalize checks a decoded manifest value against the message schema md
+// and rewrites it into the form protojson accepts. It reports the first
+// problem with the field path a Kubernetes user writes, because protojson's
+// own errors point at offsets in JSON the user never saw.
+//
+// Beyond checking, it drops explicit nulls (Kubernetes treats them as
+// unset) and turns numbers into strings where a string is expected, so that
+// quantities written unquoted ("cpu: 1", "storage: 0.5") are accepted.
+func normalize(m map[string]any, md protoreflect.MessageDescriptor, path string) error {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // report problems in a stable order
+	for _, k := range keys {
+		fp := validation.Child(path, k)
+		fd := md.Fields().ByJSONName(k)
+		if fd == nil {
+			return fmt.Errorf("%s: unknown field %q%s", fp, k, suggest(md, k))
+		}
+		if m[k] == nil {
+			delete(m, k)
+			continue
+		}
+		v, err := normalizeField(m[k], fd, fp)
+		if err != nil {
+			return err
+		}
+		m[k] = v
+	}
+	return nil
+}
+
+// suggest offers the correctly spelled field when k differs only in case or
+// uses the proto (snake_case) spelling.
+func suggest(md protoreflect.MessageDescriptor, k string) string {
+	fields := md.Fields()
+	for i := 0; i < fields.Len(); i++ {
+		f := fields.Get(i)
+		if strings.EqualFold(f.JSONName(), k) || string(f.Name()) == k {
+			return fmt.Sprintf(" (did you mean %q?)", f.JSONName())
+		}
+	}
+	return ""
+}
+
+func normalizeField(v any, fd protoreflect.FieldDescriptor, path string) (any, error) {
+	switch {
+	case fd.IsMap():
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil, typeError(path, "an object", v)
+		}
+		for k, e := range obj {
+			if e == nil {
+				delete(obj, k)
+				continue
+			}
+			n, err := normalizeValue(e, fd.MapValue(), validation.Key(path, k))
+			if err != nil {
+				return nil, err
+			}
+			obj[k] = n
+		}
+		return obj, nil
+	case fd.IsList():
+		list, ok := v.([]any)
+		if !ok {
+			return nil, typeError(path, "a list", v)
+		}
+		for i, e := range list {
+			n, err := normalizeValue(e, fd, validation.Index(path, i))
+			if err != nil {
+				return nil, err
+			}
+			list[i] = n
+		}
+		return list, nil
+	default:
+		return normalizeValue(v, fd, path)
+	}
+}
+
+// normalizeValue checks one singular value (a list element, a map value or
+// a plain field) of the field's kind.
+func normalizeValue(v any, fd protoreflect.FieldDescriptor, path string) (any, error) {
+	switch fd.Kind() {
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		if fd.Message().FullName() == timestampName {
+			s, ok := v.(string)
+			if !ok {
+				return nil, typeError(path, "an RFC 3339 timestamp string", v)
+			}
+			if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
+				return nil, fmt.Errorf("%s: invalid timestamp %q: want RFC 3339, e.g. 2024-01-02T15:04:05Z", path, s)
+			}
+			return s, nil
+		}
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil, typeError(path, "an object", v)
+		}
+		return obj, normalize(obj, fd.Message(), path)
+	case protoreflect.StringKind:
+		switch t := v.(type) {
+		case string:
+			return t, nil
+		case json.Number:
+			return t.String(), nil
+		}
+		return nil, typeError(path, "a string", v)
+	case protoreflect.BoolKind:
+		if _, ok := v.(bool); !ok {
+			return nil, typeError(path, "a boolean", v)
+		}
+		return v, nil
+	case protoreflect.BytesKind:
+		s, ok := v.(string)
+		if !ok {
+			return nil, typeError(path, "a base64 string", v)
+		}
+		if _, err := base64.StdEncoding.DecodeString(s); err != nil {
+			return nil, fmt.Errorf("%s: invalid base64 data (use stringData for plain text)", path)
+		}
+		return s, nil
+	case protoreflect.EnumKind:
+		s, ok := v.(string)
+		if !ok || fd.Enum().Values().ByName(protoreflect.Name(s)) == nil {
+			return nil, typeError(path, "one of the enum names of "+string(fd.Enum().Name()), v)
+		}
+		return s, nil
+	case protoreflect.FloatKind, protoreflect.DoubleKind:
+		n, ok := v.(json.Number)
+		if !ok {
+			return nil, typeError(path, "a number", v)
+		}
+		if _, err := n.Float64(); err != nil {
+			return nil, fmt.Errorf("%s: invalid number %s", path, n)
+		}
+		return n, nil
+	default: // the integer kinds
+		n, ok := v.(json.Number)
+		if !ok {
+			return nil, typeError(path, "an integer", v)
+		}
+		bits := 64
+		if fd.Kind() == protoreflect.Int32Kind || fd.Kind() == protoreflect.Sint32Kind ||
+			fd.Kind() == protoreflect.Sfixed32Kind || fd.Kind() == protoreflect.Uint32Kind ||
+			fd.Kind() == protoreflect.Fixed32Kind {
+			bits = 32
+		}
+		if _, err := strconv.ParseInt(n.String(), 10, bits); err != nil {
+			return nil, fmt.Errorf("%s: %s is not a %d-bit integer", path, n, bits)
+		}
+		return n, nil
+	}
+}
+
+func typeError(path, want string, got any) error {
+	var desc string
+	switch t := got.(type) {
+	case string:
+		desc = fmt.Sprintf("the string %q", t)
+	case json.Number:
+		desc = "the number " + t.String()
+	case bool:
+		desc = strconv.FormatBool(t)
+	case []any:
+		desc = "a list"
+	case map[string]any:
+		desc = "an object"
+	default:
+		desc = fmt.Sprintf("%v", t)
+	}
+	return fmt.Errorf("%s: expected %s, got %s", path, want, desc)
+}
+
+// numify rewrites the 64-bit integers that protojson renders as strings
+// back into numbers, so output reads as Kubernetes output does
+// ("generation: 1", not "generation: \"1\"").
+func numify(m map[string]any, md protoreflect.MessageDescriptor) {
+	for k, v := range m {
+		fd := md.Fields().ByJSONName(k)
+		if fd == nil {
+			continue
+		}
+		switch {
+		case fd.IsMap():
+			if obj, ok := v.(map[string]any); ok {
+				for mk, mv := range obj {
+					obj[mk] = numifyValue(mv, fd.MapValue())
+				}
+			}
+		case fd.IsList():
+			if list, ok := v.([]any); ok {
+				for i, e := range list {
+					list[i] = numifyValue(e, fd)
+				}
+			}
+		default:
+			m[k] = numifyValue(v, fd)
+		}
+	}
+}
+
+func numifyValue(v any, fd protoreflect.FieldDescriptor) any {
+	switch fd.Kind() {
+	case protoreflect.MessageKind:
+		if obj, ok := v.(map[string]any); ok {
+			numify(obj, fd.Message())
+		}
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind,
+		protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		if s, ok := v.(string); ok {
+			return json.Number(s)
+		}
+	}
+	return v
+}

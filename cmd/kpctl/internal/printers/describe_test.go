@@ -1,0 +1,81 @@
+package printers
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+// TestDescribe renders one object of every kind, the pod with conditions,
+// volumes and its events, so each describer (and the generic one) is
+// covered by a golden file.
+func TestDescribe(t *testing.T) {
+	all := fixtures()
+	pod := all["Pod"][0]
+	p := pod.GetPod()
+	p.Metadata.Labels = map[string]string{"app": "web", "tier": "frontend"}
+	p.Metadata.Annotations = map[string]string{"note": "hello", "kplane.io/last-applied-configuration": "{}"}
+	p.Metadata.OwnerReferences = []*kplanev1.OwnerReference{{Kind: "ReplicaSet", Name: "web", Controller: true}}
+	p.Spec.Containers[0].Command = []string{"python3", "-m", "http.server", "8080"}
+	p.Spec.Containers[0].Ports = []*kplanev1.ContainerPort{{ContainerPort: 8080}}
+	p.Spec.Containers[0].Env = []*kplanev1.EnvVar{{Name: "PYTHONUNBUFFERED", Value: "1"}}
+	p.Spec.Containers[0].VolumeMounts = []*kplanev1.VolumeMount{{Name: "data", MountPath: "/srv", ReadOnly: true}}
+	p.Spec.Volumes = []*kplanev1.Volume{{Name: "data", PersistentVolumeClaim: &kplanev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}
+	p.Spec.Tolerations = []*kplanev1.Toleration{{Key: "node.kubernetes.io/unreachable", Operator: "Exists", Effect: "NoExecute", TolerationSeconds: ptr[int64](300)}}
+	p.Spec.ServiceAccountName = "default"
+	p.Status.HostIp = "192.168.1.10"
+	p.Status.StartTime = ago(3 * time.Hour)
+	p.Status.Conditions = []*kplanev1.Condition{
+		{Type: "PodScheduled", Status: "True", LastTransitionTime: ago(3 * time.Hour)},
+		{Type: "Ready", Status: "True", LastTransitionTime: ago(time.Hour)},
+	}
+	p.Status.ContainerStatuses[0].LastState = &kplanev1.ContainerState{Terminated: &kplanev1.ContainerStateTerminated{
+		ExitCode: 1, Reason: "Error", StartedAt: ago(2 * time.Hour), FinishedAt: ago(time.Hour)}}
+
+	node := all["Node"][0]
+	node.GetNode().Spec = &kplanev1.NodeSpec{Taints: []*kplanev1.Taint{{Key: "dedicated", Value: "web", Effect: "NoSchedule"}}, PodCidr: "10.0.1.0/24"}
+	node.GetNode().Status.Capacity = map[string]string{"cpu": "2", "memory": "4Gi", "pods": "110"}
+	node.GetNode().Status.Conditions[0].Reason = "NodeAgentReady"
+	node.GetNode().Status.Conditions[0].LastHeartbeatTime = ago(10 * time.Second)
+
+	ep := all["Endpoints"][0].GetEndpoints()
+	cases := []struct {
+		name string
+		obj  *kplanev1.Object
+		rel  Related
+	}{
+		{"pod", pod, Related{Events: all["Event"]}},
+		{"replicaset", all["ReplicaSet"][0], Related{}},
+		{"replicationcontroller", all["ReplicationController"][0], Related{}},
+		{"node", node, Related{}},
+		{"service", all["Service"][0], Related{Endpoints: ep}},
+		{"job", all["Job"][0], Related{}},
+		{"secret", all["Secret"][0], Related{}},
+		{"storageclass", all["StorageClass"][0], Related{}},
+		{"lease", all["Lease"][0], Related{}},
+		{"endpoints", all["Endpoints"][0], Related{}},
+		{"persistentvolumeclaim", all["PersistentVolumeClaim"][0], Related{}},
+		{"persistentvolume", all["PersistentVolume"][0], Related{}},
+		{"namespace", all["Namespace"][0], Related{}},
+		{"event", all["Event"][1], Related{}},
+	}
+	var b bytes.Buffer
+	for _, c := range cases {
+		b.WriteString("### " + c.name + "\n")
+		if err := Describe(&b, c.obj, c.rel, now); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		b.WriteString("\n")
+	}
+	out := b.String()
+	golden(t, "describe.golden", out)
+	if strings.Contains(out, "last-applied-configuration") {
+		t.Error("describe shows the last-applied annotation")
+	}
+	if strings.Contains(out, "pw") || strings.Contains(out, "cHc=") {
+		t.Error("describe shows secret contents")
+	}
+}

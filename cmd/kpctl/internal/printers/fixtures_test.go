@@ -1,0 +1,248 @@
+package printers
+
+import (
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+// now is the fixed clock of the golden tests.
+var now = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+
+func ago(d time.Duration) *timestamppb.Timestamp { return timestamppb.New(now.Add(-d)) }
+
+func ptr[T any](v T) *T { return &v }
+
+func meta(ns, name string, age time.Duration) *kplanev1.ObjectMeta {
+	return &kplanev1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: ago(age), Uid: "uid-" + name}
+}
+
+func container(name, image string) *kplanev1.Container {
+	return &kplanev1.Container{Name: name, Image: image}
+}
+
+func running(name string, ready bool, restarts int32) *kplanev1.ContainerStatus {
+	return &kplanev1.ContainerStatus{Name: name, Ready: ready, RestartCount: restarts,
+		State: &kplanev1.ContainerState{Running: &kplanev1.ContainerStateRunning{StartedAt: ago(time.Hour)}}}
+}
+
+// fixtures holds, per kind, objects that exercise the interesting cells
+// of its table: defaults, pending and finished states, long lists.
+func fixtures() map[string][]*kplanev1.Object {
+	template := &kplanev1.PodTemplateSpec{
+		Metadata: &kplanev1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+		Spec:     &kplanev1.PodSpec{Containers: []*kplanev1.Container{container("http", "python:3.12-slim"), container("sidecar", "busybox:1.36")}},
+	}
+	return map[string][]*kplanev1.Object{
+		"Pod": {
+			kplanev1.MustWrap(&kplanev1.Pod{
+				Metadata: meta("default", "web-1", 3*time.Hour+20*time.Minute),
+				Spec:     &kplanev1.PodSpec{Containers: []*kplanev1.Container{container("http", "python:3.12-slim"), container("log", "busybox")}, NodeName: "node-1"},
+				Status: &kplanev1.PodStatus{Phase: "Running", PodIp: "10.0.0.5", ContainerStatuses: []*kplanev1.ContainerStatus{
+					running("http", true, 2), running("log", true, 1)}},
+			}),
+			kplanev1.MustWrap(&kplanev1.Pod{
+				Metadata: meta("default", "crashy", 90*time.Second),
+				Spec:     &kplanev1.PodSpec{Containers: []*kplanev1.Container{container("app", "busybox")}, NodeName: "node-2"},
+				Status: &kplanev1.PodStatus{Phase: "Running", PodIp: "10.0.0.6", ContainerStatuses: []*kplanev1.ContainerStatus{{
+					Name: "app", RestartCount: 7,
+					State: &kplanev1.ContainerState{Waiting: &kplanev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}},
+			}),
+			kplanev1.MustWrap(&kplanev1.Pod{
+				Metadata: meta("jobs", "countdown-abcde", 26*time.Hour),
+				Spec:     &kplanev1.PodSpec{Containers: []*kplanev1.Container{container("c", "busybox")}},
+				Status: &kplanev1.PodStatus{Phase: "Succeeded", ContainerStatuses: []*kplanev1.ContainerStatus{{
+					Name: "c", State: &kplanev1.ContainerState{Terminated: &kplanev1.ContainerStateTerminated{Reason: "Completed"}}}}},
+			}),
+			kplanev1.MustWrap(&kplanev1.Pod{
+				Metadata: meta("default", "pending", 5*time.Second),
+				Spec:     &kplanev1.PodSpec{Containers: []*kplanev1.Container{container("c", "busybox")}},
+				Status:   &kplanev1.PodStatus{Phase: "Pending", NominatedNodeName: "node-3"},
+			}),
+			kplanev1.MustWrap(&kplanev1.Pod{
+				Metadata: func() *kplanev1.ObjectMeta {
+					m := meta("default", "leaving", 10*24*time.Hour)
+					m.DeletionTimestamp = ago(time.Second)
+					return m
+				}(),
+				Spec:   &kplanev1.PodSpec{Containers: []*kplanev1.Container{container("c", "busybox")}, NodeName: "node-1"},
+				Status: &kplanev1.PodStatus{Phase: "Running", ContainerStatuses: []*kplanev1.ContainerStatus{running("c", true, 0)}},
+			}),
+			kplanev1.MustWrap(&kplanev1.Pod{
+				Metadata: meta("default", "init", time.Minute),
+				Spec: &kplanev1.PodSpec{InitContainers: []*kplanev1.Container{container("setup", "busybox"), container("migrate", "busybox")},
+					Containers: []*kplanev1.Container{container("c", "busybox")}},
+				Status: &kplanev1.PodStatus{Phase: "Pending", InitContainerStatuses: []*kplanev1.ContainerStatus{
+					{Name: "setup", State: &kplanev1.ContainerState{Terminated: &kplanev1.ContainerStateTerminated{ExitCode: 0}}},
+					{Name: "migrate", State: &kplanev1.ContainerState{Running: &kplanev1.ContainerStateRunning{}}},
+				}},
+			}),
+			kplanev1.MustWrap(&kplanev1.Pod{
+				Metadata: meta("default", "oom", 2*time.Minute+5*time.Second),
+				Spec:     &kplanev1.PodSpec{Containers: []*kplanev1.Container{container("c", "busybox")}},
+				Status: &kplanev1.PodStatus{Phase: "Failed", ContainerStatuses: []*kplanev1.ContainerStatus{{
+					Name: "c", State: &kplanev1.ContainerState{Terminated: &kplanev1.ContainerStateTerminated{ExitCode: 137, Signal: 9}}}}},
+			}),
+		},
+		"ReplicaSet": {
+			kplanev1.MustWrap(&kplanev1.ReplicaSet{
+				Metadata: meta("default", "frontend", 45*time.Minute),
+				Spec: &kplanev1.ReplicaSetSpec{Replicas: ptr[int32](3), Template: template, Selector: &kplanev1.LabelSelector{
+					MatchLabels:      map[string]string{"app": "web"},
+					MatchExpressions: []*kplanev1.LabelSelectorRequirement{{Key: "tier", Operator: "In", Values: []string{"fe", "edge"}}, {Key: "legacy", Operator: "DoesNotExist"}},
+				}},
+				Status: &kplanev1.ReplicaSetStatus{Replicas: 3, ReadyReplicas: 2},
+			}),
+			kplanev1.MustWrap(&kplanev1.ReplicaSet{
+				Metadata: meta("default", "empty", 400*24*time.Hour),
+				Spec:     &kplanev1.ReplicaSetSpec{Replicas: ptr[int32](0), Selector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}},
+			}),
+		},
+		"ReplicationController": {
+			kplanev1.MustWrap(&kplanev1.ReplicationController{
+				Metadata: meta("default", "echo", 9*time.Minute+30*time.Second),
+				Spec:     &kplanev1.ReplicationControllerSpec{Replicas: ptr[int32](2), Selector: map[string]string{"app": "echo", "tier": "be"}, Template: template},
+				Status:   &kplanev1.ReplicaSetStatus{Replicas: 2, ReadyReplicas: 2},
+			}),
+		},
+		"Node": {
+			kplanev1.MustWrap(&kplanev1.Node{
+				Metadata: func() *kplanev1.ObjectMeta {
+					m := meta("", "node-1", 30*24*time.Hour)
+					m.Labels = map[string]string{"node-role.kubernetes.io/worker": "", "node-role.kubernetes.io/ingress": ""}
+					return m
+				}(),
+				Status: &kplanev1.NodeStatus{
+					Conditions: []*kplanev1.Condition{{Type: "Ready", Status: "True"}},
+					Addresses:  []*kplanev1.NodeAddress{{Type: "InternalIP", Address: "192.168.1.10"}, {Type: "Hostname", Address: "node-1"}},
+					NodeInfo:   &kplanev1.NodeSystemInfo{KubeletVersion: "v0.1.0", OsImage: "Debian GNU/Linux 12", KernelVersion: "6.1.0", ContainerRuntimeVersion: "kplane-process://0.1"},
+				},
+			}),
+			kplanev1.MustWrap(&kplanev1.Node{
+				Metadata: meta("", "node-2", 2*time.Hour),
+				Spec:     &kplanev1.NodeSpec{Unschedulable: true},
+				Status:   &kplanev1.NodeStatus{Conditions: []*kplanev1.Condition{{Type: "Ready", Status: "False"}}},
+			}),
+			kplanev1.MustWrap(&kplanev1.Node{Metadata: meta("", "node-3", 5*time.Minute)}),
+		},
+		"Service": {
+			kplanev1.MustWrap(&kplanev1.Service{
+				Metadata: meta("default", "web", 24*time.Hour),
+				Spec: &kplanev1.ServiceSpec{Type: "ClusterIP", ClusterIp: "10.96.0.12", Selector: map[string]string{"app": "web"},
+					Ports: []*kplanev1.ServicePort{{Name: "http", Port: 80, TargetPort: 8080, Protocol: "TCP"}, {Name: "dns", Port: 53, Protocol: "UDP"}}},
+			}),
+			kplanev1.MustWrap(&kplanev1.Service{
+				Metadata: meta("default", "edge", time.Hour),
+				Spec:     &kplanev1.ServiceSpec{Type: "NodePort", ClusterIp: "10.96.0.13", Ports: []*kplanev1.ServicePort{{Port: 443, NodePort: 30443}}},
+			}),
+			kplanev1.MustWrap(&kplanev1.Service{
+				Metadata: meta("default", "db", time.Hour),
+				Spec:     &kplanev1.ServiceSpec{Type: "ExternalName", ExternalName: "db.example.com"},
+			}),
+		},
+		"Endpoints": {
+			kplanev1.MustWrap(&kplanev1.Endpoints{
+				Metadata: meta("default", "web", 24*time.Hour),
+				Subsets: []*kplanev1.EndpointSubset{{
+					Addresses: []*kplanev1.EndpointAddress{{Ip: "10.0.0.5"}, {Ip: "10.0.0.6"}, {Ip: "10.0.0.7"}},
+					Ports:     []*kplanev1.EndpointPort{{Port: 8080}, {Port: 9090}},
+				}},
+			}),
+			kplanev1.MustWrap(&kplanev1.Endpoints{Metadata: meta("default", "none", time.Minute)}),
+		},
+		"Job": {
+			kplanev1.MustWrap(&kplanev1.Job{
+				Metadata: meta("default", "countdown", 2*time.Hour),
+				Spec:     &kplanev1.JobSpec{Completions: ptr[int32](3), Parallelism: ptr[int32](2), Template: template, Selector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"batch.kubernetes.io/job-name": "countdown"}}},
+				Status: &kplanev1.JobStatus{Succeeded: 3, StartTime: ago(2 * time.Hour), CompletionTime: ago(2*time.Hour - 47*time.Second),
+					Conditions: []*kplanev1.Condition{{Type: "Complete", Status: "True"}}},
+			}),
+			kplanev1.MustWrap(&kplanev1.Job{
+				Metadata: meta("default", "work-queue", 10*time.Minute),
+				Spec:     &kplanev1.JobSpec{Parallelism: ptr[int32](4)},
+				Status:   &kplanev1.JobStatus{Active: 4, StartTime: ago(8 * time.Minute)},
+			}),
+			kplanev1.MustWrap(&kplanev1.Job{
+				Metadata: meta("default", "broken", time.Hour),
+				Spec:     &kplanev1.JobSpec{Completions: ptr[int32](1)},
+				Status: &kplanev1.JobStatus{Failed: 6, StartTime: ago(time.Hour), Conditions: []*kplanev1.Condition{
+					{Type: "Failed", Status: "True", Reason: "BackoffLimitExceeded"}}},
+			}),
+		},
+		"PersistentVolume": {
+			kplanev1.MustWrap(&kplanev1.PersistentVolume{
+				Metadata: meta("", "pv-1", 3*24*time.Hour),
+				Spec: &kplanev1.PersistentVolumeSpec{Capacity: map[string]string{"storage": "1Gi"}, AccessModes: []string{"ReadWriteOnce", "ReadOnlyMany"},
+					PersistentVolumeReclaimPolicy: "Delete", StorageClassName: "manual",
+					ClaimRef: &kplanev1.ObjectReference{Namespace: "default", Name: "data"}},
+				Status: &kplanev1.PersistentVolumeStatus{Phase: "Bound"},
+			}),
+			kplanev1.MustWrap(&kplanev1.PersistentVolume{
+				Metadata: meta("", "pv-2", time.Hour),
+				Spec:     &kplanev1.PersistentVolumeSpec{Capacity: map[string]string{"storage": "500Mi"}, AccessModes: []string{"ReadWriteMany"}, VolumeMode: "Block"},
+				Status:   &kplanev1.PersistentVolumeStatus{Phase: "Failed", Reason: "RecycleFailed"},
+			}),
+		},
+		"PersistentVolumeClaim": {
+			kplanev1.MustWrap(&kplanev1.PersistentVolumeClaim{
+				Metadata: meta("default", "data", 3*24*time.Hour),
+				Spec:     &kplanev1.PersistentVolumeClaimSpec{AccessModes: []string{"ReadWriteOnce"}, StorageClassName: ptr("manual"), VolumeName: "pv-1"},
+				Status:   &kplanev1.PersistentVolumeClaimStatus{Phase: "Bound", AccessModes: []string{"ReadWriteOnce"}, Capacity: map[string]string{"storage": "1Gi"}},
+			}),
+			kplanev1.MustWrap(&kplanev1.PersistentVolumeClaim{
+				Metadata: meta("default", "scratch", 30*time.Second),
+				Spec:     &kplanev1.PersistentVolumeClaimSpec{AccessModes: []string{"ReadWriteOnce"}},
+			}),
+		},
+		"StorageClass": {
+			kplanev1.MustWrap(&kplanev1.StorageClass{
+				Metadata: func() *kplanev1.ObjectMeta {
+					m := meta("", "standard", 100*24*time.Hour)
+					m.Annotations = map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}
+					return m
+				}(),
+				Provisioner: "kplane.io/hostpath", AllowVolumeExpansion: ptr(true),
+			}),
+			kplanev1.MustWrap(&kplanev1.StorageClass{
+				Metadata: meta("", "manual", time.Hour), Provisioner: "kubernetes.io/no-provisioner",
+				ReclaimPolicy: "Retain", VolumeBindingMode: "WaitForFirstConsumer",
+			}),
+		},
+		"ServiceAccount": {
+			kplanev1.MustWrap(&kplanev1.ServiceAccount{Metadata: meta("default", "default", 50*24*time.Hour)}),
+			kplanev1.MustWrap(&kplanev1.ServiceAccount{Metadata: meta("default", "builder", time.Hour),
+				Secrets: []*kplanev1.ObjectReference{{Name: "builder-token"}}}),
+		},
+		"Secret": {
+			kplanev1.MustWrap(&kplanev1.Secret{Metadata: meta("default", "db-credentials", time.Hour),
+				Data: map[string][]byte{"username": []byte("app"), "password": []byte("pw")}}),
+			kplanev1.MustWrap(&kplanev1.Secret{Metadata: meta("default", "builder-token", time.Hour),
+				Type: "kubernetes.io/service-account-token", Data: map[string][]byte{"token": []byte("t")}}),
+		},
+		"Lease": {
+			kplanev1.MustWrap(&kplanev1.Lease{Metadata: meta("kplane-system", "replicactl", 6*time.Hour),
+				Spec: &kplanev1.LeaseSpec{HolderIdentity: "host-a_1234", LeaseDurationSeconds: 15}}),
+			kplanev1.MustWrap(&kplanev1.Lease{Metadata: meta("kplane-node-lease", "node-1", 6*time.Hour)}),
+		},
+		"Namespace": {
+			kplanev1.MustWrap(&kplanev1.Namespace{Metadata: meta("", "default", 90*24*time.Hour), Status: &kplanev1.NamespaceStatus{Phase: "Active"}}),
+			kplanev1.MustWrap(&kplanev1.Namespace{Metadata: meta("", "old-team", 3*365*24*time.Hour), Status: &kplanev1.NamespaceStatus{Phase: "Terminating"}}),
+		},
+		"Event": {
+			kplanev1.MustWrap(&kplanev1.Event{
+				Metadata:       meta("default", "web-1.17a", 5*time.Minute),
+				InvolvedObject: &kplanev1.ObjectReference{Kind: "Pod", Name: "web-1", Namespace: "default", Uid: "uid-web-1"},
+				Reason:         "Scheduled", Message: "Successfully assigned default/web-1 to node-1", Type: "Normal",
+				Source: &kplanev1.EventSource{Component: "scheduler"}, FirstTimestamp: ago(5 * time.Minute), LastTimestamp: ago(5 * time.Minute), Count: 1,
+			}),
+			kplanev1.MustWrap(&kplanev1.Event{
+				Metadata:       meta("default", "web-1.17b", 4*time.Minute),
+				InvolvedObject: &kplanev1.ObjectReference{Kind: "Pod", Name: "web-1", Namespace: "default"},
+				Reason:         "BackOff", Message: "Back-off restarting failed container", Type: "Warning",
+				Source: &kplanev1.EventSource{Component: "nodeagent", Host: "node-1"}, FirstTimestamp: ago(4 * time.Minute), LastTimestamp: ago(20 * time.Second), Count: 5,
+			}),
+		},
+	}
+}

@@ -1,0 +1,463 @@
+package printers
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+const none = "<none>"
+
+func orNone(s string) string {
+	if s == "" {
+		return none
+	}
+	return s
+}
+
+func podRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	p := o.GetPod()
+	ready, restarts := 0, int32(0)
+	for _, cs := range p.GetStatus().GetContainerStatuses() {
+		if cs.GetReady() {
+			ready++
+		}
+		restarts += cs.GetRestartCount()
+	}
+	cells := []string{
+		p.GetMetadata().GetName(),
+		fmt.Sprintf("%d/%d", ready, len(p.GetSpec().GetContainers())),
+		PodStatus(p),
+		strconv.Itoa(int(restarts)),
+		Age(p.GetMetadata().GetCreationTimestamp(), now),
+	}
+	return cells, []string{orNone(p.GetStatus().GetPodIp()), orNone(p.GetSpec().GetNodeName()), orNone(p.GetStatus().GetNominatedNodeName())}
+}
+
+// PodStatus is the one-word state kubectl shows for a pod: the most telling
+// of deletion, a waiting or failed container, an init step, or the phase.
+func PodStatus(p *kplanev1.Pod) string {
+	st := p.GetStatus()
+	reason := st.GetPhase()
+	if st.GetReason() != "" {
+		reason = st.GetReason()
+	}
+	if reason == "" {
+		reason = "Pending"
+	}
+	initializing := false
+	inits := st.GetInitContainerStatuses()
+	for i, cs := range inits {
+		if t := cs.GetState().GetTerminated(); t != nil && t.GetExitCode() == 0 {
+			continue
+		}
+		initializing = true
+		switch {
+		case cs.GetState().GetTerminated() != nil:
+			reason = "Init:" + terminatedReason(cs.GetState().GetTerminated())
+		case cs.GetState().GetWaiting().GetReason() != "" && cs.GetState().GetWaiting().GetReason() != "PodInitializing":
+			reason = "Init:" + cs.GetState().GetWaiting().GetReason()
+		default:
+			reason = fmt.Sprintf("Init:%d/%d", i, len(p.GetSpec().GetInitContainers()))
+		}
+		break
+	}
+	if !initializing {
+		running := false
+		css := st.GetContainerStatuses()
+		// The last container with something to say wins, as in kubectl.
+		for i := len(css) - 1; i >= 0; i-- {
+			s := css[i].GetState()
+			switch {
+			case s.GetWaiting().GetReason() != "":
+				reason = s.GetWaiting().GetReason()
+			case s.GetTerminated() != nil:
+				reason = terminatedReason(s.GetTerminated())
+			case s.GetRunning() != nil && css[i].GetReady():
+				running = true
+			}
+		}
+		if reason == "Completed" && running {
+			reason = "Running"
+		}
+	}
+	if p.GetMetadata().GetDeletionTimestamp() != nil {
+		reason = "Terminating"
+	}
+	return reason
+}
+
+func terminatedReason(t *kplanev1.ContainerStateTerminated) string {
+	switch {
+	case t.GetReason() != "":
+		return t.GetReason()
+	case t.GetSignal() != 0:
+		return fmt.Sprintf("Signal:%d", t.GetSignal())
+	default:
+		return fmt.Sprintf("ExitCode:%d", t.GetExitCode())
+	}
+}
+
+func replicaSetRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	rs := o.GetReplicaSet()
+	return replicasRow(rs.GetMetadata(), rs.GetSpec().GetReplicas(), rs.GetStatus(), rs.GetSpec().GetTemplate(), LabelSelector(rs.GetSpec().GetSelector()), now)
+}
+
+func replicationControllerRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	rc := o.GetReplicationController()
+	return replicasRow(rc.GetMetadata(), rc.GetSpec().GetReplicas(), rc.GetStatus(), rc.GetSpec().GetTemplate(), MapSelector(rc.GetSpec().GetSelector()), now)
+}
+
+func replicasRow(m *kplanev1.ObjectMeta, desired int32, st *kplanev1.ReplicaSetStatus, tmpl *kplanev1.PodTemplateSpec, selector string, now time.Time) ([]string, []string) {
+	cells := []string{
+		m.GetName(),
+		strconv.Itoa(int(desired)),
+		strconv.Itoa(int(st.GetReplicas())),
+		strconv.Itoa(int(st.GetReadyReplicas())),
+		Age(m.GetCreationTimestamp(), now),
+	}
+	names, images := containers(tmpl.GetSpec())
+	return cells, []string{names, images, selector}
+}
+
+func containers(spec *kplanev1.PodSpec) (names, images string) {
+	var n, i []string
+	for _, c := range spec.GetContainers() {
+		n = append(n, c.GetName())
+		i = append(i, c.GetImage())
+	}
+	return orNone(strings.Join(n, ",")), orNone(strings.Join(i, ","))
+}
+
+// LabelSelector formats a set-based selector in the selector syntax,
+// "app=web,tier in (a,b),!legacy", or "<none>" when it is empty.
+func LabelSelector(s *kplanev1.LabelSelector) string {
+	var parts []string
+	keys := sortedKeys(s.GetMatchLabels())
+	for _, k := range keys {
+		parts = append(parts, k+"="+s.GetMatchLabels()[k])
+	}
+	for _, r := range s.GetMatchExpressions() {
+		switch r.GetOperator() {
+		case "In":
+			parts = append(parts, fmt.Sprintf("%s in (%s)", r.GetKey(), strings.Join(r.GetValues(), ",")))
+		case "NotIn":
+			parts = append(parts, fmt.Sprintf("%s notin (%s)", r.GetKey(), strings.Join(r.GetValues(), ",")))
+		case "Exists":
+			parts = append(parts, r.GetKey())
+		case "DoesNotExist":
+			parts = append(parts, "!"+r.GetKey())
+		default:
+			parts = append(parts, fmt.Sprintf("%s %s (%s)", r.GetKey(), r.GetOperator(), strings.Join(r.GetValues(), ",")))
+		}
+	}
+	return orNone(strings.Join(parts, ","))
+}
+
+// MapSelector formats an equality selector or label map as "k=v,k2=v2"
+// (sorted), or "<none>" when empty.
+func MapSelector(m map[string]string) string {
+	var parts []string
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return orNone(strings.Join(parts, ","))
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func nodeRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	n := o.GetNode()
+	info := n.GetStatus().GetNodeInfo()
+	cells := []string{n.GetMetadata().GetName(), NodeStatus(n), NodeRoles(n), Age(n.GetMetadata().GetCreationTimestamp(), now), orNone(info.GetKubeletVersion())}
+	var internal, external []string
+	for _, a := range n.GetStatus().GetAddresses() {
+		switch a.GetType() {
+		case "InternalIP":
+			internal = append(internal, a.GetAddress())
+		case "ExternalIP":
+			external = append(external, a.GetAddress())
+		}
+	}
+	return cells, []string{
+		orNone(strings.Join(internal, ",")), orNone(strings.Join(external, ",")),
+		orNone(info.GetOsImage()), orNone(info.GetKernelVersion()), orNone(info.GetContainerRuntimeVersion()),
+	}
+}
+
+// NodeStatus is Ready, NotReady or Unknown from the Ready condition, with
+// ",SchedulingDisabled" for a cordoned node.
+func NodeStatus(n *kplanev1.Node) string {
+	s := "Unknown"
+	for _, c := range n.GetStatus().GetConditions() {
+		if c.GetType() != "Ready" {
+			continue
+		}
+		switch c.GetStatus() {
+		case "True":
+			s = "Ready"
+		case "False":
+			s = "NotReady"
+		}
+	}
+	if n.GetSpec().GetUnschedulable() {
+		s += ",SchedulingDisabled"
+	}
+	return s
+}
+
+// NodeRoles lists the roles named by node-role.kubernetes.io/<role> labels.
+func NodeRoles(n *kplanev1.Node) string {
+	var roles []string
+	for _, k := range sortedKeys(n.GetMetadata().GetLabels()) {
+		if r, ok := strings.CutPrefix(k, "node-role.kubernetes.io/"); ok && r != "" {
+			roles = append(roles, r)
+		}
+	}
+	if r := n.GetMetadata().GetLabels()["kubernetes.io/role"]; r != "" {
+		roles = append(roles, r)
+	}
+	return orNone(strings.Join(roles, ","))
+}
+
+func serviceRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	s := o.GetService()
+	spec := s.GetSpec()
+	typ := spec.GetType()
+	if typ == "" {
+		typ = "ClusterIP"
+	}
+	external := none
+	switch typ {
+	case "ExternalName":
+		external = spec.GetExternalName()
+	case "LoadBalancer":
+		external = "<pending>"
+	}
+	cells := []string{s.GetMetadata().GetName(), typ, orNone(spec.GetClusterIp()), external, ServicePorts(spec.GetPorts()), Age(s.GetMetadata().GetCreationTimestamp(), now)}
+	return cells, []string{MapSelector(spec.GetSelector())}
+}
+
+// ServicePorts formats ports as "80/TCP,443:30443/TCP".
+func ServicePorts(ports []*kplanev1.ServicePort) string {
+	var out []string
+	for _, p := range ports {
+		proto := p.GetProtocol()
+		if proto == "" {
+			proto = "TCP"
+		}
+		if p.GetNodePort() != 0 {
+			out = append(out, fmt.Sprintf("%d:%d/%s", p.GetPort(), p.GetNodePort(), proto))
+		} else {
+			out = append(out, fmt.Sprintf("%d/%s", p.GetPort(), proto))
+		}
+	}
+	return orNone(strings.Join(out, ","))
+}
+
+func endpointsRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	e := o.GetEndpoints()
+	return []string{e.GetMetadata().GetName(), EndpointsSummary(e, 3), Age(e.GetMetadata().GetCreationTimestamp(), now)}, nil
+}
+
+// EndpointsSummary lists up to max ready "ip:port" pairs, then "+ N more...".
+func EndpointsSummary(e *kplanev1.Endpoints, max int) string {
+	var all []string
+	for _, ss := range e.GetSubsets() {
+		for _, a := range ss.GetAddresses() {
+			if len(ss.GetPorts()) == 0 {
+				all = append(all, a.GetIp())
+				continue
+			}
+			for _, p := range ss.GetPorts() {
+				all = append(all, fmt.Sprintf("%s:%d", a.GetIp(), p.GetPort()))
+			}
+		}
+	}
+	if len(all) > max {
+		return fmt.Sprintf("%s + %d more...", strings.Join(all[:max], ","), len(all)-max)
+	}
+	return orNone(strings.Join(all, ","))
+}
+
+func jobRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	j := o.GetJob()
+	spec, st := j.GetSpec(), j.GetStatus()
+	var completions string
+	switch {
+	case spec.Completions != nil:
+		completions = fmt.Sprintf("%d/%d", st.GetSucceeded(), spec.GetCompletions())
+	case spec.GetParallelism() > 1:
+		completions = fmt.Sprintf("%d/1 of %d", st.GetSucceeded(), spec.GetParallelism())
+	default:
+		completions = fmt.Sprintf("%d/1", st.GetSucceeded())
+	}
+	var duration string
+	if st.GetStartTime() != nil {
+		end := now
+		if st.GetCompletionTime() != nil {
+			end = st.GetCompletionTime().AsTime()
+		}
+		duration = HumanDuration(end.Sub(st.GetStartTime().AsTime()))
+	}
+	cells := []string{j.GetMetadata().GetName(), JobStatus(j), completions, duration, Age(j.GetMetadata().GetCreationTimestamp(), now)}
+	names, images := containers(spec.GetTemplate().GetSpec())
+	return cells, []string{names, images, LabelSelector(spec.GetSelector())}
+}
+
+// JobStatus is Complete, Failed, Suspended or Running from the conditions.
+func JobStatus(j *kplanev1.Job) string {
+	for _, want := range []string{"Failed", "Complete", "Suspended"} {
+		for _, c := range j.GetStatus().GetConditions() {
+			if c.GetType() == want && c.GetStatus() == "True" {
+				return want
+			}
+		}
+	}
+	return "Running"
+}
+
+// AccessModes abbreviates access modes as kubectl does: "RWO,ROX".
+func AccessModes(modes []string) string {
+	short := map[string]string{"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX", "ReadWriteOncePod": "RWOP"}
+	out := make([]string, 0, len(modes))
+	for _, m := range modes {
+		if s, ok := short[m]; ok {
+			m = s
+		}
+		out = append(out, m)
+	}
+	return strings.Join(out, ",")
+}
+
+func pvRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	pv := o.GetPersistentVolume()
+	spec := pv.GetSpec()
+	claim := ""
+	if ref := spec.GetClaimRef(); ref != nil && ref.GetName() != "" {
+		claim = ref.GetNamespace() + "/" + ref.GetName()
+	}
+	policy := spec.GetPersistentVolumeReclaimPolicy()
+	if policy == "" {
+		policy = "Retain"
+	}
+	cells := []string{
+		pv.GetMetadata().GetName(), spec.GetCapacity()["storage"], AccessModes(spec.GetAccessModes()), policy,
+		pv.GetStatus().GetPhase(), claim, spec.GetStorageClassName(), pv.GetStatus().GetReason(),
+		Age(pv.GetMetadata().GetCreationTimestamp(), now),
+	}
+	return cells, []string{volumeMode(spec.GetVolumeMode())}
+}
+
+func volumeMode(m string) string {
+	if m == "" {
+		return "Filesystem"
+	}
+	return m
+}
+
+func pvcRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	pvc := o.GetPersistentVolumeClaim()
+	spec, st := pvc.GetSpec(), pvc.GetStatus()
+	class := "<unset>"
+	if spec.StorageClassName != nil {
+		class = spec.GetStorageClassName()
+	}
+	phase := st.GetPhase()
+	if phase == "" {
+		phase = "Pending"
+	}
+	cells := []string{
+		pvc.GetMetadata().GetName(), phase, spec.GetVolumeName(), st.GetCapacity()["storage"],
+		AccessModes(st.GetAccessModes()), class, Age(pvc.GetMetadata().GetCreationTimestamp(), now),
+	}
+	return cells, []string{volumeMode(spec.GetVolumeMode())}
+}
+
+func storageClassRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	sc := o.GetStorageClass()
+	name := sc.GetMetadata().GetName()
+	if sc.GetMetadata().GetAnnotations()["storageclass.kubernetes.io/is-default-class"] == "true" {
+		name += " (default)"
+	}
+	policy, mode := sc.GetReclaimPolicy(), sc.GetVolumeBindingMode()
+	if policy == "" {
+		policy = "Delete"
+	}
+	if mode == "" {
+		mode = "Immediate"
+	}
+	return []string{name, sc.GetProvisioner(), policy, mode, strconv.FormatBool(sc.GetAllowVolumeExpansion()), Age(sc.GetMetadata().GetCreationTimestamp(), now)}, nil
+}
+
+func serviceAccountRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	sa := o.GetServiceAccount()
+	return []string{sa.GetMetadata().GetName(), strconv.Itoa(len(sa.GetSecrets())), Age(sa.GetMetadata().GetCreationTimestamp(), now)}, nil
+}
+
+func secretRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	s := o.GetSecret()
+	keys := map[string]bool{}
+	for k := range s.GetData() {
+		keys[k] = true
+	}
+	for k := range s.GetStringData() {
+		keys[k] = true
+	}
+	typ := s.GetType()
+	if typ == "" {
+		typ = "Opaque"
+	}
+	return []string{s.GetMetadata().GetName(), typ, strconv.Itoa(len(keys)), Age(s.GetMetadata().GetCreationTimestamp(), now)}, nil
+}
+
+func leaseRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	l := o.GetLease()
+	return []string{l.GetMetadata().GetName(), l.GetSpec().GetHolderIdentity(), Age(l.GetMetadata().GetCreationTimestamp(), now)}, nil
+}
+
+func namespaceRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	ns := o.GetNamespace()
+	phase := ns.GetStatus().GetPhase()
+	if phase == "" {
+		phase = "Active"
+	}
+	return []string{ns.GetMetadata().GetName(), phase, Age(ns.GetMetadata().GetCreationTimestamp(), now)}, nil
+}
+
+func eventRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	e := o.GetEvent()
+	last := e.GetLastTimestamp()
+	if last == nil {
+		last = e.GetFirstTimestamp()
+	}
+	if last == nil {
+		last = e.GetMetadata().GetCreationTimestamp()
+	}
+	ref := e.GetInvolvedObject()
+	object := strings.ToLower(ref.GetKind()) + "/" + ref.GetName()
+	count := e.GetCount()
+	if count == 0 {
+		count = 1
+	}
+	source := e.GetSource().GetComponent()
+	if h := e.GetSource().GetHost(); h != "" {
+		source += ", " + h
+	}
+	if source == "" {
+		source = e.GetReportingComponent()
+	}
+	cells := []string{Age(last, now), e.GetType(), e.GetReason(), object, e.GetMessage()}
+	return cells, []string{source, Age(e.GetFirstTimestamp(), now), strconv.Itoa(int(count)), e.GetMetadata().GetName()}
+}

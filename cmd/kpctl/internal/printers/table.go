@@ -1,0 +1,137 @@
+// Package printers renders objects for people: kubectl-style tables per
+// kind, and the describe view.
+package printers
+
+import (
+	"io"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+// TableOptions controls how a table is printed.
+type TableOptions struct {
+	// Wide adds the extra columns of "-o wide".
+	Wide bool
+	// WithNamespace adds a leading NAMESPACE column (for -A).
+	WithNamespace bool
+	// NoHeaders leaves out the header line (e.g. rows printed by a watch).
+	NoHeaders bool
+	// Now is the clock AGE columns are computed against; it is read once
+	// per printed batch.
+	Now func() time.Time
+}
+
+// columns is the table layout of one kind.
+type columns struct {
+	headers []string
+	wide    []string
+	// row returns the cells for headers and for wide.
+	row func(o *kplanev1.Object, now time.Time) (cells, wide []string)
+}
+
+var tables = map[string]columns{
+	"Pod":                   {[]string{"NAME", "READY", "STATUS", "RESTARTS", "AGE"}, []string{"IP", "NODE", "NOMINATED NODE"}, podRow},
+	"ReplicaSet":            {[]string{"NAME", "DESIRED", "CURRENT", "READY", "AGE"}, []string{"CONTAINERS", "IMAGES", "SELECTOR"}, replicaSetRow},
+	"ReplicationController": {[]string{"NAME", "DESIRED", "CURRENT", "READY", "AGE"}, []string{"CONTAINERS", "IMAGES", "SELECTOR"}, replicationControllerRow},
+	"Node":                  {[]string{"NAME", "STATUS", "ROLES", "AGE", "VERSION"}, []string{"INTERNAL-IP", "EXTERNAL-IP", "OS-IMAGE", "KERNEL-VERSION", "CONTAINER-RUNTIME"}, nodeRow},
+	"Service":               {[]string{"NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"}, []string{"SELECTOR"}, serviceRow},
+	"Endpoints":             {[]string{"NAME", "ENDPOINTS", "AGE"}, nil, endpointsRow},
+	"Job":                   {[]string{"NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"}, []string{"CONTAINERS", "IMAGES", "SELECTOR"}, jobRow},
+	"PersistentVolume":      {[]string{"NAME", "CAPACITY", "ACCESS MODES", "RECLAIM POLICY", "STATUS", "CLAIM", "STORAGECLASS", "REASON", "AGE"}, []string{"VOLUMEMODE"}, pvRow},
+	"PersistentVolumeClaim": {[]string{"NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS MODES", "STORAGECLASS", "AGE"}, []string{"VOLUMEMODE"}, pvcRow},
+	"StorageClass":          {[]string{"NAME", "PROVISIONER", "RECLAIMPOLICY", "VOLUMEBINDINGMODE", "ALLOWVOLUMEEXPANSION", "AGE"}, nil, storageClassRow},
+	"ServiceAccount":        {[]string{"NAME", "SECRETS", "AGE"}, nil, serviceAccountRow},
+	"Secret":                {[]string{"NAME", "TYPE", "DATA", "AGE"}, nil, secretRow},
+	"Lease":                 {[]string{"NAME", "HOLDER", "AGE"}, nil, leaseRow},
+	"Namespace":             {[]string{"NAME", "STATUS", "AGE"}, nil, namespaceRow},
+	"Event":                 {[]string{"LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"}, []string{"SOURCE", "FIRST SEEN", "COUNT", "NAME"}, eventRow},
+}
+
+// genericTable serves kinds without a layout of their own.
+var genericTable = columns{[]string{"NAME", "AGE"}, nil, func(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	m := o.Meta()
+	return []string{m.GetName(), Age(m.GetCreationTimestamp(), now)}, nil
+}}
+
+func tableFor(kind string) columns {
+	if c, ok := tables[kind]; ok {
+		return c
+	}
+	return genericTable
+}
+
+// Table prints objects of one kind as an aligned table.
+func Table(w io.Writer, kind string, objs []*kplanev1.Object, opts TableOptions) error {
+	return NewStream(w, kind, opts).Print(objs)
+}
+
+// Stream prints table rows in batches, as a watch delivers them, keeping
+// later rows aligned with the columns of the earlier ones. The header is
+// printed with the first batch unless NoHeaders is set.
+type Stream struct {
+	w       io.Writer
+	c       columns
+	opts    TableOptions
+	widths  []int
+	started bool
+}
+
+// NewStream returns a Stream for objects of kind.
+func NewStream(w io.Writer, kind string, opts TableOptions) *Stream {
+	return &Stream{w: w, c: tableFor(kind), opts: opts}
+}
+
+// Print writes one batch of rows (with the header, the first time).
+func (s *Stream) Print(objs []*kplanev1.Object) error {
+	var rows [][]string
+	if !s.started && !s.opts.NoHeaders {
+		h := append([]string(nil), s.c.headers...)
+		if s.opts.Wide {
+			h = append(h, s.c.wide...)
+		}
+		if s.opts.WithNamespace {
+			h = append([]string{"NAMESPACE"}, h...)
+		}
+		rows = append(rows, h)
+	}
+	s.started = true
+	now := time.Now()
+	if s.opts.Now != nil {
+		now = s.opts.Now()
+	}
+	for _, o := range objs {
+		cells, wide := s.c.row(o, now)
+		if s.opts.Wide {
+			cells = append(cells, wide...)
+		}
+		if s.opts.WithNamespace {
+			cells = append([]string{o.Meta().GetNamespace()}, cells...)
+		}
+		rows = append(rows, cells)
+	}
+	for _, r := range rows {
+		for i, cell := range r {
+			// A tab or newline inside a cell would break the layout.
+			r[i] = strings.NewReplacer("\t", " ", "\n", " ").Replace(cell)
+			if i >= len(s.widths) {
+				s.widths = append(s.widths, 0)
+			}
+			s.widths[i] = max(s.widths[i], utf8.RuneCountInString(r[i]))
+		}
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		for i, cell := range r {
+			b.WriteString(cell)
+			if i < len(r)-1 {
+				b.WriteString(strings.Repeat(" ", s.widths[i]-utf8.RuneCountInString(cell)+3))
+			}
+		}
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(s.w, b.String())
+	return err
+}

@@ -1,0 +1,117 @@
+package printers
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden file (run go test -update to create it): %v", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the golden file (go test -update rewrites it)\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func fixedClock() time.Time { return now }
+
+// TestTables prints every kind's fixtures as kubectl would: plain, wide,
+// and with the NAMESPACE column of -A.
+func TestTables(t *testing.T) {
+	all := fixtures()
+	for _, kind := range kplanev1.KindNames() {
+		objs, ok := all[kind]
+		if !ok {
+			t.Errorf("no table fixtures for kind %s", kind)
+			continue
+		}
+		t.Run(kind, func(t *testing.T) {
+			var b bytes.Buffer
+			for _, opts := range []TableOptions{
+				{Now: fixedClock},
+				{Now: fixedClock, Wide: true},
+				{Now: fixedClock, WithNamespace: kplanev1.LookupKind(kind).Namespaced},
+				{Now: fixedClock, NoHeaders: true},
+			} {
+				if err := Table(&b, kind, objs, opts); err != nil {
+					t.Fatal(err)
+				}
+				b.WriteString("\n")
+			}
+			golden(t, "table_"+strings.ToLower(kind)+".golden", b.String())
+		})
+	}
+}
+
+func TestStreamKeepsColumnsAligned(t *testing.T) {
+	var b bytes.Buffer
+	s := NewStream(&b, "Pod", TableOptions{Now: fixedClock})
+	pods := fixtures()["Pod"]
+	if err := s.Print(pods[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Print(pods[5:6]); err != nil { // "init", shorter than "web-1"
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "NAME") {
+		t.Fatalf("want a header and two rows, got:\n%s", b.String())
+	}
+	col := strings.Index(lines[0], "READY")
+	for _, l := range lines[1:] {
+		if !strings.Contains(l[col:col+3], "/") {
+			t.Errorf("row %q: READY column not at offset %d", l, col)
+		}
+	}
+}
+
+func TestHumanDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		-5 * time.Second:               "<invalid>",
+		-500 * time.Millisecond:        "0s",
+		0:                              "0s",
+		119 * time.Second:              "119s",
+		2 * time.Minute:                "2m",
+		3*time.Minute + 20*time.Second: "3m20s",
+		10 * time.Minute:               "10m",
+		179 * time.Minute:              "179m",
+		3 * time.Hour:                  "3h",
+		7*time.Hour + 59*time.Minute:   "7h59m",
+		47 * time.Hour:                 "47h",
+		3*24*time.Hour + 5*time.Hour:   "3d5h",
+		8 * 24 * time.Hour:             "8d",
+		729 * 24 * time.Hour:           "729d",
+		(3*365 + 20) * 24 * time.Hour:  "3y20d",
+		9 * 365 * 24 * time.Hour:       "9y",
+	} {
+		if got := HumanDuration(d); got != want {
+			t.Errorf("HumanDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestAgeUnknown(t *testing.T) {
+	if got := Age(nil, now); got != "<unknown>" {
+		t.Errorf("Age(nil) = %q", got)
+	}
+}
