@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kplane/kplane/pkg/app"
+	"github.com/kplane/kplane/pkg/client"
+	"github.com/kplane/kplane/pkg/informer"
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+// The finalizers the apiserver adds for Orphan and Foreground deletes.
+const (
+	finalizerOrphan     = "orphan"
+	finalizerForeground = "foregroundDeletion"
+)
+
+// foregroundRecheck re-examines an owner waiting for its dependents to go,
+// in case a dependent's deletion event is missed (the cache is the truth,
+// but events are hints).
+const foregroundRecheck = 2 * time.Second
+
+// collector is the reconciler. Its keys are "Kind/namespace/name" (or
+// "Kind/name"), since it handles every kind.
+type collector struct {
+	api       *client.Client
+	informers *informer.Factory
+	log       hclog.Logger
+}
+
+// watches feeds the queue from every kind: an object with owners is
+// checked for dangling owners; an object being deleted or gone wakes its
+// dependents (and, when gone, the owners that may be waiting for it).
+// The mappings run only after setup has filled in g.
+func (g *collector) watches() []app.Watch {
+	var ws []app.Watch
+	for _, k := range kplanev1.Kinds() {
+		kind := k.Name
+		ws = append(ws, app.Watch{Kind: kind, MapToKey: func(obj *kplanev1.Object) []string { return g.keysFor(kind, obj) }})
+	}
+	return ws
+}
+
+func (g *collector) setup(c *app.Context) (app.Reconciler, error) {
+	// The shared informers index every kind by owner uid already.
+	g.api, g.informers, g.log = c.Client, c.Informers, c.Logger
+	return g, nil
+}
+
+func objectKey(kind string, obj *kplanev1.Object) string { return kind + "/" + obj.Key() }
+
+func splitKey(key string) (kind, namespace, name string, err error) {
+	kind, rest, ok := strings.Cut(key, "/")
+	if !ok || kplanev1.LookupKind(kind) == nil {
+		return "", "", "", fmt.Errorf("malformed key %q", key)
+	}
+	namespace, name = kplanev1.SplitKey(rest)
+	return kind, namespace, name, nil
+}
+
+// keysFor maps an event on obj (of kind) to the keys to reconcile.
+func (g *collector) keysFor(kind string, obj *kplanev1.Object) []string {
+	meta := obj.Meta()
+	var keys []string
+	if len(meta.GetOwnerReferences()) > 0 || meta.GetDeletionTimestamp() != nil {
+		keys = append(keys, objectKey(kind, obj))
+	}
+	cur, inCache := g.informers.ForKind(kind).Store().Get(obj.Key())
+	gone := !inCache || cur.Meta().GetUid() != meta.GetUid()
+	if gone || meta.GetDeletionTimestamp() != nil {
+		for _, d := range g.dependents(meta.GetUid()) {
+			keys = append(keys, d.key)
+		}
+	}
+	if gone {
+		for _, ref := range meta.GetOwnerReferences() {
+			if k := kplanev1.LookupKind(ref.GetKind()); k != nil {
+				keys = append(keys, ref.GetKind()+"/"+kplanev1.MetaKey(ownerNamespace(k, meta), ref.GetName()))
+			}
+		}
+	}
+	return keys
+}
+
+type dependent struct {
+	kind string
+	key  string
+	obj  *kplanev1.Object
+}
+
+// dependents lists, from the caches, every object that names uid as an owner.
+func (g *collector) dependents(uid string) []dependent {
+	if uid == "" {
+		return nil
+	}
+	var out []dependent
+	for _, k := range kplanev1.Kinds() {
+		objs, err := g.informers.ForKind(k.Name).Store().ByIndex(informer.OwnerUIDIndex, uid)
+		if err != nil {
+			continue // cannot happen: the factory indexes every kind by owner uid
+		}
+		for _, o := range objs {
+			out = append(out, dependent{kind: k.Name, key: objectKey(k.Name, o), obj: o})
+		}
+	}
+	return out
+}
+
+func ownerNamespace(owner *kplanev1.KindInfo, dependent *kplanev1.ObjectMeta) string {
+	if owner.Namespaced {
+		return dependent.GetNamespace()
+	}
+	return ""
+}
+
+// Reconcile implements app.Reconciler.
+func (g *collector) Reconcile(ctx context.Context, key string) error {
+	kind, namespace, name, err := splitKey(key)
+	if err != nil {
+		g.log.Error("dropping key", "key", key, "error", err)
+		return nil
+	}
+	obj, ok := g.informers.ForKind(kind).Store().GetByName(namespace, name)
+	if !ok {
+		return nil
+	}
+	meta := obj.Meta()
+	if meta.GetDeletionTimestamp() != nil {
+		switch {
+		case hasFinalizer(meta, finalizerOrphan):
+			return g.orphanDependents(ctx, kind, obj)
+		case hasFinalizer(meta, finalizerForeground):
+			return g.deleteDependents(ctx, kind, obj)
+		}
+		return nil
+	}
+	if len(meta.GetOwnerReferences()) > 0 {
+		return g.collectIfOrphaned(ctx, kind, obj)
+	}
+	return nil
+}
+
+// orphanDependents strips the owner's reference from every dependent,
+// then removes the orphan finalizer, which lets the owner go.
+func (g *collector) orphanDependents(ctx context.Context, kind string, owner *kplanev1.Object) error {
+	uid := owner.Meta().GetUid()
+	for _, d := range g.dependents(uid) {
+		err := g.mutate(ctx, d.kind, d.obj, func(m *kplanev1.ObjectMeta) bool {
+			refs := m.OwnerReferences[:0]
+			for _, r := range m.OwnerReferences {
+				if r.GetUid() != uid {
+					refs = append(refs, r)
+				}
+			}
+			changed := len(refs) != len(m.OwnerReferences)
+			m.OwnerReferences = refs
+			return changed
+		})
+		if err != nil {
+			return fmt.Errorf("orphan %s: %w", d.key, err)
+		}
+	}
+	if err := g.removeFinalizer(ctx, kind, owner, finalizerOrphan); err != nil {
+		return err
+	}
+	g.log.Info("orphaned dependents", "owner", objectKey(kind, owner))
+	return nil
+}
+
+// deleteDependents deletes the owner's dependents and removes the
+// foregroundDeletion finalizer once none is left.
+func (g *collector) deleteDependents(ctx context.Context, kind string, owner *kplanev1.Object) error {
+	deps := g.dependents(owner.Meta().GetUid())
+	for _, d := range deps {
+		if d.obj.Meta().GetDeletionTimestamp() != nil {
+			continue
+		}
+		if err := g.delete(ctx, d.kind, d.obj); err != nil {
+			return fmt.Errorf("delete dependent %s: %w", d.key, err)
+		}
+	}
+	if len(deps) > 0 {
+		return app.RequeueAfter(foregroundRecheck)
+	}
+	if err := g.removeFinalizer(ctx, kind, owner, finalizerForeground); err != nil {
+		return err
+	}
+	g.log.Info("foreground deletion finished", "owner", objectKey(kind, owner))
+	return nil
+}
+
+// collectIfOrphaned deletes obj when every owner it names is gone, and
+// drops the references to gone owners when only some are.
+func (g *collector) collectIfOrphaned(ctx context.Context, kind string, obj *kplanev1.Object) error {
+	meta := obj.Meta()
+	var gone []string
+	for _, ref := range meta.GetOwnerReferences() {
+		exists, err := g.ownerExists(ctx, meta, ref)
+		if err != nil {
+			return err
+		}
+		if !exists {
+			gone = append(gone, ref.GetUid())
+		}
+	}
+	switch {
+	case len(gone) == 0:
+		return nil
+	case len(gone) == len(meta.GetOwnerReferences()):
+		if err := g.delete(ctx, kind, obj); err != nil {
+			return fmt.Errorf("collect %s: %w", objectKey(kind, obj), err)
+		}
+		g.log.Info("deleted object whose owners are gone", "object", objectKey(kind, obj))
+		return nil
+	default:
+		return g.mutate(ctx, kind, obj, func(m *kplanev1.ObjectMeta) bool {
+			refs := m.OwnerReferences[:0]
+			for _, r := range m.OwnerReferences {
+				if !contains(gone, r.GetUid()) {
+					refs = append(refs, r)
+				}
+			}
+			changed := len(refs) != len(m.OwnerReferences)
+			m.OwnerReferences = refs
+			return changed
+		})
+	}
+}
+
+// ownerExists checks the cache and, when the cache says no, the apiserver:
+// an owner created a moment ago may not have reached the cache yet.
+func (g *collector) ownerExists(ctx context.Context, dep *kplanev1.ObjectMeta, ref *kplanev1.OwnerReference) (bool, error) {
+	k := kplanev1.LookupKind(ref.GetKind())
+	if k == nil {
+		return true, nil // a kind this apiserver does not serve: leave it be
+	}
+	ns := ownerNamespace(k, dep)
+	if o, ok := g.informers.ForKind(k.Name).Store().GetByName(ns, ref.GetName()); ok && o.Meta().GetUid() == ref.GetUid() {
+		return true, nil
+	}
+	resp, err := g.api.Get(ctx, &kplanev1.GetRequest{Kind: k.Name, Namespace: ns, Name: ref.GetName()})
+	switch {
+	case client.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("get owner %s %s: %w", k.Name, kplanev1.MetaKey(ns, ref.GetName()), err)
+	}
+	return resp.GetObject().Meta().GetUid() == ref.GetUid(), nil
+}
+
+// delete deletes obj in the background, only if it is still the same object.
+func (g *collector) delete(ctx context.Context, kind string, obj *kplanev1.Object) error {
+	meta := obj.Meta()
+	_, err := g.api.Delete(ctx, &kplanev1.DeleteRequest{
+		Kind: kind, Namespace: meta.GetNamespace(), Name: meta.GetName(),
+		Preconditions:     &kplanev1.Preconditions{Uid: meta.GetUid()},
+		PropagationPolicy: "Background",
+	})
+	if client.IsNotFound(err) || client.IsConflict(err) {
+		return nil // gone already, or replaced by a new object of that name
+	}
+	return err
+}
+
+// mutate applies change to a fresh copy of obj's metadata and updates it,
+// retrying on conflicts. change reports whether it changed anything.
+func (g *collector) mutate(ctx context.Context, kind string, obj *kplanev1.Object, change func(*kplanev1.ObjectMeta) bool) error {
+	meta := obj.Meta()
+	return client.RetryOnConflict(ctx, client.DefaultRetry, func() error {
+		resp, err := g.api.Get(ctx, &kplanev1.GetRequest{Kind: kind, Namespace: meta.GetNamespace(), Name: meta.GetName()})
+		if client.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		fresh := proto.Clone(resp.GetObject()).(*kplanev1.Object)
+		if fresh.Meta().GetUid() != meta.GetUid() || !change(fresh.Meta()) {
+			return nil
+		}
+		_, err = g.api.Update(ctx, &kplanev1.UpdateRequest{Object: fresh})
+		if client.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+}
+
+func (g *collector) removeFinalizer(ctx context.Context, kind string, obj *kplanev1.Object, finalizer string) error {
+	return g.mutate(ctx, kind, obj, func(m *kplanev1.ObjectMeta) bool {
+		out := m.Finalizers[:0]
+		for _, f := range m.Finalizers {
+			if f != finalizer {
+				out = append(out, f)
+			}
+		}
+		changed := len(out) != len(m.Finalizers)
+		m.Finalizers = out
+		return changed
+	})
+}
+
+func hasFinalizer(meta *kplanev1.ObjectMeta, f string) bool {
+	return contains(meta.GetFinalizers(), f)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,21 @@
+// Command gcctl is the garbage collector: it deletes objects whose owners
+// are gone (background cascade) and finishes the deletions that the
+// apiserver marked with the orphan and foregroundDeletion finalizers.
+// Like every kplane controller it is its own leader-elected process.
+package main
+
+import (
+	"github.com/kplane/kplane/pkg/app"
+)
+
+func main() {
+	g := &collector{}
+	app.Main(app.Service{
+		Name:          "gcctl",
+		HealthAddr:    ":10259",
+		LeaderElected: true,
+		Workers:       4,
+		Watches:       g.watches(),
+		Setup:         g.setup,
+	})
+}
