@@ -8,9 +8,10 @@ BIN       := $(CURDIR)/bin
 TOOLS     := $(CURDIR)/.tools/bin
 export PATH := $(TOOLS):$(PATH)
 
-# Modules of the go.work workspace, and the binaries they build.
-MODULES   := proto pkg services/apiserver cmd/kpctl
-BINARIES  := services/apiserver:apiserver cmd/kpctl:kpctl
+# Modules are read from go.work; every module under services/ and cmd/
+# builds one binary named after its directory.
+MODULES   := $(shell sed -n 's@^[[:space:]]*\./@@p' go.work)
+BINARIES  := $(foreach m,$(filter services/% cmd/%,$(MODULES)),$(m):$(notdir $(m)))
 
 # Pinned code-generation tools (make proto installs them into .tools/bin).
 BUF_VERSION                := v1.75.0
@@ -52,7 +53,7 @@ proto: tools
 
 # Fails when the committed generated code differs from what make proto writes.
 proto-check: proto
-	@git diff --exit-code -- proto/ || { echo "generated code is stale: run make proto and commit"; exit 1; }
+	@if [ -n "$$(git status --porcelain -- proto/)" ]; then git status --short -- proto/; git diff -- proto/ | head -50; echo "generated code is stale: run make proto and commit"; exit 1; fi
 
 # Until the compose deployment lands, `make up` runs the apiserver alone
 # (embedded etcd in ./data, gRPC on :6443).
