@@ -55,10 +55,11 @@ proto: tools
 proto-check: proto
 	@if [ -n "$$(git status --porcelain -- proto/)" ]; then git status --short -- proto/; git diff -- proto/ | head -50; echo "generated code is stale: run make proto and commit"; exit 1; fi
 
-# Until the compose deployment lands, `make up` runs the apiserver alone
-# (embedded etcd in ./data, gRPC on :6443).
+# Until the compose deployment lands, `make up` runs the control plane as
+# local processes (scripts/up.sh): the apiserver with embedded etcd in
+# ./data on :6443, and the controllers built so far.
 up: build
-	$(BIN)/apiserver --data-dir ./data --listen :6443
+	scripts/up.sh
 
 bench-apiserver:
 	cd services/apiserver && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/...
