@@ -170,13 +170,9 @@ func (s *Store) createOnce(ctx context.Context, k *kplanev1.KindInfo, obj *kplan
 	if err != nil {
 		return nil, err
 	}
-	var putOpts []clientv3.OpOption
-	if k.Name == "Event" {
-		lease, err := s.leases.get(ctx)
-		if err != nil {
-			return nil, backendError(ctx, "grant event lease", err)
-		}
-		putOpts = append(putOpts, clientv3.WithLease(lease))
+	putOpts, err := s.putOptions(ctx, k)
+	if err != nil {
+		return nil, err
 	}
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}
 	var nsKey string
@@ -199,6 +195,18 @@ func (s *Store) createOnce(ctx context.Context, k *kplanev1.KindInfo, obj *kplan
 	}
 	meta.ResourceVersion = FormatRevision(resp.Header.Revision)
 	return obj, nil
+}
+
+// putOptions attaches an expiring lease to the kinds that expire (Events).
+func (s *Store) putOptions(ctx context.Context, k *kplanev1.KindInfo) ([]clientv3.OpOption, error) {
+	if k.Name != "Event" {
+		return nil, nil
+	}
+	lease, err := s.leases.get(ctx)
+	if err != nil {
+		return nil, backendError(ctx, "grant event lease", err)
+	}
+	return []clientv3.OpOption{clientv3.WithLease(lease)}, nil
 }
 
 func (s *Store) encodeChecked(obj *kplanev1.Object) ([]byte, error) {
@@ -370,13 +378,9 @@ func (s *Store) commitUpdate(ctx context.Context, k *kplanev1.KindInfo, next *kp
 	if err != nil {
 		return nil, err
 	}
-	var putOpts []clientv3.OpOption
-	if k.Name == "Event" {
-		lease, err := s.leases.get(ctx)
-		if err != nil {
-			return nil, backendError(ctx, "grant event lease", err)
-		}
-		putOpts = append(putOpts, clientv3.WithLease(lease))
+	putOpts, err := s.putOptions(ctx, k)
+	if err != nil {
+		return nil, err
 	}
 	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", curRev)).
 		Then(clientv3.OpPut(key, string(value), putOpts...)).Commit()
