@@ -51,6 +51,8 @@ type command struct {
 var commands = []*command{
 	applyCommand, createCommand, getCommand, describeCommand, deleteCommand,
 	scaleCommand, labelCommand, annotateCommand, apiResourcesCommand,
+	logsCommand,
+	cordonCommand, uncordonCommand,
 }
 
 // errSilent makes run exit non-zero after the command already reported

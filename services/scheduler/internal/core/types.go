@@ -1,0 +1,326 @@
+// Package core is the scheduler's algorithm and its cache: what each node
+// offers and has been given (including pods bound but not yet seen back
+// through the watch), the filters that decide whether a pod fits a node,
+// the scores that rank the nodes that fit, and the failure message
+// kubectl users know ("0/3 nodes are available: ..."). It does no I/O, so
+// every rule is tested directly and the property tests drive the very code
+// the scheduler runs.
+package core
+
+import (
+	"fmt"
+
+	"github.com/kplane/kplane/pkg/quantity"
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+// Resource names and well-known values, as in Kubernetes.
+const (
+	ResourceCPU    = "cpu"
+	ResourceMemory = "memory"
+	ResourcePods   = "pods"
+
+	// DefaultSchedulerName is the spec.schedulerName this scheduler serves
+	// (an empty name means the same).
+	DefaultSchedulerName = "default-scheduler"
+
+	// ConditionReady is the node condition the node agent keeps up to date.
+	ConditionReady = "Ready"
+	// ConditionPodScheduled is the pod condition the scheduler sets.
+	ConditionPodScheduled = "PodScheduled"
+
+	TaintEffectNoSchedule       = "NoSchedule"
+	TaintEffectPreferNoSchedule = "PreferNoSchedule"
+	TaintEffectNoExecute        = "NoExecute"
+
+	TolerationOpExists = "Exists"
+	TolerationOpEqual  = "Equal"
+)
+
+// Requests that scoring assumes for a container that asks for nothing, so
+// that pods without requests still spread instead of piling onto the node
+// that looks emptiest (Kubernetes uses the same values). Filters never use
+// them: a pod without requests fits wherever a pod slot is free.
+const (
+	DefaultMilliCPURequest = 100
+	DefaultMemoryRequest   = 200 * 1024 * 1024
+)
+
+// Resources is an amount of the resources the scheduler accounts for.
+type Resources struct {
+	MilliCPU int64
+	Memory   int64
+	Pods     int64
+}
+
+// Add returns r + o.
+func (r Resources) Add(o Resources) Resources {
+	return Resources{MilliCPU: r.MilliCPU + o.MilliCPU, Memory: r.Memory + o.Memory, Pods: r.Pods + o.Pods}
+}
+
+// Sub returns r - o.
+func (r Resources) Sub(o Resources) Resources {
+	return Resources{MilliCPU: r.MilliCPU - o.MilliCPU, Memory: r.Memory - o.Memory, Pods: r.Pods - o.Pods}
+}
+
+// PodInfo is what the scheduler needs to know about a pod, parsed once.
+type PodInfo struct {
+	// Key is "namespace/name", UID the pod's uid (the cache's identity of
+	// a pod, so a pod recreated under the same name is a different pod).
+	Key string
+	UID string
+	// NodeName is spec.nodeName ("" while unscheduled).
+	NodeName string
+	// Requests is what the pod asks for: the sum of its containers'
+	// requests (or the largest init container's, when that is more), and
+	// one pod slot.
+	Requests Resources
+	// NonZero is Requests with DefaultMilliCPURequest and
+	// DefaultMemoryRequest for containers that ask for nothing; used only
+	// by scores.
+	NonZero Resources
+	// NodeSelector and Tolerations from the spec.
+	NodeSelector map[string]string
+	Tolerations  []*kplanev1.Toleration
+	// OwnerUID is the uid of the pod's controlling owner ("" if none):
+	// pods of one owner are spread across nodes.
+	OwnerUID string
+	// Pod is the object the info was made from. Never modify it: it is
+	// shared with the informer cache.
+	Pod *kplanev1.Pod
+}
+
+// NewPodInfo parses pod. It fails only on a request that is not a valid
+// quantity, which the apiserver's validation already rules out.
+func NewPodInfo(pod *kplanev1.Pod) (*PodInfo, error) {
+	meta := pod.GetMetadata()
+	req, nonZero, err := PodRequests(pod.GetSpec())
+	info := &PodInfo{
+		Key:          meta.GetNamespace() + "/" + meta.GetName(),
+		UID:          meta.GetUid(),
+		NodeName:     pod.GetSpec().GetNodeName(),
+		Requests:     req,
+		NonZero:      nonZero,
+		NodeSelector: pod.GetSpec().GetNodeSelector(),
+		Tolerations:  pod.GetSpec().GetTolerations(),
+		Pod:          pod,
+	}
+	for _, ref := range meta.GetOwnerReferences() {
+		if ref.GetController() {
+			info.OwnerUID = ref.GetUid()
+			break
+		}
+	}
+	if err != nil {
+		return info, fmt.Errorf("pod %s: %w", info.Key, err)
+	}
+	return info, nil
+}
+
+// PodRequests returns what a pod spec asks for (see PodInfo.Requests) and
+// the same with scoring defaults for containers without requests. A pod
+// always takes one pod slot.
+func PodRequests(spec *kplanev1.PodSpec) (req, nonZero Resources, err error) {
+	for _, c := range spec.GetContainers() {
+		r, nz, err := containerRequests(c)
+		if err != nil {
+			return Resources{}, Resources{}, err
+		}
+		req, nonZero = req.Add(r), nonZero.Add(nz)
+	}
+	// Init containers run one at a time before the others, so the pod
+	// needs the largest of them or the sum of the rest, whichever is more.
+	for _, c := range spec.GetInitContainers() {
+		r, nz, err := containerRequests(c)
+		if err != nil {
+			return Resources{}, Resources{}, err
+		}
+		req.MilliCPU, req.Memory = max(req.MilliCPU, r.MilliCPU), max(req.Memory, r.Memory)
+		nonZero.MilliCPU, nonZero.Memory = max(nonZero.MilliCPU, nz.MilliCPU), max(nonZero.Memory, nz.Memory)
+	}
+	req.Pods, nonZero.Pods = 1, 1
+	return req, nonZero, nil
+}
+
+func containerRequests(c *kplanev1.Container) (req, nonZero Resources, err error) {
+	requests := c.GetResources().GetRequests()
+	if s, ok := requests[ResourceCPU]; ok {
+		q, err := quantity.Parse(s)
+		if err != nil {
+			return req, nonZero, fmt.Errorf("container %q: cpu request: %w", c.GetName(), err)
+		}
+		req.MilliCPU = q.MilliValue()
+	}
+	if s, ok := requests[ResourceMemory]; ok {
+		q, err := quantity.Parse(s)
+		if err != nil {
+			return req, nonZero, fmt.Errorf("container %q: memory request: %w", c.GetName(), err)
+		}
+		req.Memory = q.Value()
+	}
+	nonZero = req
+	if _, ok := requests[ResourceCPU]; !ok {
+		nonZero.MilliCPU = DefaultMilliCPURequest
+	}
+	if _, ok := requests[ResourceMemory]; !ok {
+		nonZero.Memory = DefaultMemoryRequest
+	}
+	return req, nonZero, nil
+}
+
+// ResponsibleFor reports whether this scheduler places pod: it names the
+// default scheduler (or none).
+func ResponsibleFor(pod *kplanev1.Pod) bool {
+	n := pod.GetSpec().GetSchedulerName()
+	return n == "" || n == DefaultSchedulerName
+}
+
+// Terminal reports whether pod has finished: it no longer uses its node's
+// resources.
+func Terminal(pod *kplanev1.Pod) bool {
+	p := pod.GetStatus().GetPhase()
+	return p == "Succeeded" || p == "Failed"
+}
+
+// NeedsScheduling reports whether pod waits for this scheduler: no node
+// yet, not being deleted, not finished, and ours.
+func NeedsScheduling(pod *kplanev1.Pod) bool {
+	return pod.GetSpec().GetNodeName() == "" && pod.GetMetadata().GetDeletionTimestamp() == nil &&
+		!Terminal(pod) && ResponsibleFor(pod)
+}
+
+// NodeState is what the filters and scores read about a node itself,
+// parsed from the Node object.
+type NodeState struct {
+	Name string
+	// Allocatable from status.allocatable (status.capacity for a resource
+	// the node does not list as allocatable). A node that reports no pod
+	// count can take no pod, as in Kubernetes.
+	Allocatable   Resources
+	Ready         bool
+	Unschedulable bool
+	Taints        []*kplanev1.Taint
+	Labels        map[string]string
+}
+
+// NewNodeState parses node. Quantities the apiserver accepted but that do
+// not parse count as zero (the node then takes nothing of that resource).
+func NewNodeState(node *kplanev1.Node) NodeState {
+	st := NodeState{
+		Name:          node.GetMetadata().GetName(),
+		Unschedulable: node.GetSpec().GetUnschedulable(),
+		Taints:        node.GetSpec().GetTaints(),
+		Labels:        node.GetMetadata().GetLabels(),
+	}
+	alloc, capacity := node.GetStatus().GetAllocatable(), node.GetStatus().GetCapacity()
+	get := func(name string) (quantity.Quantity, bool) {
+		s, ok := alloc[name]
+		if !ok {
+			s, ok = capacity[name]
+		}
+		if !ok {
+			return quantity.Quantity{}, false
+		}
+		q, err := quantity.Parse(s)
+		return q, err == nil
+	}
+	if q, ok := get(ResourceCPU); ok {
+		st.Allocatable.MilliCPU = q.MilliValue()
+	}
+	if q, ok := get(ResourceMemory); ok {
+		st.Allocatable.Memory = q.Value()
+	}
+	if q, ok := get(ResourcePods); ok {
+		st.Allocatable.Pods = q.Value()
+	}
+	for _, c := range node.GetStatus().GetConditions() {
+		if c.GetType() == ConditionReady {
+			st.Ready = c.GetStatus() == "True"
+		}
+	}
+	return st
+}
+
+// equal reports whether two states schedule alike, so that a heartbeat
+// (which changes only timestamps) is not a reason to retry pending pods.
+func (s NodeState) equal(o NodeState) bool {
+	if s.Name != o.Name || s.Allocatable != o.Allocatable || s.Ready != o.Ready ||
+		s.Unschedulable != o.Unschedulable || len(s.Taints) != len(o.Taints) || len(s.Labels) != len(o.Labels) {
+		return false
+	}
+	for i, t := range s.Taints {
+		u := o.Taints[i]
+		if t.GetKey() != u.GetKey() || t.GetValue() != u.GetValue() || t.GetEffect() != u.GetEffect() {
+			return false
+		}
+	}
+	for k, v := range s.Labels {
+		if w, ok := o.Labels[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// NodeInfo is a node as the scheduler sees it: its state and what it has
+// been assigned. State is nil-equivalent (Known false) while pods name a
+// node the cache has not seen (or no longer has).
+type NodeInfo struct {
+	NodeState
+	// Known is false for a node that pods are bound to but that does not
+	// exist (yet, or any more): it is never a candidate.
+	Known bool
+	// Requested is the sum of the assigned pods' requests.
+	Requested Resources
+	// NonZeroRequested is the same with scoring defaults.
+	NonZeroRequested Resources
+	// owners counts the assigned pods per controlling owner uid.
+	owners map[string]int
+	// pods are the assigned pods by uid.
+	pods map[string]*PodInfo
+}
+
+func newNodeInfo(name string) *NodeInfo {
+	return &NodeInfo{NodeState: NodeState{Name: name}, owners: map[string]int{}, pods: map[string]*PodInfo{}}
+}
+
+// NewNodeInfo returns a node with the given state and pods assigned, for
+// tests and tools that evaluate filters and scores without a cache.
+func NewNodeInfo(st NodeState, pods ...*PodInfo) *NodeInfo {
+	n := newNodeInfo(st.Name)
+	n.NodeState, n.Known = st, true
+	for _, p := range pods {
+		n.addPod(p)
+	}
+	return n
+}
+
+// OwnerCount returns how many assigned pods have the controlling owner uid.
+func (n *NodeInfo) OwnerCount(uid string) int { return n.owners[uid] }
+
+// NumPods returns the number of assigned pods.
+func (n *NodeInfo) NumPods() int { return len(n.pods) }
+
+func (n *NodeInfo) addPod(p *PodInfo) {
+	n.pods[p.UID] = p
+	n.Requested = n.Requested.Add(p.Requests)
+	n.NonZeroRequested = n.NonZeroRequested.Add(p.NonZero)
+	if p.OwnerUID != "" {
+		n.owners[p.OwnerUID]++
+	}
+}
+
+func (n *NodeInfo) removePod(uid string) {
+	p, ok := n.pods[uid]
+	if !ok {
+		return
+	}
+	delete(n.pods, uid)
+	n.Requested = n.Requested.Sub(p.Requests)
+	n.NonZeroRequested = n.NonZeroRequested.Sub(p.NonZero)
+	if p.OwnerUID != "" {
+		if n.owners[p.OwnerUID]--; n.owners[p.OwnerUID] <= 0 {
+			delete(n.owners, p.OwnerUID)
+		}
+	}
+}

@@ -1,0 +1,408 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/kplane/kplane/pkg/app"
+	"github.com/kplane/kplane/pkg/client"
+	"github.com/kplane/kplane/pkg/record"
+	"github.com/kplane/kplane/pkg/workqueue"
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+	"github.com/kplane/kplane/services/scheduler/internal/core"
+)
+
+// Sizes of the per-term machinery.
+const (
+	statusWorkers     = 2
+	eventBuffer       = 4096
+	housekeepInterval = time.Second
+)
+
+// run is one leadership term: it schedules until ctx ends (lease lost or
+// shutdown), then stops every goroutine it started and hands back what is
+// in flight (assumed pods whose binding was not written are forgotten).
+func (s *Scheduler) run(ctx context.Context, _ *app.Context) error {
+	t := &term{
+		queue:  workqueue.New(workqueue.Config{Name: Name, MetricsProvider: s.qmp}),
+		status: workqueue.New(workqueue.Config{Name: Name + "-status", MetricsProvider: s.qmp}),
+		binds:  make(chan bindTask, 4*s.cfg.BindWorkers),
+		events: make(chan eventTask, eventBuffer),
+	}
+	n := s.startTerm(t)
+	s.log.Info("scheduling", "pending_pods", n, "bind_workers", s.cfg.BindWorkers)
+
+	var wg sync.WaitGroup
+	spawn := func(count int, fn func()) {
+		for range count {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				fn()
+			}()
+		}
+	}
+	spawn(s.cfg.BindWorkers, func() {
+		for b := range t.binds {
+			if ctx.Err() != nil {
+				s.cache.Forget(b.info.UID)
+				continue
+			}
+			s.bind(ctx, t, b)
+		}
+	})
+	spawn(statusWorkers, func() {
+		for {
+			key, shutdown := t.status.Get()
+			if shutdown {
+				return
+			}
+			if err := s.writeStatus(ctx, key); err != nil && ctx.Err() == nil {
+				s.log.Warn("could not write pod status; will retry", "pod", key, "error", err)
+				t.status.AddRateLimited(key)
+			} else {
+				t.status.Forget(key)
+			}
+			t.status.Done(key)
+		}
+	})
+	spawn(s.cfg.EventWorkers, func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e := <-t.events:
+				s.rec.Eventf(ctx, e.obj, e.typ, e.reason, "%s", e.message)
+			}
+		}
+	})
+	spawn(1, func() { s.housekeep(ctx) })
+	spawn(1, func() {
+		<-ctx.Done()
+		s.endTerm()
+		t.queue.ShutDown()
+		t.status.ShutDown()
+	})
+
+	for {
+		key, shutdown := t.queue.Get()
+		if shutdown {
+			break
+		}
+		s.scheduleOne(ctx, t, key)
+		t.queue.Done(key)
+	}
+	close(t.binds) // binders forget what they did not write
+	wg.Wait()
+	s.log.Info("scheduling stopped")
+	return nil
+}
+
+// startTerm installs t and queues every pending pod: events that arrived
+// while standing by were not queued, and pods found unschedulable in an
+// earlier term get a fresh look.
+func (s *Scheduler) startTerm(t *term) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.t = t
+	for _, obj := range s.pods.Store().List() {
+		pod := obj.GetPod()
+		if core.NeedsScheduling(pod) {
+			if p := s.pending[obj.Key()]; p == nil || p.uid != pod.GetMetadata().GetUid() {
+				s.pending[obj.Key()] = &pendingPod{uid: pod.GetMetadata().GetUid(), firstSeen: s.now()}
+			}
+		}
+	}
+	for key, p := range s.pending {
+		p.unschedulable, p.attempts = false, 0
+		t.queue.Add(key)
+	}
+	for key := range s.statusWant {
+		t.status.Add(key)
+	}
+	return len(s.pending)
+}
+
+func (s *Scheduler) endTerm() {
+	s.mu.Lock()
+	s.t = nil
+	s.mu.Unlock()
+}
+
+// scheduleOne decides for one pod and hands the binding to the binders.
+func (s *Scheduler) scheduleOne(ctx context.Context, t *term, key string) {
+	obj, ok := s.pods.Store().Get(key)
+	if !ok {
+		return
+	}
+	pod := obj.GetPod()
+	uid := pod.GetMetadata().GetUid()
+	if !core.NeedsScheduling(pod) || s.cache.IsAssumed(uid) {
+		return // bound (perhaps by us, not yet seen), going away, or not ours
+	}
+	s.mu.Lock()
+	p := s.pending[key]
+	if p == nil || p.uid != uid {
+		p = &pendingPod{uid: uid, firstSeen: s.now()}
+		s.pending[key] = p
+	}
+	p.attempts++
+	p.lastAttempt = s.now()
+	moves := s.moves
+	s.mu.Unlock()
+
+	info, err := core.NewPodInfo(pod)
+	if err != nil {
+		s.m.attempts.WithLabelValues(resultError).Inc()
+		s.unschedulable(t, obj, key, moves, err.Error())
+		return
+	}
+	start := time.Now()
+	node, err := s.cache.Schedule(info)
+	s.m.algorithm.Observe(time.Since(start).Seconds())
+	if err != nil {
+		var fit *core.FitError
+		if !errors.As(err, &fit) {
+			// Only ErrAlreadyAssigned: the watch confirmed a binding
+			// between our checks. Nothing to do.
+			s.log.Debug("not scheduling", "pod", key, "error", err)
+			return
+		}
+		s.m.attempts.WithLabelValues(resultUnschedulable).Inc()
+		s.unschedulable(t, obj, key, moves, fit.Error())
+		return
+	}
+	s.m.attempts.WithLabelValues(resultScheduled).Inc()
+	select {
+	case t.binds <- bindTask{obj: obj, info: info, node: node}:
+	case <-ctx.Done():
+		s.cache.Forget(uid)
+	}
+}
+
+// unschedulable parks a pod that fits nowhere until the cluster changes
+// (or retries it after its back-off if it changed while we decided), and
+// reports why on the pod and in an Event.
+func (s *Scheduler) unschedulable(t *term, obj *kplanev1.Object, key string, moves uint64, message string) {
+	uid := obj.Meta().GetUid()
+	s.mu.Lock()
+	if p := s.pending[key]; p != nil && p.uid == uid {
+		if s.moves != moves {
+			t.queue.AddAfter(key, s.backoffLeftLocked(p))
+		} else {
+			p.unschedulable = true
+		}
+	}
+	s.mu.Unlock()
+	s.log.Debug("pod is unschedulable", "pod", key, "reason", message)
+	s.wantStatus(t, key, statusWant{uid: uid, message: message})
+	s.event(t, obj, record.Warning, "FailedScheduling", message)
+}
+
+// retryLater queues a pod again after its back-off (a failed binding).
+func (s *Scheduler) retryLater(t *term, key, uid string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.pending[key]; p != nil && p.uid == uid {
+		t.queue.AddAfter(key, s.backoffLeftLocked(p))
+	}
+}
+
+// bind writes the decision: spec.nodeName, with the resourceVersion the
+// decision was made on, so a pod changed meanwhile is not bound blindly.
+func (s *Scheduler) bind(ctx context.Context, t *term, b bindTask) {
+	key, uid := b.obj.Key(), b.info.UID
+	pod := proto.Clone(b.obj.GetPod()).(*kplanev1.Pod)
+	pod.Spec.NodeName = b.node
+	start := time.Now()
+	_, err := s.api.Update(ctx, &kplanev1.UpdateRequest{Object: kplanev1.MustWrap(pod)})
+	elapsed := time.Since(start).Seconds()
+	if err == nil {
+		s.m.binding.WithLabelValues("ok").Observe(elapsed)
+		s.cache.FinishBinding(uid)
+		if p := s.donePending(key, uid); p != nil {
+			s.m.e2e.Observe(s.now().Sub(p.firstSeen).Seconds())
+		}
+		s.log.Trace("bound", "pod", key, "node", b.node)
+		s.event(t, b.obj, record.Normal, "Scheduled", fmt.Sprintf("Successfully assigned %s to %s", key, b.node))
+		if c := podScheduledCondition(b.obj.GetPod()); c != nil && c.GetStatus() != "True" {
+			s.wantStatus(t, key, statusWant{uid: uid, scheduled: true})
+		}
+		return
+	}
+	// The room it held is free again.
+	if s.cache.Forget(uid) {
+		s.moveAll("binding failed")
+	}
+	switch {
+	case client.IsNotFound(err):
+		s.m.binding.WithLabelValues("gone").Observe(elapsed)
+		s.donePending(key, uid)
+	case client.IsConflict(err):
+		// The pod changed since the decision: decide again on the new
+		// version (or drop it if someone else bound it).
+		s.m.binding.WithLabelValues("conflict").Observe(elapsed)
+		s.log.Debug("binding conflict; rescheduling", "pod", key, "node", b.node)
+		s.retryLater(t, key, uid)
+	case ctx.Err() != nil:
+		// Stopping: the next leader schedules it.
+	default:
+		s.m.binding.WithLabelValues("error").Observe(elapsed)
+		s.log.Warn("binding failed; will retry", "pod", key, "node", b.node, "error", err)
+		s.event(t, b.obj, record.Warning, "FailedScheduling", fmt.Sprintf("Binding rejected: %v", err))
+		s.retryLater(t, key, uid)
+	}
+}
+
+// event hands an Event to the writers, or drops it when over the Event
+// rate or when the writers are far behind: events are advice and must not
+// slow scheduling down.
+func (s *Scheduler) event(t *term, obj *kplanev1.Object, typ, reason, message string) {
+	if !s.eventLimit.Allow() {
+		s.m.eventsDropped.Inc()
+		return
+	}
+	select {
+	case t.events <- eventTask{obj: obj, typ: typ, reason: reason, message: message}:
+	default:
+		s.m.eventsDropped.Inc()
+	}
+}
+
+// wantStatus asks the status writers to set the pod's PodScheduled
+// condition; only the latest wish per pod is written.
+func (s *Scheduler) wantStatus(t *term, key string, w statusWant) {
+	s.mu.Lock()
+	s.statusWant[key] = w
+	s.mu.Unlock()
+	t.status.Add(key)
+}
+
+// writeStatus sets PodScheduled as wished for the pod, with UpdateStatus,
+// only when it differs from what the pod already says.
+func (s *Scheduler) writeStatus(ctx context.Context, key string) error {
+	s.mu.Lock()
+	w, ok := s.statusWant[key]
+	delete(s.statusWant, key)
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	obj, _ := s.pods.Store().Get(key)
+	err := client.RetryOnConflict(ctx, client.DefaultRetry, func() error {
+		if obj == nil {
+			return nil
+		}
+		pod := proto.Clone(obj.GetPod()).(*kplanev1.Pod)
+		if pod.GetMetadata().GetUid() != w.uid || (!w.scheduled && pod.GetSpec().GetNodeName() != "") {
+			return nil // gone, replaced, or bound meanwhile
+		}
+		if !setPodScheduled(pod, w, s.now()) {
+			return nil
+		}
+		_, err := s.api.UpdateStatus(ctx, &kplanev1.UpdateStatusRequest{Object: kplanev1.MustWrap(pod)})
+		if client.IsConflict(err) {
+			// Our copy was stale: read the current one and try again.
+			resp, gerr := s.api.Get(ctx, &kplanev1.GetRequest{Kind: "Pod", Namespace: pod.Metadata.Namespace, Name: pod.Metadata.Name})
+			switch {
+			case client.IsNotFound(gerr):
+				obj = nil
+			case gerr != nil:
+				return fmt.Errorf("read pod: %w", gerr)
+			default:
+				obj = resp.GetObject()
+			}
+		}
+		return err
+	})
+	if client.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		s.mu.Lock()
+		if _, newer := s.statusWant[key]; !newer {
+			s.statusWant[key] = w
+		}
+		s.mu.Unlock()
+		return fmt.Errorf("update status of %s: %w", key, err)
+	}
+	return nil
+}
+
+func podScheduledCondition(pod *kplanev1.Pod) *kplanev1.Condition {
+	for _, c := range pod.GetStatus().GetConditions() {
+		if c.GetType() == core.ConditionPodScheduled {
+			return c
+		}
+	}
+	return nil
+}
+
+// setPodScheduled sets the pod's PodScheduled condition as wished and
+// reports whether that changed anything.
+func setPodScheduled(pod *kplanev1.Pod, w statusWant, now time.Time) bool {
+	want := &kplanev1.Condition{Type: core.ConditionPodScheduled, Status: "True"}
+	if !w.scheduled {
+		want.Status, want.Reason, want.Message = "False", "Unschedulable", w.message
+	}
+	if pod.Status == nil {
+		pod.Status = &kplanev1.PodStatus{}
+	}
+	if pod.Status.Phase == "" {
+		pod.Status.Phase = "Pending"
+	}
+	c := podScheduledCondition(pod)
+	if c != nil && c.Status == want.Status && c.Reason == want.Reason && c.Message == want.Message {
+		return false
+	}
+	ts := timestamppb.New(now)
+	want.LastProbeTime = ts
+	want.LastTransitionTime = ts
+	if c != nil {
+		if c.Status == want.Status {
+			want.LastTransitionTime = c.LastTransitionTime
+		}
+		proto.Reset(c)
+		proto.Merge(c, want)
+		return true
+	}
+	pod.Status.Conditions = append(pod.Status.Conditions, want)
+	return true
+}
+
+// housekeep expires assumed pods whose binding never showed up in the
+// watch, and retries pods that have been unschedulable for long.
+func (s *Scheduler) housekeep(ctx context.Context) {
+	tick := time.NewTicker(housekeepInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, p := range s.cache.Expire() {
+			s.log.Warn("binding never showed up in the watch; forgetting it", "pod", p.Key, "node", p.NodeName)
+			if obj, ok := s.pods.Store().Get(p.Key); ok && core.NeedsScheduling(obj.GetPod()) {
+				s.addPending(p.Key, obj.Meta().GetUid(), true)
+			}
+		}
+		s.mu.Lock()
+		if s.t != nil {
+			now := s.now()
+			for key, p := range s.pending {
+				if p.unschedulable && now.Sub(p.lastAttempt) >= s.cfg.UnschedulableRetry {
+					p.unschedulable = false
+					s.t.queue.Add(key)
+				}
+			}
+		}
+		s.mu.Unlock()
+	}
+}

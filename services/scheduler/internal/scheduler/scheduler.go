@@ -1,0 +1,371 @@
+// Package scheduler is kplane's scheduler service: it watches pods and
+// nodes, places each pod that waits for a node on the best node that fits
+// (see package core for the rules), and binds it by writing spec.nodeName
+// with a compare-and-swap update.
+//
+// The loop follows kube-scheduler's shape. One goroutine takes pods from a
+// queue and decides, one at a time, against the cache; a decision assumes
+// the pod on its node at once, so the next decision already sees the room
+// as taken, and the binding is written by a pool of binders, so decisions
+// never wait on etcd. A pod that fits nowhere gets PodScheduled=False with
+// the reasons, a FailedScheduling event, and waits until the cluster
+// changes (a node added or changed, a pod gone) to be tried again, no
+// sooner than its back-off (1s doubling to 10s) allows.
+package scheduler
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/time/rate"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kplane/kplane/pkg/app"
+	"github.com/kplane/kplane/pkg/informer"
+	"github.com/kplane/kplane/pkg/record"
+	"github.com/kplane/kplane/pkg/workqueue"
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+	"github.com/kplane/kplane/services/scheduler/internal/core"
+)
+
+// Name is the service name, and so the lease kplane-system/scheduler.
+const Name = "scheduler"
+
+// Config holds the scheduler's tunables; each is a flag.
+type Config struct {
+	// BindWorkers is how many bindings are written concurrently.
+	BindWorkers int
+	// EventWorkers is how many goroutines write Events.
+	EventWorkers int
+	// EventQPS and EventBurst bound the rate of Event writes, so that a
+	// burst of thousands of pods spends the apiserver's writes on
+	// bindings; Events beyond it are dropped (and counted), as Kubernetes
+	// drops events under pressure.
+	EventQPS   float64
+	EventBurst int
+	// AssumeTTL is how long a written binding may take to show up in the
+	// watch before the cache stops counting it.
+	AssumeTTL time.Duration
+	// InitialBackoff and MaxBackoff bound a pod's retry back-off, which
+	// doubles with every failed attempt.
+	InitialBackoff, MaxBackoff time.Duration
+	// UnschedulableRetry is how long an unschedulable pod waits for a
+	// cluster change before it is tried again anyway.
+	UnschedulableRetry time.Duration
+}
+
+// DefaultConfig returns the defaults of the flags.
+func DefaultConfig() Config {
+	return Config{
+		BindWorkers:        128,
+		EventWorkers:       4,
+		EventQPS:           50,
+		EventBurst:         200,
+		AssumeTTL:          core.DefaultAssumeTTL,
+		InitialBackoff:     time.Second,
+		MaxBackoff:         10 * time.Second,
+		UnschedulableRetry: time.Minute,
+	}
+}
+
+func (c *Config) addFlags(fs *flag.FlagSet) {
+	fs.IntVar(&c.BindWorkers, "bind-workers", c.BindWorkers, "number of bindings written concurrently")
+	fs.IntVar(&c.EventWorkers, "event-workers", c.EventWorkers, "number of concurrent Event writers")
+	fs.Float64Var(&c.EventQPS, "event-qps", c.EventQPS, "Events written per second at most (beyond the burst, extra Events are dropped)")
+	fs.IntVar(&c.EventBurst, "event-burst", c.EventBurst, "Events that may be written at once above --event-qps")
+	fs.DurationVar(&c.AssumeTTL, "assume-ttl", c.AssumeTTL, "how long a written binding may take to appear in the watch before the scheduler stops counting it")
+	fs.DurationVar(&c.InitialBackoff, "pod-initial-backoff", c.InitialBackoff, "back-off after a pod's first failed attempt; doubles with each failure")
+	fs.DurationVar(&c.MaxBackoff, "pod-max-backoff", c.MaxBackoff, "longest back-off between a pod's attempts")
+	fs.DurationVar(&c.UnschedulableRetry, "unschedulable-retry-interval", c.UnschedulableRetry, "how long an unschedulable pod waits for a cluster change before it is retried anyway")
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.BindWorkers < 1:
+		return fmt.Errorf("--bind-workers must be at least 1, not %d", c.BindWorkers)
+	case c.EventWorkers < 1:
+		return fmt.Errorf("--event-workers must be at least 1, not %d", c.EventWorkers)
+	case c.EventQPS <= 0 || c.EventBurst < 1:
+		return fmt.Errorf("--event-qps must be positive and --event-burst at least 1")
+	case c.InitialBackoff <= 0 || c.MaxBackoff < c.InitialBackoff:
+		return fmt.Errorf("want 0 < --pod-initial-backoff (%v) <= --pod-max-backoff (%v)", c.InitialBackoff, c.MaxBackoff)
+	case c.AssumeTTL <= 0 || c.UnschedulableRetry <= 0:
+		return errors.New("--assume-ttl and --unschedulable-retry-interval must be positive")
+	}
+	return nil
+}
+
+// NewService returns the scheduler as an app.Service: leader-elected, its
+// work done by Run while leading. Every call makes an independent
+// scheduler, so tests and benchmarks can run several in one process.
+func NewService() app.Service {
+	cfg := DefaultConfig()
+	s := &Scheduler{cfg: &cfg}
+	return app.Service{
+		Name:          Name,
+		HealthAddr:    ":10251",
+		LeaderElected: true,
+		AddFlags:      cfg.addFlags,
+		Setup:         s.setup,
+		Run:           s.run,
+	}
+}
+
+// Scheduler is one scheduler process's state.
+type Scheduler struct {
+	cfg   *Config
+	log   hclog.Logger
+	api   kplanev1.ResourcesClient
+	pods  *informer.Informer
+	cache *core.Cache
+	rec   *record.Recorder
+	// eventLimit paces Event writes (see Config.EventQPS).
+	eventLimit *rate.Limiter
+	m          *metrics
+	qmp        workqueue.MetricsProvider
+	now        func() time.Time
+
+	mu sync.Mutex
+	// pending are the pods waiting for a node, by key. It is kept up to
+	// date by the informer handlers whether or not this replica leads.
+	pending map[string]*pendingPod
+	// moves counts the cluster changes that retried unschedulable pods; an
+	// attempt that saw an older count retries at once instead of parking
+	// (the change happened while it was deciding).
+	moves uint64
+	// t is the current leadership term's machinery (nil while standing by).
+	t *term
+	// statusWant holds the PodScheduled condition to write per pod key.
+	statusWant map[string]statusWant
+}
+
+// pendingPod is a pod waiting for a node.
+type pendingPod struct {
+	uid         string
+	firstSeen   time.Time
+	attempts    int
+	lastAttempt time.Time
+	// unschedulable: it fit no node and waits for a cluster change.
+	unschedulable bool
+}
+
+// term is what runs while this replica leads.
+type term struct {
+	queue  *workqueue.Queue // pod keys to schedule
+	status *workqueue.Queue // pod keys whose PodScheduled condition to write
+	binds  chan bindTask
+	events chan eventTask
+}
+
+type bindTask struct {
+	obj  *kplanev1.Object
+	info *core.PodInfo
+	node string
+}
+
+type eventTask struct {
+	obj                  *kplanev1.Object
+	typ, reason, message string
+}
+
+type statusWant struct {
+	uid       string
+	scheduled bool
+	message   string
+}
+
+// setup runs before the informers start: it builds the cache and hooks
+// the pod and node informers to it.
+func (s *Scheduler) setup(c *app.Context) (app.Reconciler, error) {
+	if err := s.cfg.validate(); err != nil {
+		return nil, err
+	}
+	s.log = c.Logger
+	s.api = c.Client
+	s.now = time.Now
+	s.pending = map[string]*pendingPod{}
+	s.statusWant = map[string]statusWant{}
+	s.cache = core.NewCache(s.cfg.AssumeTTL, nil, uint64(time.Now().UnixNano()))
+	host := c.Identity
+	if host == "" {
+		host, _ = os.Hostname()
+	}
+	s.rec = record.New(c.Client, Name, host, c.Logger)
+	s.eventLimit = rate.NewLimiter(rate.Limit(s.cfg.EventQPS), s.cfg.EventBurst)
+	var err error
+	if s.m, err = newMetrics(c.Registry, s); err != nil {
+		return nil, err
+	}
+	if s.qmp, err = workqueue.NewPrometheusProvider(c.Registry); err != nil {
+		return nil, fmt.Errorf("scheduler: queue metrics: %w", err)
+	}
+	// Every pod, not only unscheduled ones: the cache must count what is
+	// already assigned to each node.
+	s.pods = c.Informers.ForKind("Pod")
+	s.pods.AddEventHandler(informer.Handler{OnAdd: s.onPodAdd, OnUpdate: s.onPodUpdate, OnDelete: s.onPodDelete})
+	c.Informers.ForKind("Node").AddEventHandler(informer.Handler{OnAdd: s.onNodeAdd, OnUpdate: s.onNodeUpdate, OnDelete: s.onNodeDelete})
+	return nil, nil
+}
+
+// ---- informer handlers (they run whether or not this replica leads) ----
+
+func (s *Scheduler) onPodAdd(obj *kplanev1.Object) {
+	pod := obj.GetPod()
+	if pod.GetSpec().GetNodeName() != "" {
+		s.cache.SyncPod(pod)
+		s.donePending(obj.Key(), pod.GetMetadata().GetUid())
+		return
+	}
+	if core.NeedsScheduling(pod) {
+		s.addPending(obj.Key(), pod.GetMetadata().GetUid(), false)
+	}
+}
+
+func (s *Scheduler) onPodUpdate(oldObj, newObj *kplanev1.Object) {
+	pod, old := newObj.GetPod(), oldObj.GetPod()
+	key, uid := newObj.Key(), pod.GetMetadata().GetUid()
+	switch {
+	case pod.GetSpec().GetNodeName() != "":
+		if s.cache.SyncPod(pod) {
+			s.moveAll("pod finished")
+		}
+		if old.GetSpec().GetNodeName() == "" {
+			s.donePending(key, uid)
+		}
+	case core.NeedsScheduling(pod):
+		// A changed spec (tolerations, say) or labels may fit now.
+		changed := oldObj != newObj && (old.GetMetadata().GetGeneration() != pod.GetMetadata().GetGeneration() ||
+			!proto.Equal(old.GetSpec(), pod.GetSpec()))
+		s.addPending(key, uid, changed)
+	default:
+		s.donePending(key, uid) // being deleted, finished, or not ours
+	}
+}
+
+func (s *Scheduler) onPodDelete(obj any) {
+	o, ok := informer.ObjectOf(obj)
+	if !ok {
+		return
+	}
+	pod := o.GetPod()
+	freed := s.cache.RemovePod(pod)
+	s.donePending(o.Key(), pod.GetMetadata().GetUid())
+	if freed {
+		s.moveAll("pod deleted")
+	}
+}
+
+func (s *Scheduler) onNodeAdd(obj *kplanev1.Object) {
+	s.cache.SetNode(obj.GetNode())
+	s.log.Debug("node added", "node", obj.Key())
+	s.moveAll("node added")
+}
+
+func (s *Scheduler) onNodeUpdate(_, newObj *kplanev1.Object) {
+	if s.cache.SetNode(newObj.GetNode()) {
+		s.moveAll("node changed")
+	}
+}
+
+func (s *Scheduler) onNodeDelete(obj any) {
+	if o, ok := informer.ObjectOf(obj); ok {
+		s.cache.RemoveNode(o.GetNode().GetMetadata().GetName())
+		s.log.Debug("node removed", "node", o.Key())
+	}
+}
+
+// ---- pending pods ----
+
+// addPending records a pod that waits for a node and queues it, unless it
+// waits for a cluster change (then retry says whether its own change is
+// one).
+func (s *Scheduler) addPending(key, uid string, retry bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pending[key]
+	if p == nil || p.uid != uid {
+		p = &pendingPod{uid: uid, firstSeen: s.now()}
+		s.pending[key] = p
+	}
+	if s.t == nil {
+		return
+	}
+	if p.unschedulable {
+		if !retry {
+			return
+		}
+		p.unschedulable = false
+		s.t.queue.AddAfter(key, s.backoffLeftLocked(p))
+		return
+	}
+	s.t.queue.Add(key)
+}
+
+// donePending forgets a pod that no longer waits (bound, deleted, not
+// ours) and returns what was known about it (nil if nothing).
+func (s *Scheduler) donePending(key, uid string) *pendingPod {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pending[key]
+	if p == nil || p.uid != uid {
+		return nil
+	}
+	delete(s.pending, key)
+	return p
+}
+
+// moveAll retries every unschedulable pod, each after what remains of its
+// back-off: the cluster changed in a way that may make it fit.
+func (s *Scheduler) moveAll(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.moves++
+	if s.t == nil {
+		return
+	}
+	n := 0
+	for key, p := range s.pending {
+		if p.unschedulable {
+			p.unschedulable = false
+			s.t.queue.AddAfter(key, s.backoffLeftLocked(p))
+			n++
+		}
+	}
+	if n > 0 {
+		s.log.Debug("retrying unschedulable pods", "reason", reason, "pods", n)
+	}
+}
+
+// backoffLeftLocked is how long p must still wait since its last attempt:
+// InitialBackoff doubled per failed attempt after the first, at most
+// MaxBackoff.
+func (s *Scheduler) backoffLeftLocked(p *pendingPod) time.Duration {
+	if p.attempts == 0 {
+		return 0
+	}
+	d := s.cfg.InitialBackoff
+	for i := 1; i < p.attempts && d < s.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, s.cfg.MaxBackoff)
+	return p.lastAttempt.Add(d).Sub(s.now())
+}
+
+// pendingCounts returns the number of active and unschedulable pending pods.
+func (s *Scheduler) pendingCounts() (active, unschedulable int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.pending {
+		if p.unschedulable {
+			unschedulable++
+		} else {
+			active++
+		}
+	}
+	return active, unschedulable
+}
