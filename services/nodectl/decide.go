@@ -1,0 +1,298 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+// Names shared with the node agents, the scheduler and users, as in Kubernetes.
+const (
+	leaseNamespace = "kplane-node-lease"
+
+	conditionReady = "Ready"
+	statusTrue     = "True"
+	statusFalse    = "False"
+	statusUnknown  = "Unknown"
+
+	// reasonStatusUnknown marks a Ready condition this controller set
+	// because the node's lease went stale.
+	reasonStatusUnknown = "NodeStatusUnknown"
+	// reasonLeaseRenewed marks a Ready condition this controller set back
+	// to True because the lease was renewed after it went stale.
+	reasonLeaseRenewed = "NodeLeaseRenewed"
+	reasonPodNodeLost  = "NodeNotReady"
+
+	taintUnreachable = "node.kubernetes.io/unreachable"
+	taintNotReady    = "node.kubernetes.io/not-ready"
+	effectNoSchedule = "NoSchedule"
+	effectNoExecute  = "NoExecute"
+
+	phaseSucceeded = "Succeeded"
+	phaseFailed    = "Failed"
+)
+
+// heartbeat is what this controller has seen of a node's lease. The lease's
+// renewTime is written by the agent's clock, so it is only compared with
+// itself; staleness is judged by this controller's clock from seenAt, the
+// moment the renewTime was first seen with its current value (as client-go's
+// leader election does), which makes clock skew between hosts irrelevant.
+type heartbeat struct {
+	renewTime *timestamppb.Timestamp
+	seenAt    time.Time
+}
+
+// observe returns hb updated with a lease's renewTime seen at now: seenAt
+// moves only when the renewTime changed (or on the first sight).
+func (hb heartbeat) observe(renew *timestamppb.Timestamp, now time.Time) heartbeat {
+	if !hb.seenAt.IsZero() && proto.Equal(hb.renewTime, renew) {
+		return hb
+	}
+	return heartbeat{renewTime: renew, seenAt: now}
+}
+
+// readyDecision is what the Ready condition of a node should become.
+type readyDecision struct {
+	// cond is the new Ready condition to write; nil leaves it alone.
+	cond *kplanev1.Condition
+	// staleIn is how long until the lease goes stale if it is not renewed
+	// (0 when it already is), for scheduling the next check.
+	staleIn time.Duration
+}
+
+// findCondition returns the condition of type typ, or nil.
+func findCondition(conds []*kplanev1.Condition, typ string) *kplanev1.Condition {
+	for _, c := range conds {
+		if c.GetType() == typ {
+			return c
+		}
+	}
+	return nil
+}
+
+// decideReady judges a node's Ready condition from its lease. renew is the
+// lease's current renewTime (nil when there is no lease), hb what this
+// controller has seen of it.
+//
+// A lease not renewed for longer than grace turns Ready to Unknown; the
+// condition's lastHeartbeatTime records the renewTime that was current at
+// that moment. That lets any replica, or this one after a restart, tell
+// "renewed since it was marked" (renewTime differs: set Ready back to True)
+// from "still silent" (keep it, without bumping lastTransitionTime) using
+// only the objects, not memory.
+func decideReady(node *kplanev1.Node, renew *timestamppb.Timestamp, hb heartbeat, now time.Time, grace time.Duration) readyDecision {
+	ready := findCondition(node.GetStatus().GetConditions(), conditionReady)
+	age := now.Sub(hb.seenAt)
+	if age > grace {
+		if ready.GetStatus() == statusUnknown {
+			return readyDecision{}
+		}
+		return readyDecision{cond: &kplanev1.Condition{
+			Type:               conditionReady,
+			Status:             statusUnknown,
+			Reason:             reasonStatusUnknown,
+			Message:            fmt.Sprintf("Node agent stopped posting heartbeats: lease not renewed for more than %v.", grace),
+			LastTransitionTime: timestamppb.New(now),
+			LastHeartbeatTime:  renew,
+		}}
+	}
+	d := readyDecision{staleIn: grace - age}
+	if ready.GetStatus() == statusUnknown && ready.GetReason() == reasonStatusUnknown &&
+		!proto.Equal(ready.GetLastHeartbeatTime(), renew) {
+		d.cond = &kplanev1.Condition{
+			Type:               conditionReady,
+			Status:             statusTrue,
+			Reason:             reasonLeaseRenewed,
+			Message:            "Node agent renewed its lease.",
+			LastTransitionTime: timestamppb.New(now),
+			LastHeartbeatTime:  renew,
+		}
+	}
+	return d
+}
+
+// withCondition returns conds with c replacing the condition of its type
+// (or appended).
+func withCondition(conds []*kplanev1.Condition, c *kplanev1.Condition) []*kplanev1.Condition {
+	out := make([]*kplanev1.Condition, 0, len(conds)+1)
+	replaced := false
+	for _, o := range conds {
+		if o.GetType() == c.GetType() {
+			out = append(out, c)
+			replaced = true
+			continue
+		}
+		out = append(out, o)
+	}
+	if !replaced {
+		out = append(out, c)
+	}
+	return out
+}
+
+// taintChange describes what desiredTaints did.
+type taintChange struct {
+	added, removed []string // "key:effect"
+	stamped        bool     // a NoExecute taint got its missing timeAdded
+}
+
+func (c taintChange) changed() bool { return len(c.added) > 0 || len(c.removed) > 0 || c.stamped }
+
+func taintID(t *kplanev1.Taint) string { return t.GetKey() + ":" + t.GetEffect() }
+
+// desiredTaints returns the node's taints as the Ready condition asks for:
+// Unknown → unreachable NoSchedule+NoExecute, False → not-ready, True →
+// neither; without a Ready condition this controller's taints are left as
+// they are. Taints already present are kept untouched (their timeAdded is
+// the start of every eviction window, so it must never move), new ones get
+// timeAdded = now, and NoExecute taints someone else added without a
+// timeAdded are stamped now so that eviction timing lives in the object.
+func desiredTaints(node *kplanev1.Node, now time.Time) ([]*kplanev1.Taint, taintChange) {
+	var want, drop []string
+	switch findCondition(node.GetStatus().GetConditions(), conditionReady).GetStatus() {
+	case statusUnknown:
+		want, drop = []string{taintUnreachable}, []string{taintNotReady}
+	case statusFalse:
+		want, drop = []string{taintNotReady}, []string{taintUnreachable}
+	case statusTrue:
+		drop = []string{taintUnreachable, taintNotReady}
+	}
+	in := func(key string, keys []string) bool {
+		for _, k := range keys {
+			if k == key {
+				return true
+			}
+		}
+		return false
+	}
+	var ch taintChange
+	var out []*kplanev1.Taint
+	have := map[string]bool{}
+	for _, t := range node.GetSpec().GetTaints() {
+		if in(t.GetKey(), drop) && (t.GetEffect() == effectNoSchedule || t.GetEffect() == effectNoExecute) {
+			ch.removed = append(ch.removed, taintID(t))
+			continue
+		}
+		if t.GetEffect() == effectNoExecute && t.GetTimeAdded() == nil {
+			t = proto.Clone(t).(*kplanev1.Taint)
+			t.TimeAdded = timestamppb.New(now)
+			ch.stamped = true
+		}
+		have[taintID(t)] = true
+		out = append(out, t)
+	}
+	for _, key := range want {
+		for _, effect := range []string{effectNoSchedule, effectNoExecute} {
+			t := &kplanev1.Taint{Key: key, Effect: effect, TimeAdded: timestamppb.New(now)}
+			if !have[taintID(t)] {
+				out = append(out, t)
+				ch.added = append(ch.added, taintID(t))
+			}
+		}
+	}
+	return out, ch
+}
+
+// tolerates reports whether tol tolerates taint, with Kubernetes' rules:
+// an empty effect matches every effect, an empty key with Exists matches
+// every key, Exists ignores the value, Equal (the default) compares it.
+func tolerates(tol *kplanev1.Toleration, taint *kplanev1.Taint) bool {
+	if tol.GetEffect() != "" && tol.GetEffect() != taint.GetEffect() {
+		return false
+	}
+	if tol.GetKey() != "" && tol.GetKey() != taint.GetKey() {
+		return false
+	}
+	switch tol.GetOperator() {
+	case "Exists":
+		return true
+	case "", "Equal":
+		return tol.GetKey() != "" && tol.GetValue() == taint.GetValue()
+	}
+	return false
+}
+
+// evictionDeadline returns when pod must leave a node with taints: for
+// each NoExecute taint, timeAdded plus the pod's toleration seconds when
+// it tolerates the taint for a bounded time (the smallest, as Kubernetes
+// does), plus timeout when it does not tolerate it at all; a taint it
+// tolerates without seconds never evicts it. The earliest deadline wins.
+// ok is false when no taint evicts the pod. Taints without timeAdded are
+// skipped: desiredTaints stamps them first.
+func evictionDeadline(taints []*kplanev1.Taint, pod *kplanev1.Pod, timeout time.Duration) (deadline time.Time, ok bool) {
+	for _, t := range taints {
+		if t.GetEffect() != effectNoExecute || t.GetTimeAdded() == nil {
+			continue
+		}
+		wait := timeout
+		tolerated, forever := false, false
+		var minSeconds int64
+		for _, tol := range pod.GetSpec().GetTolerations() {
+			if !tolerates(tol, t) {
+				continue
+			}
+			if tol.TolerationSeconds == nil {
+				if !tolerated {
+					forever = true
+				}
+				tolerated = true
+				continue
+			}
+			s := max(*tol.TolerationSeconds, 0)
+			if !tolerated || forever || s < minSeconds {
+				minSeconds = s
+			}
+			tolerated, forever = true, false
+		}
+		if forever {
+			continue
+		}
+		if tolerated {
+			wait = time.Duration(minSeconds) * time.Second
+		}
+		d := t.GetTimeAdded().AsTime().Add(wait)
+		if !ok || d.Before(deadline) {
+			deadline, ok = d, true
+		}
+	}
+	return deadline, ok
+}
+
+// terminal reports whether a pod has finished: it runs nowhere, so there
+// is nothing to move or mark.
+func terminal(pod *kplanev1.Pod) bool {
+	p := pod.GetStatus().GetPhase()
+	return p == phaseSucceeded || p == phaseFailed
+}
+
+// podNotReady returns pod's status with its Ready condition set to False
+// because its node is not ready, or nil when there is nothing to change
+// (no Ready condition, already False, or the pod finished). A pod without
+// a Ready condition never ran, so nothing routes to it yet.
+func podNotReady(pod *kplanev1.Pod, node string, now time.Time) *kplanev1.PodStatus {
+	ready := findCondition(pod.GetStatus().GetConditions(), conditionReady)
+	if terminal(pod) || ready == nil || ready.GetStatus() == statusFalse {
+		return nil
+	}
+	st := proto.Clone(pod.GetStatus()).(*kplanev1.PodStatus)
+	st.Conditions = withCondition(st.Conditions, &kplanev1.Condition{
+		Type:               conditionReady,
+		Status:             statusFalse,
+		Reason:             reasonPodNodeLost,
+		Message:            fmt.Sprintf("Node %s is not ready.", node),
+		LastTransitionTime: timestamppb.New(now),
+		LastProbeTime:      ready.GetLastProbeTime(),
+	})
+	return st
+}
+
+// disrupted reports whether more than threshold of the nodes are unready
+// at once; evictions stop then, since the fault is more likely between the
+// control plane and the nodes than in the nodes.
+func disrupted(unready, total int, threshold float64) bool {
+	return total > 0 && float64(unready)/float64(total) > threshold
+}
