@@ -1,0 +1,472 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"sort"
+	"strconv"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/kplane/kplane/pkg/controller"
+	"github.com/kplane/kplane/pkg/labels"
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+// Kinds this controller manages. ReplicaSet and ReplicationController share
+// one code path; they differ only in how the selector is written.
+const (
+	kindReplicaSet            = "ReplicaSet"
+	kindReplicationController = "ReplicationController"
+)
+
+// Pod phases, condition types and the annotation the ranking reads, as in
+// Kubernetes.
+const (
+	phasePending   = "Pending"
+	phaseRunning   = "Running"
+	phaseUnknown   = "Unknown"
+	phaseSucceeded = "Succeeded"
+	phaseFailed    = "Failed"
+
+	conditionReady          = "Ready"
+	conditionReplicaFailure = "ReplicaFailure"
+
+	reasonFailedCreate = "FailedCreate"
+	reasonFailedDelete = "FailedDelete"
+
+	// annotationDeletionCost lets users rank pods for scale-down: lower cost
+	// goes first.
+	annotationDeletionCost = "controller.kubernetes.io/pod-deletion-cost"
+)
+
+// Owner is the part of a ReplicaSet or ReplicationController that the
+// reconcile needs, in one shape for both kinds.
+type Owner struct {
+	// Object is the owner as cached (read-only).
+	Object *kplanev1.Object
+	// Kind is "ReplicaSet" or "ReplicationController".
+	Kind            string
+	Meta            *kplanev1.ObjectMeta
+	Replicas        int32
+	MinReadySeconds int32
+	Selector        labels.Selector
+	Template        *kplanev1.PodTemplateSpec
+	Status          *kplanev1.ReplicaSetStatus
+}
+
+// OwnerOf reads a ReplicaSet or ReplicationController. A selector that
+// does not parse is an error: the apiserver validates it, so it means a
+// client wrote something this controller cannot act on safely.
+func OwnerOf(obj *kplanev1.Object) (*Owner, error) {
+	o := &Owner{Object: obj, Kind: obj.KindName(), Meta: obj.Meta()}
+	switch {
+	case obj.GetReplicaSet() != nil:
+		rs := obj.GetReplicaSet()
+		o.Replicas = replicasOrDefault(rs.GetSpec().Replicas)
+		o.MinReadySeconds = rs.GetSpec().GetMinReadySeconds()
+		o.Template = rs.GetSpec().GetTemplate()
+		o.Status = rs.GetStatus()
+		sel, err := labels.FromLabelSelector(rs.GetSpec().GetSelector())
+		if err != nil {
+			return nil, fmt.Errorf("ReplicaSet %s: spec.selector: %w", obj.Key(), err)
+		}
+		o.Selector = sel
+	case obj.GetReplicationController() != nil:
+		rc := obj.GetReplicationController()
+		o.Replicas = replicasOrDefault(rc.GetSpec().Replicas)
+		o.MinReadySeconds = rc.GetSpec().GetMinReadySeconds()
+		o.Template = rc.GetSpec().GetTemplate()
+		o.Status = rc.GetStatus()
+		sel, err := labels.ValidatedSelectorFromSet(rc.GetSpec().GetSelector())
+		if err != nil {
+			return nil, fmt.Errorf("ReplicationController %s: spec.selector: %w", obj.Key(), err)
+		}
+		o.Selector = sel
+	default:
+		return nil, fmt.Errorf("%s %s is not a ReplicaSet or ReplicationController", obj.KindName(), obj.Key())
+	}
+	if o.Selector.Empty() {
+		// Validation forbids it; if one slips through, adopting every pod
+		// of the namespace would be the worst possible reading.
+		o.Selector = labels.Nothing()
+	}
+	return o, nil
+}
+
+func replicasOrDefault(r *int32) int32 {
+	if r == nil {
+		return 1 // the apiserver's default, for objects written before defaulting
+	}
+	return *r
+}
+
+// Key is the work-queue key of the owner: "Kind/namespace/name", since a
+// ReplicaSet and a ReplicationController may share a name.
+func (o *Owner) Key() string { return ownerKey(o.Kind, o.Meta.GetNamespace(), o.Meta.GetName()) }
+
+// Deleting reports whether the owner is being deleted (finalizers pending):
+// it then neither adopts nor creates nor deletes, as in Kubernetes, so
+// that an orphaning delete is not undone by re-adoption.
+func (o *Owner) Deleting() bool { return o.Meta.GetDeletionTimestamp() != nil }
+
+func ownerKey(kind, namespace, name string) string {
+	return kind + "/" + kplanev1.MetaKey(namespace, name)
+}
+
+// Plan is what one reconcile does for an owner.
+type Plan struct {
+	// Adopt are orphans that match the selector; they get a controller
+	// reference to the owner.
+	Adopt []*kplanev1.Pod
+	// Release are pods the owner controls that no longer match; their
+	// reference to the owner is removed.
+	Release []*kplanev1.Pod
+	// Owned are the active pods the owner controls once adoption and
+	// release are done; status is computed from them.
+	Owned []*kplanev1.Pod
+	// Create is the number of pods to create.
+	Create int
+	// Delete are the pods to delete, the best victims first.
+	Delete []*kplanev1.Pod
+}
+
+// Decide computes the plan for owner from the pods of its namespace (the
+// reconcile passes the pods that match its selector or name it as owner;
+// others are ignored anyway). When manage is false (expectations not yet
+// met) the plan adopts and releases but neither creates nor deletes.
+// burst caps creates and deletes per reconcile, so expectations stay small
+// and a failing apiserver is not stormed.
+func Decide(owner *Owner, pods []*kplanev1.Pod, manage bool, burst int) Plan {
+	var p Plan
+	uid := owner.Meta.GetUid()
+	for _, pod := range pods {
+		if !isActive(pod) {
+			// Finished pods are replaced, pods being deleted are already
+			// going: neither counts, and neither is worth adopting.
+			continue
+		}
+		ref := controller.ControllerRef(pod.GetMetadata())
+		matches := owner.Selector.Matches(pod.GetMetadata().GetLabels())
+		switch {
+		case ref != nil && ref.GetUid() == uid:
+			if matches {
+				p.Owned = append(p.Owned, pod)
+			} else {
+				p.Release = append(p.Release, pod)
+			}
+		case ref != nil:
+			// Controlled by someone else (or by an earlier owner of the
+			// same name): not ours to touch.
+		case matches && !owner.Deleting():
+			p.Adopt = append(p.Adopt, pod)
+			p.Owned = append(p.Owned, pod)
+		}
+	}
+	if !manage || owner.Deleting() {
+		return p
+	}
+	if burst <= 0 {
+		burst = defaultBurstReplicas
+	}
+	diff := len(p.Owned) - int(owner.Replicas)
+	switch {
+	case diff < 0:
+		p.Create = min(-diff, burst)
+	case diff > 0:
+		p.Delete = Victims(p.Owned, min(diff, burst))
+	}
+	return p
+}
+
+// isActive reports whether pod counts as a replica: not finished and not
+// being deleted.
+func isActive(pod *kplanev1.Pod) bool {
+	phase := pod.GetStatus().GetPhase()
+	return phase != phaseSucceeded && phase != phaseFailed && pod.GetMetadata().GetDeletionTimestamp() == nil
+}
+
+// Victims returns the n pods to delete first, ranked as Kubernetes does
+// (see victimLess).
+func Victims(pods []*kplanev1.Pod, n int) []*kplanev1.Pod {
+	if n <= 0 {
+		return nil
+	}
+	ranked := rankPods(pods)
+	sort.SliceStable(ranked, func(i, j int) bool { return victimLess(ranked[i], ranked[j]) })
+	n = min(n, len(ranked))
+	out := make([]*kplanev1.Pod, n)
+	for i := range n {
+		out[i] = ranked[i].pod
+	}
+	return out
+}
+
+type rankedPod struct {
+	pod *kplanev1.Pod
+	// colocated is how many of the owner's active pods share this pod's
+	// node: spreading is kept by removing from crowded nodes first.
+	colocated int
+}
+
+func rankPods(pods []*kplanev1.Pod) []rankedPod {
+	perNode := map[string]int{}
+	for _, p := range pods {
+		if isActive(p) {
+			perNode[p.GetSpec().GetNodeName()]++
+		}
+	}
+	out := make([]rankedPod, len(pods))
+	for i, p := range pods {
+		out[i] = rankedPod{pod: p, colocated: perNode[p.GetSpec().GetNodeName()]}
+	}
+	return out
+}
+
+// victimLess reports whether a should be deleted before b:
+//  1. unscheduled before scheduled;
+//  2. Pending before Unknown before Running;
+//  3. not ready before ready;
+//  4. lower pod-deletion-cost annotation first;
+//  5. pods on nodes crowded with this owner's pods first;
+//  6. ready for less time before ready for longer;
+//  7. more container restarts first;
+//  8. newer before older (unknown creation time first).
+func victimLess(a, b rankedPod) bool {
+	pa, pb := a.pod, b.pod
+	if sa, sb := pa.GetSpec().GetNodeName() != "", pb.GetSpec().GetNodeName() != ""; sa != sb {
+		return !sa
+	}
+	if oa, ob := phaseOrdinal(pa), phaseOrdinal(pb); oa != ob {
+		return oa < ob
+	}
+	ra, rta := readyTime(pa)
+	rb, rtb := readyTime(pb)
+	if ra != rb {
+		return !ra
+	}
+	if ca, cb := deletionCost(pa), deletionCost(pb); ca != cb {
+		return ca < cb
+	}
+	if a.colocated != b.colocated {
+		return a.colocated > b.colocated
+	}
+	if ra && rb && !rta.Equal(rtb) {
+		return afterOrZero(rta, rtb)
+	}
+	if xa, xb := maxRestarts(pa), maxRestarts(pb); xa != xb {
+		return xa > xb
+	}
+	ta := pa.GetMetadata().GetCreationTimestamp()
+	tb := pb.GetMetadata().GetCreationTimestamp()
+	var tta, ttb time.Time
+	if ta != nil {
+		tta = ta.AsTime()
+	}
+	if tb != nil {
+		ttb = tb.AsTime()
+	}
+	if !tta.Equal(ttb) {
+		return afterOrZero(tta, ttb)
+	}
+	return false
+}
+
+// afterOrZero orders a zero time first, then later times first: a pod we
+// know least about, or the most recent one, is the cheapest to lose.
+func afterOrZero(a, b time.Time) bool {
+	if a.IsZero() || b.IsZero() {
+		return a.IsZero()
+	}
+	return a.After(b)
+}
+
+func phaseOrdinal(p *kplanev1.Pod) int {
+	switch p.GetStatus().GetPhase() {
+	case phasePending, "":
+		return 0
+	case phaseUnknown:
+		return 1
+	case phaseRunning:
+		return 2
+	}
+	return 3
+}
+
+func deletionCost(p *kplanev1.Pod) int64 {
+	v, ok := p.GetMetadata().GetAnnotations()[annotationDeletionCost]
+	if !ok {
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil {
+		return 0 // Kubernetes rejects such values; here they rank as unset
+	}
+	return n
+}
+
+func maxRestarts(p *kplanev1.Pod) int32 {
+	var m int32
+	for _, cs := range p.GetStatus().GetContainerStatuses() {
+		m = max(m, cs.GetRestartCount())
+	}
+	return m
+}
+
+// readyTime reports whether the pod is ready and since when.
+func readyTime(p *kplanev1.Pod) (bool, time.Time) {
+	for _, c := range p.GetStatus().GetConditions() {
+		if c.GetType() == conditionReady {
+			if c.GetStatus() != "True" {
+				return false, time.Time{}
+			}
+			var t time.Time
+			if c.GetLastTransitionTime() != nil {
+				t = c.GetLastTransitionTime().AsTime()
+			}
+			return true, t
+		}
+	}
+	return false, time.Time{}
+}
+
+// available reports whether a pod has been ready for minReady at now, and
+// otherwise, for a ready pod, how long until it will be.
+func available(p *kplanev1.Pod, minReady time.Duration, now time.Time) (bool, time.Duration) {
+	ready, since := readyTime(p)
+	if !ready {
+		return false, 0
+	}
+	if minReady <= 0 {
+		return true, 0
+	}
+	if since.IsZero() {
+		// No transition time recorded: we cannot tell, so count from now
+		// rather than guess the pod has long been ready.
+		return false, minReady
+	}
+	if left := since.Add(minReady).Sub(now); left > 0 {
+		return false, left
+	}
+	return true, 0
+}
+
+// ComputeStatus returns the owner's status for its owned active pods and
+// the outcome of creating or deleting (manageErr with reason
+// FailedCreate/FailedDelete, or nil), and, when some ready pods are not
+// yet available because of minReadySeconds, how soon to look again. An
+// unchanged condition keeps its transition time, so an unchanged status
+// compares equal.
+func ComputeStatus(owner *Owner, owned []*kplanev1.Pod, manageErr error, reason string, now time.Time) (*kplanev1.ReplicaSetStatus, time.Duration) {
+	st := &kplanev1.ReplicaSetStatus{
+		Replicas:           int32(len(owned)),
+		ObservedGeneration: owner.Meta.GetGeneration(),
+	}
+	tmplLabels := owner.Template.GetMetadata().GetLabels()
+	minReady := time.Duration(owner.MinReadySeconds) * time.Second
+	var recheck time.Duration
+	for _, p := range owned {
+		if hasAll(p.GetMetadata().GetLabels(), tmplLabels) {
+			st.FullyLabeledReplicas++
+		}
+		if ready, _ := readyTime(p); ready {
+			st.ReadyReplicas++
+		}
+		ok, left := available(p, minReady, now)
+		if ok {
+			st.AvailableReplicas++
+		} else if left > 0 && (recheck == 0 || left < recheck) {
+			recheck = left
+		}
+	}
+	for _, c := range owner.Status.GetConditions() {
+		if c.GetType() != conditionReplicaFailure {
+			st.Conditions = append(st.Conditions, c)
+		}
+	}
+	var old *kplanev1.Condition
+	for _, c := range owner.Status.GetConditions() {
+		if c.GetType() == conditionReplicaFailure {
+			old = c
+		}
+	}
+	if manageErr != nil {
+		msg := manageErr.Error()
+		if old != nil && old.GetStatus() == "True" && old.GetReason() == reason && old.GetMessage() == msg {
+			st.Conditions = append(st.Conditions, old)
+		} else {
+			st.Conditions = append(st.Conditions, &kplanev1.Condition{
+				Type: conditionReplicaFailure, Status: "True", Reason: reason, Message: msg,
+				LastTransitionTime: timestamppb.New(now),
+			})
+		}
+	}
+	// Without an error the condition is dropped, as Kubernetes does once
+	// creating and deleting work again.
+	return st, recheck
+}
+
+// statusEqual compares statuses, treating nil as empty.
+func statusEqual(a, b *kplanev1.ReplicaSetStatus) bool {
+	if a == nil {
+		a = &kplanev1.ReplicaSetStatus{}
+	}
+	if b == nil {
+		b = &kplanev1.ReplicaSetStatus{}
+	}
+	return proto.Equal(a, b)
+}
+
+func hasAll(have, want map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// NewPod builds a pod from the owner's template, named <owner>-<random> by
+// the apiserver and controlled by the owner.
+func NewPod(owner *Owner) *kplanev1.Pod {
+	t := owner.Template
+	meta := &kplanev1.ObjectMeta{
+		GenerateName: owner.Meta.GetName() + "-",
+		Namespace:    owner.Meta.GetNamespace(),
+		Labels:       maps.Clone(t.GetMetadata().GetLabels()),
+		Annotations:  maps.Clone(t.GetMetadata().GetAnnotations()),
+		Finalizers:   append([]string(nil), t.GetMetadata().GetFinalizers()...),
+		OwnerReferences: []*kplanev1.OwnerReference{{
+			ApiVersion:         apiVersion(owner.Kind),
+			Kind:               owner.Kind,
+			Name:               owner.Meta.GetName(),
+			Uid:                owner.Meta.GetUid(),
+			Controller:         true,
+			BlockOwnerDeletion: true,
+		}},
+	}
+	spec := &kplanev1.PodSpec{}
+	if t.GetSpec() != nil {
+		spec = proto.Clone(t.GetSpec()).(*kplanev1.PodSpec)
+	}
+	return &kplanev1.Pod{Metadata: meta, Spec: spec}
+}
+
+// ownerRef is the controller reference adoption adds.
+func ownerRef(owner *Owner) *kplanev1.OwnerReference {
+	return &kplanev1.OwnerReference{
+		ApiVersion: apiVersion(owner.Kind), Kind: owner.Kind, Name: owner.Meta.GetName(),
+		Uid: owner.Meta.GetUid(), Controller: true, BlockOwnerDeletion: true,
+	}
+}
+
+// apiVersion is the Kubernetes group/version of the kind, kept in owner
+// references so manifests read like Kubernetes'.
+func apiVersion(kind string) string {
+	if kind == kindReplicationController {
+		return "v1"
+	}
+	return "apps/v1"
+}
