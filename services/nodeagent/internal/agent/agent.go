@@ -1,0 +1,603 @@
+// Package agent is the node agent (kplane's kubelet): it registers its
+// Node, renews the node Lease, runs the pods bound to it with the exec or
+// fake runtime, reports their status, carries out graceful deletion and
+// serves container logs.
+//
+// Restart behaviour: on SIGTERM the agent stops (heartbeats, status
+// writes, logs server) but leaves every container running, like a kubelet
+// restart. Containers run under a shim that records their exit status on
+// disk, so the next agent started on the same --root-dir re-adopts running
+// containers, learns the exit codes of those that ended meanwhile, kills
+// containers of pods that were deleted while it was down, and reports
+// correct statuses; no container is started twice.
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kplane/kplane/pkg/app"
+	"github.com/kplane/kplane/pkg/client"
+	"github.com/kplane/kplane/pkg/informer"
+	"github.com/kplane/kplane/pkg/record"
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+	"github.com/kplane/kplane/services/nodeagent/internal/ipam"
+)
+
+// Name of the service (binary, logs, events).
+const Name = "nodeagent"
+
+// Service returns the node agent's app.Service. Each call has its own
+// configuration, so tests can run several agents in one process.
+func Service() app.Service {
+	cfg := &Config{}
+	var a *Agent
+	return app.Service{
+		Name:       Name,
+		HealthAddr: ":10248",
+		Workers:    8,
+		AddFlags:   cfg.AddFlags,
+		Setup: func(c *app.Context) (app.Reconciler, error) {
+			var err error
+			a, err = New(c, cfg)
+			return a, err
+		},
+		Run: func(ctx context.Context, _ *app.Context) error { return a.Run(ctx) },
+	}
+}
+
+// Agent runs the pods of its node(s).
+type Agent struct {
+	cfg     *Config
+	log     hclog.Logger
+	c       *app.Context
+	api     *client.Client
+	pods    *informer.Informer
+	rt      Runtime
+	exec    *execRuntime // nil with the fake runtime
+	ips     *ipam.Allocator
+	rec     *record.Recorder
+	m       *metrics
+	backoff Backoff
+	nodes   map[string]bool
+	hostIP  string
+
+	logsPort int // set by Run before nodes register
+
+	mu      sync.Mutex
+	states  map[string]*podState       // by pod uid
+	byKey   map[string]map[string]bool // pod key -> uids the runtime holds
+	written map[string]*kplanev1.Pod   // by uid: the pod our last status write returned
+}
+
+// podState is the agent's in-memory bookkeeping of one pod. Only the
+// reconcile of the pod's key touches it (keys are never reconciled
+// concurrently).
+type podState struct {
+	startTime    time.Time
+	probes       map[string]*probeState
+	createErr    map[string]string
+	backoffSeen  map[string]int // attempt whose BackOff event was recorded
+	termStart    time.Time
+	termSignaled bool
+	killed       bool
+}
+
+// New builds the agent: the runtime (re-adopting what a previous agent
+// left in --root-dir), the pod informer and its handlers.
+func New(c *app.Context, cfg *Config) (*Agent, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	a := &Agent{
+		cfg: cfg, log: c.Logger, c: c, api: c.Client, hostIP: cfg.NodeIP,
+		backoff: Backoff{Base: cfg.BackoffBase, Max: cfg.BackoffMax, ResetAfter: 2 * cfg.BackoffMax},
+		nodes:   map[string]bool{},
+		states:  map[string]*podState{}, byKey: map[string]map[string]bool{}, written: map[string]*kplanev1.Pod{},
+	}
+	for _, n := range cfg.nodeNames() {
+		a.nodes[n] = true
+	}
+	var err error
+	if a.m, err = newMetrics(c.Registry); err != nil {
+		return nil, err
+	}
+	if a.ips, err = ipam.New(cfg.PodCIDR); err != nil {
+		return nil, fmt.Errorf("--pod-cidr: %w", err)
+	}
+	a.rec = record.New(c.Client, Name, cfg.NodeName, c.Logger)
+	switch cfg.Runtime {
+	case "fake":
+		a.rt = newFakeRuntime()
+	default:
+		shimBin := cfg.ShimBinary
+		if shimBin == "" {
+			if shimBin, err = os.Executable(); err != nil {
+				return nil, fmt.Errorf("locate own binary for the shim: %w", err)
+			}
+		}
+		if a.exec, err = newExecRuntime(cfg.RootDir, shimBin, c.Logger.Named("exec"), c.Enqueue); err != nil {
+			return nil, err
+		}
+		a.rt = a.exec
+		for uid, ip := range a.exec.PodIPs() {
+			addr, err := netip.ParseAddr(ip)
+			if err == nil {
+				err = a.ips.Reserve(uid, addr)
+			}
+			if err != nil {
+				a.log.Warn("pod IP from a previous run is not usable; a new one is allocated", "uid", uid, "pod_ip", ip, "error", err)
+			}
+		}
+	}
+	for _, rp := range a.rt.Pods() {
+		a.track(rp.Key(), rp.UID)
+	}
+
+	// One informer: with one node, only its pods (field selector); with
+	// fake nodes, every bound pod, filtered here, rather than one watch
+	// per node.
+	sel := informer.Selection{Kind: "Pod", FieldSelector: "spec.nodeName=" + cfg.NodeName}
+	if cfg.FakeNodes > 0 {
+		sel.FieldSelector = "spec.nodeName!="
+	}
+	if a.pods, err = c.Informers.For(sel); err != nil {
+		return nil, fmt.Errorf("pod informer: %w", err)
+	}
+	enqueue := func(o *kplanev1.Object) {
+		if a.nodes[o.GetPod().GetSpec().GetNodeName()] {
+			c.Enqueue(o.Key())
+		}
+	}
+	a.pods.AddEventHandler(informer.Handler{
+		OnAdd:    enqueue,
+		OnUpdate: func(_, o *kplanev1.Object) { enqueue(o) },
+		OnDelete: func(obj any) {
+			if o, ok := informer.ObjectOf(obj); ok {
+				enqueue(o)
+			}
+		},
+	})
+	a.log.Info("node agent configured", "nodes", len(a.nodes), "node", cfg.NodeName, "runtime", a.rt.Name(),
+		"root_dir", cfg.RootDir, "pod_cidr", cfg.PodCIDR, "recovered_pods", len(a.rt.Pods()))
+	return a, nil
+}
+
+// Run serves logs, registers and heartbeats the node(s), watches the exec
+// runtime's containers and reconciles runtime pods against the
+// apiserver's until ctx ends. Containers keep running afterwards.
+func (a *Agent) Run(ctx context.Context) error {
+	srv, err := a.startLogs(ctx)
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer srv.stop()
+	if a.exec != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.exec.monitor(ctx)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.housekeeping(ctx)
+	}()
+	// Everything the cache and the runtime know is reconciled once; events
+	// that arrived before the work queue existed were dropped.
+	a.enqueueAll()
+	return a.runNodes(ctx)
+}
+
+func (a *Agent) enqueueAll() {
+	for _, o := range a.pods.Store().List() {
+		if a.nodes[o.GetPod().GetSpec().GetNodeName()] {
+			a.c.Enqueue(o.Key())
+		}
+	}
+	for _, rp := range a.rt.Pods() {
+		a.c.Enqueue(rp.Key())
+	}
+}
+
+// housekeeping periodically queues runtime pods whose pod object is gone
+// or replaced (the safety net behind watch events) and updates metrics.
+func (a *Agent) housekeeping(ctx context.Context) {
+	t := time.NewTicker(a.cfg.HousekeepingEvery)
+	defer t.Stop()
+	for {
+		running := 0
+		for _, rp := range a.rt.Pods() {
+			if rp.Running {
+				running++
+			}
+			o, ok := a.pods.Store().Get(rp.Key())
+			if !ok || o.Meta().GetUid() != rp.UID {
+				a.c.Enqueue(rp.Key())
+			}
+		}
+		a.m.podsRunning.Set(float64(running))
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (a *Agent) track(key, uid string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.byKey[key] == nil {
+		a.byKey[key] = map[string]bool{}
+	}
+	a.byKey[key][uid] = true
+}
+
+func (a *Agent) untrack(key, uid string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.byKey[key], uid)
+	if len(a.byKey[key]) == 0 {
+		delete(a.byKey, key)
+	}
+	delete(a.states, uid)
+	delete(a.written, uid)
+}
+
+func (a *Agent) uidsFor(key string) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]string, 0, len(a.byKey[key]))
+	for uid := range a.byKey[key] {
+		out = append(out, uid)
+	}
+	return out
+}
+
+func (a *Agent) state(uid string) *podState {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, ok := a.states[uid]
+	if !ok {
+		s = &podState{probes: map[string]*probeState{}, createErr: map[string]string{}, backoffSeen: map[string]int{}}
+		a.states[uid] = s
+	}
+	return s
+}
+
+// Reconcile implements app.Reconciler for a pod key: containers of pods
+// that are gone (or were replaced by a pod of the same name) are stopped
+// and cleaned up, and the current pod is synced.
+func (a *Agent) Reconcile(ctx context.Context, key string) error {
+	var pod *kplanev1.Pod
+	if o, ok := a.pods.Store().Get(key); ok && a.nodes[o.GetPod().GetSpec().GetNodeName()] {
+		pod = o.GetPod()
+	}
+	var retry time.Duration
+	for _, uid := range a.uidsFor(key) {
+		if pod != nil && uid == pod.GetMetadata().GetUid() {
+			continue
+		}
+		done, err := a.removeOrphan(key, uid)
+		if err != nil {
+			return err
+		}
+		if !done {
+			retry = monitorEvery
+		}
+	}
+	if pod == nil {
+		if retry > 0 {
+			return app.RequeueAfter(retry)
+		}
+		return nil
+	}
+	next, err := a.syncPod(ctx, pod)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	if d := next.Sub(now); !next.IsZero() && (retry == 0 || d < retry) {
+		retry = max(d, time.Millisecond)
+	}
+	if retry > 0 {
+		return app.RequeueAfter(retry)
+	}
+	return nil
+}
+
+// removeOrphan stops the containers of a pod object that no longer exists
+// (deleted outright, or while the agent was down) at once with SIGKILL,
+// then frees its IP and files. It reports whether the pod is gone.
+func (a *Agent) removeOrphan(key, uid string) (bool, error) {
+	for _, rp := range a.rt.Pods() {
+		if rp.UID != uid {
+			continue
+		}
+		if rp.Running {
+			a.log.Info("killing containers of a pod that no longer exists", "pod", key, "uid", uid)
+			if err := a.rt.Signal(uid, true); err != nil {
+				return false, fmt.Errorf("kill orphaned pod %s: %w", key, err)
+			}
+			return false, nil
+		}
+	}
+	if err := a.rt.RemovePod(uid); err != nil {
+		return false, fmt.Errorf("remove pod %s (%s): %w", key, uid, err)
+	}
+	a.ips.Release(uid)
+	a.untrack(key, uid)
+	a.log.Info("removed pod from runtime", "pod", key, "uid", uid)
+	return true, nil
+}
+
+// latest returns the newer of the cached pod and the one our last status
+// write returned (the cache may not have seen our write yet).
+func (a *Agent) latest(pod *kplanev1.Pod) *kplanev1.Pod {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	uid := pod.GetMetadata().GetUid()
+	w, ok := a.written[uid]
+	if !ok {
+		return pod
+	}
+	if rv(w) > rv(pod) {
+		return w
+	}
+	delete(a.written, uid)
+	return pod
+}
+
+func rv(p *kplanev1.Pod) int64 {
+	n, _ := strconv.ParseInt(p.GetMetadata().GetResourceVersion(), 10, 64)
+	return n
+}
+
+// syncPod drives one pod toward running per its spec and writes its
+// status when it changed. It returns when the pod next needs a look
+// (probe, back-off end, fake-runtime timer; zero for none).
+func (a *Agent) syncPod(ctx context.Context, cached *kplanev1.Pod) (time.Time, error) {
+	pod := a.latest(cached)
+	md := pod.GetMetadata()
+	uid, key := md.GetUid(), md.GetNamespace()+"/"+md.GetName()
+	if md.GetDeletionTimestamp() != nil {
+		return a.terminate(ctx, pod)
+	}
+	now := time.Now()
+	st := a.state(uid)
+	ip, err := a.ips.Allocate(uid)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("allocate pod IP for %s: %w", key, err)
+	}
+	if err := a.rt.PreparePod(pod, ip.String()); err != nil {
+		return time.Time{}, fmt.Errorf("prepare pod %s: %w", key, err)
+	}
+	a.track(key, uid)
+	if st.startTime.IsZero() {
+		st.startTime = now
+		if t := pod.GetStatus().GetStartTime(); t != nil {
+			st.startTime = t.AsTime()
+		}
+	}
+
+	phase := pod.GetStatus().GetPhase()
+	terminal := phase == PhaseSucceeded || phase == PhaseFailed
+	policy := pod.GetSpec().GetRestartPolicy()
+	var next time.Time
+	wake := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	inputs := make([]containerInput, 0, len(pod.GetSpec().GetContainers()))
+	for _, c := range pod.GetSpec().GetContainers() {
+		cs := a.rt.State(uid, c.GetName(), now)
+		in := containerInput{Spec: c, Ready: true}
+		if !terminal {
+			switch {
+			case !cs.Created:
+				a.start(ctx, pod, c, 0, ip.String(), st)
+				cs = a.rt.State(uid, c.GetName(), now)
+				if !cs.Created {
+					wake(now.Add(a.backoff.Base))
+				}
+			case cs.Exit != nil && shouldRestart(policy, cs.Exit):
+				delay := a.backoff.Delay(cs.Attempt, cs.Exit.FinishedAt.Sub(cs.Exit.StartedAt))
+				at := cs.Exit.FinishedAt.Add(delay)
+				if now.Before(at) {
+					in.BackOff, in.BackOffDelay = true, delay
+					wake(at)
+					if st.backoffSeen[c.GetName()] != cs.Attempt+1 && a.rt.Name() == "exec" {
+						st.backoffSeen[c.GetName()] = cs.Attempt + 1
+						a.event(ctx, pod, record.Warning, "BackOff", "Back-off %s restarting failed container %s", delay, c.GetName())
+					}
+					break
+				}
+				a.m.containerRestarts.Inc()
+				a.start(ctx, pod, c, cs.Attempt+1, ip.String(), st)
+				cs = a.rt.State(uid, c.GetName(), now)
+			}
+		}
+		in.State = cs
+		in.CreateError = st.createErr[c.GetName()]
+		if p := c.GetReadinessProbe(); p != nil && cs.Running && a.exec != nil {
+			in.Ready = a.probe(ctx, pod, c, cs, ip.String(), st, now)
+			wake(st.probes[c.GetName()].next)
+		}
+		inputs = append(inputs, in)
+	}
+	wake(a.rt.NextChange(uid, now))
+
+	status := buildStatus(statusInput{
+		Pod: pod, Containers: inputs, Runtime: a.rt.Name(), PodIP: ip.String(), HostIP: a.hostIP,
+		StartTime: st.startTime, Now: now,
+	})
+	if err := a.writeStatus(ctx, pod, status); err != nil {
+		return time.Time{}, err
+	}
+	return next, nil
+}
+
+// start starts one run of a container, recording a failure to create it
+// (shown as CreateContainerError until a start succeeds).
+func (a *Agent) start(ctx context.Context, pod *kplanev1.Pod, c *kplanev1.Container, attempt int, ip string, st *podState) {
+	if err := a.rt.StartContainer(ctx, pod, c, attempt, ip); err != nil {
+		if st.createErr[c.GetName()] != err.Error() {
+			a.log.Warn("could not start container", "pod", pod.GetMetadata().GetNamespace()+"/"+pod.GetMetadata().GetName(),
+				"container", c.GetName(), "error", err)
+			a.event(ctx, pod, record.Warning, "Failed", "Error: %v", err)
+		}
+		st.createErr[c.GetName()] = err.Error()
+		return
+	}
+	delete(st.createErr, c.GetName())
+	a.m.containerStarts.Inc()
+	if a.rt.Name() == "exec" {
+		a.event(ctx, pod, record.Normal, "Started", "Started container %s", c.GetName())
+	}
+}
+
+// probe runs the readiness probe of a running container when it is due
+// and returns the container's readiness.
+func (a *Agent) probe(ctx context.Context, pod *kplanev1.Pod, c *kplanev1.Container, cs ContainerState, ip string, st *podState, now time.Time) bool {
+	p := c.GetReadinessProbe()
+	ps := st.probes[c.GetName()]
+	if ps == nil || ps.attempt != cs.Attempt {
+		started := cs.StartedAt
+		if started.IsZero() {
+			started = now
+		}
+		ps = newProbeState(p, cs.Attempt, started)
+		st.probes[c.GetName()] = ps
+	}
+	if now.Before(ps.next) {
+		return ps.ready
+	}
+	dir := a.exec.containerDir(pod.GetMetadata().GetUid(), c.GetName())
+	err := runProbe(ctx, p, probeTarget{PodIP: ip, Dir: dir, Env: containerEnv(pod, c, ip, dir)})
+	was := ps.ready
+	ps.record(p, err == nil, time.Now())
+	if was != ps.ready {
+		a.log.Info("readiness changed", "pod", pod.GetMetadata().GetNamespace()+"/"+pod.GetMetadata().GetName(),
+			"container", c.GetName(), "ready", ps.ready, "probe_error", err)
+		if !ps.ready && err != nil {
+			a.event(ctx, pod, record.Warning, "Unhealthy", "Readiness probe failed: %v", err)
+		}
+	}
+	return ps.ready
+}
+
+// writeStatus sends status when it differs from the pod's, with the
+// resourceVersion it was computed from (a conflict retries the sync).
+func (a *Agent) writeStatus(ctx context.Context, pod *kplanev1.Pod, status *kplanev1.PodStatus) error {
+	if statusEqual(pod.GetStatus(), status) {
+		return nil
+	}
+	next := proto.Clone(pod).(*kplanev1.Pod)
+	next.Status = status
+	out, err := client.For[*kplanev1.Pod](a.api).UpdateStatus(ctx, next)
+	a.m.statusWrites.WithLabelValues(result(err)).Inc()
+	if err != nil {
+		if client.IsNotFound(err) {
+			return nil // deleted meanwhile; the watch brings the news
+		}
+		return fmt.Errorf("update status of pod %s/%s: %w", pod.GetMetadata().GetNamespace(), pod.GetMetadata().GetName(), err)
+	}
+	if old, now := pod.GetStatus().GetPhase(), status.GetPhase(); old != now {
+		a.log.Info("pod phase changed", "pod", pod.GetMetadata().GetNamespace()+"/"+pod.GetMetadata().GetName(),
+			"from", old, "to", now, "pod_ip", status.GetPodIp())
+	}
+	a.mu.Lock()
+	a.written[out.GetMetadata().GetUid()] = out
+	a.mu.Unlock()
+	return nil
+}
+
+// terminate carries out a graceful deletion: SIGTERM, then SIGKILL after
+// the grace period (deletionGracePeriodSeconds, which a second deletion
+// may shorten), then the pod object is deleted with grace 0 and a uid
+// precondition, and the runtime forgets the pod.
+func (a *Agent) terminate(ctx context.Context, pod *kplanev1.Pod) (time.Time, error) {
+	md := pod.GetMetadata()
+	uid, key := md.GetUid(), md.GetNamespace()+"/"+md.GetName()
+	st := a.state(uid)
+	now := time.Now()
+	grace := int64(30)
+	switch {
+	case md.DeletionGracePeriodSeconds != nil:
+		grace = md.GetDeletionGracePeriodSeconds()
+	case pod.GetSpec().TerminationGracePeriodSeconds != nil:
+		grace = pod.GetSpec().GetTerminationGracePeriodSeconds()
+	}
+	running := func() bool {
+		for _, c := range pod.GetSpec().GetContainers() {
+			if cs := a.rt.State(uid, c.GetName(), now); cs.Running || cs.Waiting {
+				return true
+			}
+		}
+		return false
+	}
+	if running() {
+		if st.termStart.IsZero() {
+			st.termStart = now
+		}
+		deadline := st.termStart.Add(time.Duration(grace) * time.Second)
+		if !st.termSignaled && now.Before(deadline) {
+			st.termSignaled = true
+			a.log.Info("stopping pod", "pod", key, "grace_period", time.Duration(grace)*time.Second)
+			if a.exec != nil { // fake pods come by the thousand; no event each
+				a.event(ctx, pod, record.Normal, "Killing", "Stopping containers (grace period %ds)", grace)
+			}
+			if err := a.rt.Signal(uid, false); err != nil {
+				return time.Time{}, err
+			}
+		}
+		if !now.Before(deadline) && !st.killed {
+			st.killed = true
+			a.log.Info("grace period over; killing pod", "pod", key)
+			if err := a.rt.Signal(uid, true); err != nil {
+				return time.Time{}, err
+			}
+		}
+		if running() {
+			if st.killed {
+				return now.Add(time.Second), nil // the monitor reports the exit sooner
+			}
+			return deadline, nil
+		}
+	}
+	zero := int64(0)
+	_, err := client.For[*kplanev1.Pod](a.api).Delete(ctx, md.GetNamespace(), md.GetName(), client.DeleteOptions{
+		GracePeriodSeconds: &zero, Preconditions: &kplanev1.Preconditions{Uid: uid},
+	})
+	if err != nil && !client.IsNotFound(err) && !client.IsConflict(err) {
+		return time.Time{}, fmt.Errorf("delete pod %s: %w", key, err)
+	}
+	a.log.Info("pod stopped and deleted", "pod", key, "uid", uid)
+	if err := a.rt.RemovePod(uid); err != nil {
+		return time.Time{}, fmt.Errorf("remove pod %s: %w", key, err)
+	}
+	a.ips.Release(uid)
+	a.untrack(key, uid)
+	return time.Time{}, nil
+}
+
+func (a *Agent) event(ctx context.Context, pod *kplanev1.Pod, typ, reason, format string, args ...any) {
+	obj, err := kplanev1.Wrap(pod)
+	if err != nil {
+		return
+	}
+	a.rec.Eventf(ctx, obj, typ, reason, format, args...)
+}

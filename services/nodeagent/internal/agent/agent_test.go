@@ -1,0 +1,540 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/kplane/kplane/pkg/app"
+	"github.com/kplane/kplane/pkg/client"
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+	"github.com/kplane/kplane/services/apiserver/testserver"
+	"github.com/kplane/kplane/services/nodeagent/internal/shim"
+)
+
+// The test binary doubles as the shim: the exec runtime re-executes its
+// own binary as "<binary> shim ...".
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == shim.Command {
+		os.Exit(shim.Main(os.Args[2:]))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+type env struct {
+	t    *testing.T
+	srv  *testserver.Server
+	api  *client.Client
+	ctx  context.Context
+	root string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	srv := testserver.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	api, err := client.Dial(ctx, client.Options{Address: srv.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = api.Close() })
+	e := &env{t: t, srv: srv, api: api, ctx: ctx, root: t.TempDir()}
+	// Whatever a test leaves running is killed (after the agents stopped,
+	// as cleanups run last-in first-out).
+	t.Cleanup(func() { killShims(e.root) })
+	return e
+}
+
+// agentHandle is an agent running in-process.
+type agentHandle struct {
+	stop func() error
+}
+
+// startAgent runs the agent with the test's defaults plus args until the
+// test ends or stop is called (the SIGTERM equivalent).
+func (e *env) startAgent(args ...string) *agentHandle {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	base := []string{"--apiserver", e.srv.Addr(), "--health-addr", "127.0.0.1:0", "--logs-addr", "127.0.0.1:0",
+		"--log-level", "warn", "--root-dir", e.root, "--heartbeat-interval", "100ms", "--housekeeping-interval", "100ms",
+		"--restart-backoff-base", "100ms", "--node-name", "node-a", "--pod-cidr", "127.10.0.0/16"}
+	go func() { done <- runService(ctx, append(base, args...)) }()
+	stopped := false
+	var result error
+	h := &agentHandle{stop: func() error {
+		if !stopped {
+			stopped = true
+			cancel()
+			result = <-done
+		}
+		return result
+	}}
+	e.t.Cleanup(func() {
+		if err := h.stop(); err != nil {
+			e.t.Errorf("agent exited with %v", err)
+		}
+	})
+	return h
+}
+
+func runService(ctx context.Context, args []string) error { return app.Run(ctx, Service(), args) }
+
+// killShims SIGKILLs the process group of every shim running for root.
+func killShims(root string) {
+	prefix := filepath.Join(root, podsDir) + "/"
+	entries, _ := os.ReadDir("/proc")
+	for _, en := range entries {
+		pid, err := strconv.Atoi(en.Name())
+		if err != nil {
+			continue
+		}
+		if strings.HasPrefix(shimExitFile(pid), prefix) {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// shimCount counts live shims for root whose exit file is under dir.
+func shimCount(root, sub string) int {
+	prefix := filepath.Join(root, podsDir, sub)
+	n := 0
+	entries, _ := os.ReadDir("/proc")
+	for _, en := range entries {
+		pid, err := strconv.Atoi(en.Name())
+		if err != nil {
+			continue
+		}
+		if strings.HasPrefix(shimExitFile(pid), prefix) && !isZombie(pid) {
+			n++
+		}
+	}
+	return n
+}
+
+func (e *env) createPod(name, node string, mutate func(*kplanev1.Pod), command ...string) *kplanev1.Pod {
+	e.t.Helper()
+	p := &kplanev1.Pod{
+		Metadata: &kplanev1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: &kplanev1.PodSpec{NodeName: node, Containers: []*kplanev1.Container{
+			{Name: "main", Image: "local", Command: command},
+		}},
+	}
+	if mutate != nil {
+		mutate(p)
+	}
+	out, err := client.For[*kplanev1.Pod](e.api).Create(e.ctx, p)
+	if err != nil {
+		e.t.Fatalf("create pod %s: %v", name, err)
+	}
+	return out
+}
+
+// waitPod polls the pod until cond holds and returns it.
+func (e *env) waitPod(name, what string, cond func(*kplanev1.Pod) bool) *kplanev1.Pod {
+	e.t.Helper()
+	var last *kplanev1.Pod
+	for {
+		p, err := client.For[*kplanev1.Pod](e.api).Get(e.ctx, "default", name)
+		if err == nil {
+			last = p
+			if cond(p) {
+				return p
+			}
+		}
+		select {
+		case <-e.ctx.Done():
+			e.t.Fatalf("pod %s never %s; last: %v (err %v)", name, what, last, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (e *env) waitGone(name string) {
+	e.t.Helper()
+	for {
+		_, err := client.For[*kplanev1.Pod](e.api).Get(e.ctx, "default", name)
+		if client.IsNotFound(err) {
+			return
+		}
+		select {
+		case <-e.ctx.Done():
+			e.t.Fatalf("pod %s was never removed (err %v)", name, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func phase(ph string) func(*kplanev1.Pod) bool {
+	return func(p *kplanev1.Pod) bool { return p.GetStatus().GetPhase() == ph }
+}
+
+func isReady(p *kplanev1.Pod) bool {
+	for _, c := range p.GetStatus().GetConditions() {
+		if c.GetType() == CondReady {
+			return c.GetStatus() == "True"
+		}
+	}
+	return false
+}
+
+// containerPid reads the pid of the pod's current container run.
+func (e *env) containerPid(p *kplanev1.Pod, container string) int {
+	e.t.Helper()
+	cs := p.GetStatus().GetContainerStatuses()[0]
+	path := filepath.Join(e.root, podsDir, p.GetMetadata().GetUid(), container, stateDir, "pid."+strconv.Itoa(int(cs.GetRestartCount())))
+	var pi shim.PidInfo
+	waitFor(e.t, e.ctx, "pid file "+path, func() bool {
+		var err error
+		pi, err = shim.ReadPid(path)
+		return err == nil
+	})
+	return pi.Pid
+}
+
+func pidAlive(pid int) bool { return alive(pid) }
+
+func TestExecPodRunsAndNodeRegisters(t *testing.T) {
+	e := newEnv(t)
+	e.startAgent("--node-labels", "zone=a,disk=ssd", "--cpu", "3", "--memory", "2Gi")
+	p := e.createPod("web", "node-a", nil, "sh", "-c", `echo "hello from $KPLANE_POD_NAMESPACE/$KPLANE_POD_NAME at $KPLANE_POD_IP"; exec sleep 300`)
+	p = e.waitPod("web", "Running and Ready", func(p *kplanev1.Pod) bool { return phase(PhaseRunning)(p) && isReady(p) })
+	st := p.GetStatus()
+	if !strings.HasPrefix(st.GetPodIp(), "127.10.") || st.GetHostIp() != "127.0.0.1" || st.GetStartTime() == nil {
+		t.Fatalf("status addresses: %v", st)
+	}
+	for _, typ := range []string{CondPodScheduled, CondInitialized, CondContainersReady, CondReady} {
+		if c := condition(st, typ); c.GetStatus() != "True" {
+			t.Errorf("condition %s = %v", typ, c)
+		}
+	}
+	cs := st.GetContainerStatuses()[0]
+	if cs.GetState().GetRunning() == nil || !cs.GetReady() || cs.GetRestartCount() != 0 {
+		t.Fatalf("container status %v", cs)
+	}
+	pid := e.containerPid(p, "main")
+	if !pidAlive(pid) {
+		t.Fatalf("container pid %d is not running", pid)
+	}
+
+	node, err := client.For[*kplanev1.Node](e.api).Get(e.ctx, "", "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := node.GetStatus()
+	if readyOf(ns) != "True" || ns.GetCapacity()["cpu"] != "3" || ns.GetAllocatable()["memory"] != "2Gi" || ns.GetCapacity()["pods"] != "110" {
+		t.Fatalf("node status %v", ns)
+	}
+	if node.GetMetadata().GetLabels()["zone"] != "a" || node.GetMetadata().GetLabels()["kubernetes.io/hostname"] != "node-a" {
+		t.Fatalf("node labels %v", node.GetMetadata().GetLabels())
+	}
+	if ns.GetAddresses()[0].GetType() != "InternalIP" || ns.GetNodeInfo().GetKubeletVersion() == "" {
+		t.Fatalf("node addresses/info %v", ns)
+	}
+	lease, err := client.For[*kplanev1.Lease](e.api).Get(e.ctx, NodeLeaseNamespace, "node-a")
+	if err != nil || lease.GetSpec().GetHolderIdentity() != "node-a" || lease.GetSpec().GetLeaseDurationSeconds() != 40 {
+		t.Fatalf("lease %v, %v", lease, err)
+	}
+	renewed := lease.GetSpec().GetRenewTime().AsTime()
+	waitFor(t, e.ctx, "lease renewal", func() bool {
+		l, err := client.For[*kplanev1.Lease](e.api).Get(e.ctx, NodeLeaseNamespace, "node-a")
+		return err == nil && l.GetSpec().GetRenewTime().AsTime().After(renewed)
+	})
+
+	// Logs through the agent's endpoint.
+	port := ns.GetDaemonEndpoints().GetKubeletEndpoint().GetPort()
+	want := "hello from default/web at " + st.GetPodIp()
+	waitFor(t, e.ctx, "log line", func() bool {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/logs/default/web/main", port))
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == 200 && strings.Contains(string(b), want)
+	})
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/logs/default/nope/main", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("logs of an unknown pod: %d", resp.StatusCode)
+	}
+
+	// A deleted Node is registered again.
+	if _, err := client.For[*kplanev1.Node](e.api).Delete(e.ctx, "", "node-a", client.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, e.ctx, "node re-registration", func() bool {
+		n, err := client.For[*kplanev1.Node](e.api).Get(e.ctx, "", "node-a")
+		return err == nil && readyOf(n.GetStatus()) == "True"
+	})
+}
+
+func TestExecFailureUnderNever(t *testing.T) {
+	e := newEnv(t)
+	e.startAgent()
+	e.createPod("fail", "node-a", func(p *kplanev1.Pod) { p.Spec.RestartPolicy = RestartNever }, "sh", "-c", "echo bye; exit 3")
+	p := e.waitPod("fail", "Failed", phase(PhaseFailed))
+	term := p.GetStatus().GetContainerStatuses()[0].GetState().GetTerminated()
+	if term.GetExitCode() != 3 || term.GetReason() != ReasonError || p.GetStatus().GetContainerStatuses()[0].GetRestartCount() != 0 {
+		t.Fatalf("terminated state %v", p.GetStatus().GetContainerStatuses()[0])
+	}
+	if isReady(p) {
+		t.Fatal("a failed pod is Ready")
+	}
+
+	// A command that does not exist fails to start (exit 128, StartError).
+	e.createPod("nocmd", "node-a", func(p *kplanev1.Pod) { p.Spec.RestartPolicy = RestartNever }, "/nonexistent/binary")
+	p = e.waitPod("nocmd", "Failed", phase(PhaseFailed))
+	if term := p.GetStatus().GetContainerStatuses()[0].GetState().GetTerminated(); term.GetReason() != ReasonStartError || term.GetExitCode() != shim.StartErrorCode {
+		t.Fatalf("terminated state %v", term)
+	}
+
+	// OnFailure with success: Succeeded.
+	e.createPod("ok", "node-a", func(p *kplanev1.Pod) { p.Spec.RestartPolicy = RestartOnFailure }, "true")
+	e.waitPod("ok", "Succeeded", phase(PhaseSucceeded))
+}
+
+var backoffMsg = regexp.MustCompile(`^back-off (\S+) restarting failed container=main pod=crash$`)
+
+func TestExecCrashLoopUnderAlways(t *testing.T) {
+	e := newEnv(t)
+	e.startAgent()
+	e.createPod("crash", "node-a", nil, "sh", "-c", "exit 2")
+	b := Backoff{Base: 100 * time.Millisecond, Max: DefaultBackoff.Max, ResetAfter: 2 * DefaultBackoff.Max}
+	var delays []time.Duration
+	e.waitPod("crash", "crash looping with a growing back-off", func(p *kplanev1.Pod) bool {
+		if p.GetStatus().GetPhase() != PhaseRunning || len(p.GetStatus().GetContainerStatuses()) == 0 {
+			return false
+		}
+		cs := p.GetStatus().GetContainerStatuses()[0]
+		w := cs.GetState().GetWaiting()
+		if w.GetReason() != ReasonCrashLoopBackOff {
+			return false
+		}
+		m := backoffMsg.FindStringSubmatch(w.GetMessage())
+		if m == nil {
+			t.Fatalf("back-off message %q", w.GetMessage())
+		}
+		d, err := time.ParseDuration(m[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := b.Delay(int(cs.GetRestartCount()), 0); d != want {
+			t.Fatalf("restartCount %d: back-off %v, want %v", cs.GetRestartCount(), d, want)
+		}
+		if cs.GetLastState().GetTerminated().GetExitCode() != 2 {
+			t.Fatalf("lastState %v", cs.GetLastState())
+		}
+		if len(delays) == 0 || delays[len(delays)-1] != d {
+			delays = append(delays, d)
+		}
+		return cs.GetRestartCount() >= 3
+	})
+	for i := 1; i < len(delays); i++ {
+		if delays[i] <= delays[i-1] {
+			t.Fatalf("back-off did not grow: %v", delays)
+		}
+	}
+}
+
+func TestGracefulDeletion(t *testing.T) {
+	e := newEnv(t)
+	e.startAgent()
+	// Exits on SIGTERM.
+	p := e.createPod("polite", "node-a", nil, "sleep", "300")
+	p = e.waitPod("polite", "Running", phase(PhaseRunning))
+	pid := e.containerPid(p, "main")
+	// Ignores SIGTERM (the ignore is inherited by sleep): SIGKILLed after 1s.
+	grace := int64(1)
+	q := e.createPod("stubborn", "node-a", func(p *kplanev1.Pod) { p.Spec.TerminationGracePeriodSeconds = &grace },
+		"sh", "-c", `trap "" TERM; sleep 300`)
+	q = e.waitPod("stubborn", "Running", phase(PhaseRunning))
+	qpid := e.containerPid(q, "main")
+
+	for _, name := range []string{"polite", "stubborn"} {
+		if _, err := client.For[*kplanev1.Pod](e.api).Delete(e.ctx, "default", name, client.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitGone("polite")
+	e.waitGone("stubborn")
+	for _, pid := range []int{pid, qpid} {
+		if pidAlive(pid) {
+			t.Fatalf("container pid %d still runs after its pod was deleted", pid)
+		}
+	}
+	waitFor(t, e.ctx, "pod directories removed", func() bool {
+		_, err1 := os.Stat(filepath.Join(e.root, podsDir, p.GetMetadata().GetUid()))
+		_, err2 := os.Stat(filepath.Join(e.root, podsDir, q.GetMetadata().GetUid()))
+		return os.IsNotExist(err1) && os.IsNotExist(err2)
+	})
+
+	// Deleted outright (grace 0): the agent kills the process anyway.
+	r := e.createPod("forced", "node-a", nil, "sleep", "300")
+	r = e.waitPod("forced", "Running", phase(PhaseRunning))
+	rpid := e.containerPid(r, "main")
+	zero := int64(0)
+	if _, err := client.For[*kplanev1.Pod](e.api).Delete(e.ctx, "default", "forced", client.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, e.ctx, "force-deleted pod's process to stop", func() bool { return !pidAlive(rpid) })
+}
+
+func TestReadinessProbe(t *testing.T) {
+	e := newEnv(t)
+	e.startAgent()
+	p := e.createPod("probed", "node-a", func(p *kplanev1.Pod) {
+		p.Spec.Containers[0].ReadinessProbe = &kplanev1.Probe{
+			Exec:          &kplanev1.ExecAction{Command: []string{"test", "-f", "ready"}},
+			PeriodSeconds: 1, FailureThreshold: 1,
+		}
+	}, "sleep", "300")
+	p = e.waitPod("probed", "Running", phase(PhaseRunning))
+	if isReady(p) {
+		t.Fatal("Ready before the probe passed")
+	}
+	flag := filepath.Join(e.root, podsDir, p.GetMetadata().GetUid(), "main", "ready")
+	if err := os.WriteFile(flag, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.waitPod("probed", "Ready", isReady)
+	if err := os.Remove(flag); err != nil {
+		t.Fatal(err)
+	}
+	p = e.waitPod("probed", "not Ready again", func(p *kplanev1.Pod) bool { return !isReady(p) })
+	if c := condition(p.GetStatus(), CondContainersReady); c.GetReason() != ReasonContainersNotRdy || !strings.Contains(c.GetMessage(), "main") {
+		t.Fatalf("ContainersReady = %v", c)
+	}
+}
+
+func TestRestartAdoptsContainers(t *testing.T) {
+	e := newEnv(t)
+	a1 := e.startAgent()
+	never := func(p *kplanev1.Pod) { p.Spec.RestartPolicy = RestartNever }
+	keep := e.createPod("keep", "node-a", nil, "sleep", "300")
+	dies := e.createPod("dies", "node-a", never, "sleep", "300")
+	gone := e.createPod("gone", "node-a", nil, "sleep", "300")
+	keep = e.waitPod("keep", "Running", phase(PhaseRunning))
+	dies = e.waitPod("dies", "Running", phase(PhaseRunning))
+	gone = e.waitPod("gone", "Running", phase(PhaseRunning))
+	keepPid, diesPid, gonePid := e.containerPid(keep, "main"), e.containerPid(dies, "main"), e.containerPid(gone, "main")
+
+	if err := a1.stop(); err != nil {
+		t.Fatal(err)
+	}
+	// The agent is down; containers keep running.
+	for _, pid := range []int{keepPid, diesPid, gonePid} {
+		if !pidAlive(pid) {
+			t.Fatalf("pid %d stopped with the agent", pid)
+		}
+	}
+	// Meanwhile one container ends and one pod is deleted for good.
+	if err := syscall.Kill(diesPid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	zero := int64(0)
+	if _, err := client.For[*kplanev1.Pod](e.api).Delete(e.ctx, "default", "gone", client.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+
+	e.startAgent()
+	p := e.waitPod("dies", "Failed with the exit code of SIGTERM", phase(PhaseFailed))
+	if term := p.GetStatus().GetContainerStatuses()[0].GetState().GetTerminated(); term.GetExitCode() != 143 || term.GetSignal() != 15 {
+		t.Fatalf("terminated %v", term)
+	}
+	waitFor(t, e.ctx, "the deleted pod's container to be killed", func() bool { return !pidAlive(gonePid) })
+	p = e.waitPod("keep", "still Running", phase(PhaseRunning))
+	cs := p.GetStatus().GetContainerStatuses()[0]
+	if cs.GetRestartCount() != 0 || e.containerPid(p, "main") != keepPid || !pidAlive(keepPid) {
+		t.Fatalf("adopted container restarted: %v (pid %d)", cs, keepPid)
+	}
+	if n := shimCount(e.root, keep.GetMetadata().GetUid()); n != 1 {
+		t.Fatalf("%d shims for the adopted pod, want 1", n)
+	}
+	// Adopted containers are still stopped on deletion.
+	if _, err := client.For[*kplanev1.Pod](e.api).Delete(e.ctx, "default", "keep", client.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("keep")
+	waitFor(t, e.ctx, "adopted container to stop", func() bool { return !pidAlive(keepPid) })
+}
+
+func TestFakeRuntimeNodes(t *testing.T) {
+	e := newEnv(t)
+	e.startAgent("--runtime", "fake", "--fake-nodes", "3", "--node-name", "fake")
+	for i := 0; i < 3; i++ {
+		name := fmt.Sprintf("fake-%d", i)
+		waitFor(t, e.ctx, "node "+name, func() bool {
+			n, err := client.For[*kplanev1.Node](e.api).Get(e.ctx, "", name)
+			return err == nil && readyOf(n.GetStatus()) == "True"
+		})
+		if _, err := client.For[*kplanev1.Lease](e.api).Get(e.ctx, NodeLeaseNamespace, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ann := func(kv ...string) func(*kplanev1.Pod) {
+		return func(p *kplanev1.Pod) {
+			p.Metadata.Annotations = map[string]string{}
+			for i := 0; i+1 < len(kv); i += 2 {
+				p.Metadata.Annotations[kv[i]] = kv[i+1]
+			}
+			p.Spec.RestartPolicy = RestartNever
+		}
+	}
+	e.createPod("instant", "fake-0", nil)
+	e.createPod("slow", "fake-1", ann(AnnotationFakeStartDelay, "300ms"))
+	e.createPod("done", "fake-2", ann(AnnotationFakeExitAfter, "200ms", AnnotationFakeExitCode, "0"))
+	e.createPod("broken", "fake-2", ann(AnnotationFakeExitAfter, "200ms", AnnotationFakeExitCode, "4"))
+	e.createPod("elsewhere", "other-node", nil)
+
+	e.waitPod("instant", "Running and Ready", func(p *kplanev1.Pod) bool { return phase(PhaseRunning)(p) && isReady(p) })
+	e.waitPod("slow", "Running", phase(PhaseRunning))
+	e.waitPod("done", "Succeeded", phase(PhaseSucceeded))
+	p := e.waitPod("broken", "Failed", phase(PhaseFailed))
+	if code := p.GetStatus().GetContainerStatuses()[0].GetState().GetTerminated().GetExitCode(); code != 4 {
+		t.Fatalf("exit code %d, want 4", code)
+	}
+	if p, _ := client.For[*kplanev1.Pod](e.api).Get(e.ctx, "default", "elsewhere"); p.GetStatus().GetPhase() != PhasePending {
+		t.Fatalf("a pod of another node was touched: %v", p.GetStatus())
+	}
+	node, _ := client.For[*kplanev1.Node](e.api).Get(e.ctx, "", "fake-0")
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/logs/default/instant", node.GetStatus().GetDaemonEndpoints().GetKubeletEndpoint().GetPort()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), "fake runtime") {
+		t.Fatalf("fake logs: %q", b)
+	}
+	if _, err := client.For[*kplanev1.Pod](e.api).Delete(e.ctx, "default", "instant", client.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("instant")
+}

@@ -1,0 +1,140 @@
+package agent
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kplane/kplane/pkg/quantity"
+)
+
+// Config holds the node agent's own flags.
+type Config struct {
+	NodeName          string
+	NodeLabels        string
+	NodeIP            string
+	CPU               string
+	Memory            string
+	MaxPods           int
+	HeartbeatInterval time.Duration
+	LeaseDuration     time.Duration
+	Runtime           string
+	RootDir           string
+	PodCIDR           string
+	BackoffBase       time.Duration
+	BackoffMax        time.Duration
+	LogsAddr          string
+	FakeNodes         int
+	ShimBinary        string
+	HousekeepingEvery time.Duration
+
+	labels map[string]string
+}
+
+// AddFlags registers the flags with host-derived defaults.
+func (c *Config) AddFlags(fs *flag.FlagSet) {
+	host, _ := os.Hostname()
+	fs.StringVar(&c.NodeName, "node-name", strings.ToLower(host), "name of the Node to register (with --fake-nodes, the prefix of the names)")
+	fs.StringVar(&c.NodeLabels, "node-labels", "", "labels of the Node, k=v,k2=v2")
+	fs.StringVar(&c.NodeIP, "node-ip", "127.0.0.1", "the node's InternalIP (the pods' hostIP; where kpctl logs connects)")
+	fs.StringVar(&c.CPU, "cpu", strconv.Itoa(runtime.NumCPU()), "cpu capacity of the node")
+	fs.StringVar(&c.Memory, "memory", hostMemory(), "memory capacity of the node")
+	fs.IntVar(&c.MaxPods, "max-pods", 110, "number of pods the node accepts")
+	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "how often the node lease is renewed")
+	fs.DurationVar(&c.LeaseDuration, "lease-duration", 40*time.Second, "leaseDurationSeconds of the node lease")
+	fs.StringVar(&c.Runtime, "runtime", "exec", "container runtime: exec (child processes) or fake (no processes)")
+	fs.StringVar(&c.RootDir, "root-dir", "/var/lib/kplane/nodeagent", "directory for pod working directories, logs and runtime state")
+	fs.StringVar(&c.PodCIDR, "pod-cidr", "127.1.0.0/16", "range pod IPs are allocated from (loopback for the exec runtime)")
+	fs.DurationVar(&c.BackoffBase, "restart-backoff-base", DefaultBackoff.Base, "first crash-loop back-off delay; doubles per restart")
+	fs.DurationVar(&c.BackoffMax, "restart-backoff-max", DefaultBackoff.Max, "maximum crash-loop back-off delay")
+	fs.StringVar(&c.LogsAddr, "logs-addr", ":10250", "address of the HTTP server for container logs (its port is published in the Node status)")
+	fs.IntVar(&c.FakeNodes, "fake-nodes", 0, "with --runtime=fake, register this many nodes <node-name>-0 ... -N-1 from one process")
+	fs.StringVar(&c.ShimBinary, "shim-binary", "", "binary run as the container shim (default: this executable)")
+	fs.DurationVar(&c.HousekeepingEvery, "housekeeping-interval", 10*time.Second, "how often runtime pods are checked against the apiserver's")
+}
+
+// validate checks the flags and fills derived values.
+func (c *Config) validate() error {
+	if c.NodeName == "" {
+		return fmt.Errorf("--node-name is required (the hostname could not be read)")
+	}
+	switch c.Runtime {
+	case "exec", "fake":
+	default:
+		return fmt.Errorf("--runtime must be exec or fake, not %q", c.Runtime)
+	}
+	if c.FakeNodes < 0 || (c.FakeNodes > 0 && c.Runtime != "fake") {
+		return fmt.Errorf("--fake-nodes needs --runtime=fake and a non-negative count")
+	}
+	if _, err := netip.ParseAddr(c.NodeIP); err != nil {
+		return fmt.Errorf("--node-ip: %w", err)
+	}
+	for name, v := range map[string]string{"--cpu": c.CPU, "--memory": c.Memory} {
+		if _, err := quantity.ParseNonNegative(v); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	if c.MaxPods <= 0 {
+		return fmt.Errorf("--max-pods must be positive")
+	}
+	if c.HeartbeatInterval <= 0 || c.LeaseDuration <= 0 || c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase || c.HousekeepingEvery <= 0 {
+		return fmt.Errorf("durations must be positive and --restart-backoff-max at least --restart-backoff-base")
+	}
+	set, err := parseLabels(c.NodeLabels)
+	if err != nil {
+		return fmt.Errorf("--node-labels: %w", err)
+	}
+	c.labels = set
+	return nil
+}
+
+// parseLabels parses "k=v,k2=v2" (the apiserver validates keys and values).
+func parseLabels(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("%q is not key=value", kv)
+		}
+		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return out, nil
+}
+
+// nodeNames are the nodes this process registers.
+func (c *Config) nodeNames() []string {
+	if c.FakeNodes == 0 {
+		return []string{c.NodeName}
+	}
+	out := make([]string, c.FakeNodes)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", c.NodeName, i)
+	}
+	return out
+}
+
+// hostMemory reads MemTotal from /proc/meminfo ("0" when unknown).
+func hostMemory() string {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return "0"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			return fields[1] + "Ki"
+		}
+	}
+	return "0"
+}

@@ -1,0 +1,219 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+// Annotations that drive the fake runtime.
+const (
+	AnnotationFakeStartDelay = "kplane.io/fake-start-delay"
+	AnnotationFakeExitAfter  = "kplane.io/fake-exit-after"
+	AnnotationFakeExitCode   = "kplane.io/fake-exit-code"
+)
+
+// fakeRuntime runs no processes: containers are timestamps. A container
+// is created, running after the pod's start delay, and exits after the
+// exit delay with the annotated code. Nothing polls: the agent asks
+// NextChange and requeues the pod for that moment, so thousands of pods
+// cost nothing while they wait.
+type fakeRuntime struct {
+	mu   sync.Mutex
+	pods map[string]*fakePod
+}
+
+type fakePod struct {
+	meta       RuntimePod
+	startDelay time.Duration
+	exitAfter  time.Duration // 0 = runs forever
+	exitCode   int
+	containers map[string]*fakeContainer
+}
+
+type fakeContainer struct {
+	attempt int
+	created time.Time
+	prev    *Exit
+	stopped *Exit // set by Signal
+}
+
+func newFakeRuntime() *fakeRuntime { return &fakeRuntime{pods: map[string]*fakePod{}} }
+
+func (r *fakeRuntime) Name() string { return "fake" }
+
+// fakeTimings parses the pod's annotations; bad values count as absent.
+func fakeTimings(pod *kplanev1.Pod) (startDelay, exitAfter time.Duration, code int) {
+	ann := pod.GetMetadata().GetAnnotations()
+	startDelay, _ = time.ParseDuration(ann[AnnotationFakeStartDelay])
+	exitAfter, _ = time.ParseDuration(ann[AnnotationFakeExitAfter])
+	code, _ = strconv.Atoi(ann[AnnotationFakeExitCode])
+	return max(startDelay, 0), max(exitAfter, 0), code
+}
+
+// PreparePod implements Runtime.
+func (r *fakeRuntime) PreparePod(pod *kplanev1.Pod, _ string) error {
+	md := pod.GetMetadata()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.pods[md.GetUid()]; ok {
+		return nil
+	}
+	sd, ea, code := fakeTimings(pod)
+	r.pods[md.GetUid()] = &fakePod{
+		meta:       RuntimePod{UID: md.GetUid(), Namespace: md.GetNamespace(), Name: md.GetName(), Node: pod.GetSpec().GetNodeName()},
+		startDelay: sd, exitAfter: ea, exitCode: code,
+		containers: map[string]*fakeContainer{},
+	}
+	return nil
+}
+
+// StartContainer implements Runtime. The first run of a container that
+// the pod's status already shows running (the agent restarted) continues
+// from that start time instead of starting over.
+func (r *fakeRuntime) StartContainer(_ context.Context, pod *kplanev1.Pod, c *kplanev1.Container, attempt int, _ string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.pods[pod.GetMetadata().GetUid()]
+	if !ok {
+		return fmt.Errorf("pod %s not prepared", pod.GetMetadata().GetUid())
+	}
+	now := time.Now()
+	fc := &fakeContainer{attempt: attempt, created: now}
+	if old, ok := p.containers[c.GetName()]; ok {
+		fc.prev = r.stateLocked(p, old, now).Exit
+	} else {
+		for _, cs := range pod.GetStatus().GetContainerStatuses() {
+			if cs.GetName() == c.GetName() && cs.GetState().GetRunning().GetStartedAt() != nil {
+				fc.created = cs.GetState().GetRunning().GetStartedAt().AsTime().Add(-p.startDelay)
+				fc.attempt = int(cs.GetRestartCount())
+			}
+		}
+	}
+	p.containers[c.GetName()] = fc
+	return nil
+}
+
+// State implements Runtime.
+func (r *fakeRuntime) State(uid, name string, now time.Time) ContainerState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.pods[uid]
+	if !ok {
+		return ContainerState{}
+	}
+	c, ok := p.containers[name]
+	if !ok {
+		return ContainerState{}
+	}
+	return r.stateLocked(p, c, now)
+}
+
+func (r *fakeRuntime) stateLocked(p *fakePod, c *fakeContainer, now time.Time) ContainerState {
+	st := ContainerState{Created: true, Attempt: c.attempt, Previous: c.prev}
+	started := c.created.Add(p.startDelay)
+	switch {
+	case c.stopped != nil:
+		st.Exit = c.stopped
+		st.StartedAt = started
+	case now.Before(started):
+		st.Waiting, st.Reason = true, ReasonContainerCreating
+	case p.exitAfter > 0 && !now.Before(started.Add(p.exitAfter)):
+		st.StartedAt = started
+		st.Exit = &Exit{Code: p.exitCode, StartedAt: started, FinishedAt: started.Add(p.exitAfter)}
+	default:
+		st.Running, st.StartedAt = true, started
+	}
+	return st
+}
+
+// NextChange implements Runtime: the earliest start or exit still ahead.
+func (r *fakeRuntime) NextChange(uid string, now time.Time) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.pods[uid]
+	if !ok {
+		return time.Time{}
+	}
+	var next time.Time
+	for _, c := range p.containers {
+		if c.stopped != nil {
+			continue
+		}
+		started := c.created.Add(p.startDelay)
+		var t time.Time
+		switch {
+		case started.After(now):
+			t = started
+		case p.exitAfter > 0 && started.Add(p.exitAfter).After(now):
+			t = started.Add(p.exitAfter)
+		default:
+			continue
+		}
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	return next
+}
+
+// Signal implements Runtime: fake containers stop at once (143 for
+// SIGTERM, 137 for SIGKILL).
+func (r *fakeRuntime) Signal(uid string, kill bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.pods[uid]
+	if !ok {
+		return nil
+	}
+	now := time.Now()
+	sig := 15
+	if kill {
+		sig = 9
+	}
+	for _, c := range p.containers {
+		if st := r.stateLocked(p, c, now); st.Running || st.Waiting {
+			c.stopped = &Exit{Code: 128 + sig, Signal: sig, StartedAt: st.StartedAt, FinishedAt: now}
+		}
+	}
+	return nil
+}
+
+// RemovePod implements Runtime.
+func (r *fakeRuntime) RemovePod(uid string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.pods, uid)
+	return nil
+}
+
+// Pods implements Runtime.
+func (r *fakeRuntime) Pods() []RuntimePod {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	out := make([]RuntimePod, 0, len(r.pods))
+	for _, p := range r.pods {
+		rp := p.meta
+		for _, c := range p.containers {
+			rp.Running = rp.Running || r.stateLocked(p, c, now).Running
+		}
+		out = append(out, rp)
+	}
+	return out
+}
+
+// Logs implements Runtime with one synthetic line.
+func (r *fakeRuntime) Logs(_ context.Context, pod *kplanev1.Pod, container string, _ bool, w io.Writer) error {
+	_, err := fmt.Fprintf(w, "fake runtime: container %s of pod %s/%s on node %s (no process runs)\n",
+		container, pod.GetMetadata().GetNamespace(), pod.GetMetadata().GetName(), pod.GetSpec().GetNodeName())
+	return err
+}
+
+// Healthy implements Runtime.
+func (r *fakeRuntime) Healthy() error { return nil }

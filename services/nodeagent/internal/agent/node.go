@@ -1,0 +1,268 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/kplane/kplane/pkg/client"
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+// Node lease namespace and the node status cadence.
+const (
+	NodeLeaseNamespace = "kplane-node-lease"
+	// statusEveryBeats: the node status is written at least every this many
+	// heartbeats even when nothing changed (lastHeartbeatTime moves).
+	statusEveryBeats = 4
+	// heartbeatParallelism bounds concurrent heartbeats with many fake nodes.
+	heartbeatParallelism = 16
+	agentVersion         = "kplane-nodeagent/v0.1.0"
+)
+
+// nodeState is one registered node's heartbeat bookkeeping.
+type nodeState struct {
+	name      string
+	lease     *kplanev1.Lease
+	node      *kplanev1.Node // as last written or read
+	beats     int
+	lastWrite time.Time
+}
+
+// runNodes registers every node and heartbeats them until ctx ends.
+func (a *Agent) runNodes(ctx context.Context) error {
+	names := a.cfg.nodeNames()
+	states := make([]*nodeState, len(names))
+	for i, n := range names {
+		states[i] = &nodeState{name: n}
+	}
+	info := a.systemInfo()
+	t := time.NewTicker(a.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		a.heartbeatAll(ctx, states, info)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// heartbeatAll renews every node's lease and status with bounded parallelism.
+func (a *Agent) heartbeatAll(ctx context.Context, states []*nodeState, info *kplanev1.NodeSystemInfo) {
+	health := a.rt.Healthy()
+	sem := make(chan struct{}, heartbeatParallelism)
+	var wg sync.WaitGroup
+	for _, ns := range states {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			err := a.heartbeat(ctx, ns, info, health)
+			a.m.heartbeats.WithLabelValues(result(err)).Inc()
+			if err != nil && ctx.Err() == nil {
+				a.log.Warn("node heartbeat failed", "node", ns.name, "error", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (a *Agent) heartbeat(ctx context.Context, ns *nodeState, info *kplanev1.NodeSystemInfo, health error) error {
+	if err := a.renewLease(ctx, ns); err != nil {
+		return err
+	}
+	nodes := client.For[*kplanev1.Node](a.api)
+	cur, err := nodes.Get(ctx, "", ns.name)
+	if client.IsNotFound(err) {
+		cur, err = a.register(ctx, ns.name)
+	}
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	want := a.nodeStatus(ns.name, cur.GetStatus(), info, health, now)
+	ns.beats++
+	if sameIgnoringHeartbeat(cur.GetStatus(), want) && ns.beats%statusEveryBeats != 0 && !ns.lastWrite.IsZero() {
+		return nil
+	}
+	next := proto.Clone(cur).(*kplanev1.Node)
+	next.Status = want
+	out, err := nodes.UpdateStatus(ctx, next)
+	if err != nil {
+		return fmt.Errorf("update node status: %w", err)
+	}
+	if r := readyOf(cur.GetStatus()); r != readyOf(want) {
+		a.log.Info("node ready condition changed", "node", ns.name, "from", r, "to", readyOf(want))
+	}
+	ns.node, ns.lastWrite = out, now
+	return nil
+}
+
+// register creates the Node with its labels (the status follows).
+func (a *Agent) register(ctx context.Context, name string) (*kplanev1.Node, error) {
+	lbls := map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": runtime.GOOS, "kubernetes.io/arch": runtime.GOARCH}
+	for k, v := range a.cfg.labels {
+		lbls[k] = v
+	}
+	n := &kplanev1.Node{Metadata: &kplanev1.ObjectMeta{Name: name, Labels: lbls}, Spec: &kplanev1.NodeSpec{}}
+	out, err := client.For[*kplanev1.Node](a.api).Create(ctx, n)
+	if client.IsAlreadyExists(err) {
+		return client.For[*kplanev1.Node](a.api).Get(ctx, "", name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("register node %s: %w", name, err)
+	}
+	a.log.Info("registered node", "node", name, "labels", lbls)
+	return out, nil
+}
+
+// renewLease creates or renews kplane-node-lease/<node>.
+func (a *Agent) renewLease(ctx context.Context, ns *nodeState) error {
+	leases := client.For[*kplanev1.Lease](a.api)
+	now := timestamppb.Now()
+	dur := int32(a.cfg.LeaseDuration / time.Second)
+	for attempt := 0; attempt < 3; attempt++ {
+		if ns.lease == nil {
+			l, err := leases.Get(ctx, NodeLeaseNamespace, ns.name)
+			switch {
+			case client.IsNotFound(err):
+				l, err = leases.Create(ctx, &kplanev1.Lease{
+					Metadata: &kplanev1.ObjectMeta{Name: ns.name, Namespace: NodeLeaseNamespace},
+					Spec:     &kplanev1.LeaseSpec{HolderIdentity: ns.name, LeaseDurationSeconds: dur, AcquireTime: now, RenewTime: now},
+				})
+				if err == nil {
+					ns.lease = l
+					return nil
+				}
+				if client.IsAlreadyExists(err) {
+					continue
+				}
+				return fmt.Errorf("create node lease: %w", err)
+			case err != nil:
+				return fmt.Errorf("get node lease: %w", err)
+			}
+			ns.lease = l
+		}
+		next := proto.Clone(ns.lease).(*kplanev1.Lease)
+		if next.Spec == nil {
+			next.Spec = &kplanev1.LeaseSpec{}
+		}
+		if next.Spec.HolderIdentity != ns.name {
+			next.Spec.HolderIdentity, next.Spec.AcquireTime = ns.name, now
+			next.Spec.LeaseTransitions++
+		}
+		next.Spec.LeaseDurationSeconds, next.Spec.RenewTime = dur, now
+		out, err := leases.Update(ctx, next)
+		if err == nil {
+			ns.lease = out
+			return nil
+		}
+		ns.lease = nil
+		if !client.IsConflict(err) && !client.IsNotFound(err) {
+			return fmt.Errorf("renew node lease: %w", err)
+		}
+	}
+	return fmt.Errorf("renew node lease: conflicts persisted")
+}
+
+// nodeStatus is the status the agent reports for node name.
+func (a *Agent) nodeStatus(name string, old *kplanev1.NodeStatus, info *kplanev1.NodeSystemInfo, health error, now time.Time) *kplanev1.NodeStatus {
+	res := map[string]string{"cpu": a.cfg.CPU, "memory": a.cfg.Memory, "pods": strconv.Itoa(a.cfg.MaxPods)}
+	ready := &kplanev1.Condition{Type: "Ready", Status: "True", Reason: "KubeletReady", Message: "node agent is posting ready status"}
+	if health != nil {
+		ready.Status, ready.Reason, ready.Message = "False", "KubeletNotReady", "container runtime is not healthy: "+health.Error()
+	}
+	ready.LastHeartbeatTime = timestamppb.New(now)
+	ready.LastTransitionTime = timestamppb.New(now)
+	var conds []*kplanev1.Condition
+	for _, c := range old.GetConditions() {
+		if c.GetType() == "Ready" {
+			if c.GetStatus() == ready.Status && c.GetLastTransitionTime() != nil {
+				ready.LastTransitionTime = c.GetLastTransitionTime()
+			}
+			continue
+		}
+		conds = append(conds, c) // conditions owned by others stay
+	}
+	return &kplanev1.NodeStatus{
+		Capacity:    res,
+		Allocatable: res,
+		Conditions:  append([]*kplanev1.Condition{ready}, conds...),
+		Addresses: []*kplanev1.NodeAddress{
+			{Type: "InternalIP", Address: a.cfg.NodeIP},
+			{Type: "Hostname", Address: name},
+		},
+		DaemonEndpoints: &kplanev1.NodeDaemonEndpoints{KubeletEndpoint: &kplanev1.DaemonEndpoint{Port: int32(a.logsPort)}},
+		NodeInfo:        info,
+	}
+}
+
+func readyOf(s *kplanev1.NodeStatus) string {
+	for _, c := range s.GetConditions() {
+		if c.GetType() == "Ready" {
+			return c.GetStatus()
+		}
+	}
+	return ""
+}
+
+// sameIgnoringHeartbeat compares node statuses without lastHeartbeatTime.
+func sameIgnoringHeartbeat(a, b *kplanev1.NodeStatus) bool {
+	strip := func(s *kplanev1.NodeStatus) *kplanev1.NodeStatus {
+		s = proto.Clone(s).(*kplanev1.NodeStatus)
+		if s == nil {
+			return &kplanev1.NodeStatus{}
+		}
+		for _, c := range s.Conditions {
+			c.LastHeartbeatTime = nil
+		}
+		return s
+	}
+	return proto.Equal(strip(a), strip(b))
+}
+
+func (a *Agent) systemInfo() *kplanev1.NodeSystemInfo {
+	read := func(p string) string {
+		b, _ := os.ReadFile(p)
+		return strings.TrimSpace(string(b))
+	}
+	return &kplanev1.NodeSystemInfo{
+		MachineId:               read("/etc/machine-id"),
+		KernelVersion:           read("/proc/sys/kernel/osrelease"),
+		OsImage:                 osImage(),
+		OperatingSystem:         runtime.GOOS,
+		Architecture:            runtime.GOARCH,
+		KubeletVersion:          agentVersion,
+		ContainerRuntimeVersion: a.rt.Name() + "://" + agentVersion,
+	}
+}
+
+func osImage() string {
+	f, err := os.Open("/etc/os-release")
+	if err != nil {
+		return runtime.GOOS
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "PRETTY_NAME="); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return runtime.GOOS
+}

@@ -1,0 +1,330 @@
+package agent
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+func TestBackoffDelay(t *testing.T) {
+	b := Backoff{Base: 10 * time.Second, Max: 5 * time.Minute, ResetAfter: 10 * time.Minute}
+	tests := []struct {
+		restarts int
+		lastRun  time.Duration
+		want     time.Duration
+	}{
+		{0, 0, 0},
+		{1, 0, 10 * time.Second},
+		{2, time.Second, 20 * time.Second},
+		{3, 0, 40 * time.Second},
+		{5, 0, 160 * time.Second},
+		{6, 0, 5 * time.Minute},
+		{60, 0, 5 * time.Minute},
+		{4, 10 * time.Minute, 0}, // a long healthy run resets the back-off
+	}
+	for _, tc := range tests {
+		if got := b.Delay(tc.restarts, tc.lastRun); got != tc.want {
+			t.Errorf("Delay(%d, %v) = %v, want %v", tc.restarts, tc.lastRun, got, tc.want)
+		}
+	}
+}
+
+func TestShouldRestart(t *testing.T) {
+	tests := []struct {
+		policy string
+		code   int
+		want   bool
+	}{
+		{RestartAlways, 0, true}, {RestartAlways, 1, true},
+		{RestartOnFailure, 0, false}, {RestartOnFailure, 2, true},
+		{RestartNever, 0, false}, {RestartNever, 1, false},
+	}
+	for _, tc := range tests {
+		if got := shouldRestart(tc.policy, &Exit{Code: tc.code}); got != tc.want {
+			t.Errorf("shouldRestart(%s, %d) = %v, want %v", tc.policy, tc.code, got, tc.want)
+		}
+	}
+}
+
+func csRunning() *kplanev1.ContainerStatus {
+	return &kplanev1.ContainerStatus{State: &kplanev1.ContainerState{Running: &kplanev1.ContainerStateRunning{}}}
+}
+
+func csTerminated(code int32) *kplanev1.ContainerStatus {
+	return &kplanev1.ContainerStatus{State: &kplanev1.ContainerState{Terminated: &kplanev1.ContainerStateTerminated{ExitCode: code}}}
+}
+
+func csWaiting(crashed bool) *kplanev1.ContainerStatus {
+	cs := &kplanev1.ContainerStatus{State: waiting(ReasonContainerCreating, "")}
+	if crashed {
+		cs.State = waiting(ReasonCrashLoopBackOff, "")
+		cs.LastState = &kplanev1.ContainerState{Terminated: &kplanev1.ContainerStateTerminated{ExitCode: 1}}
+	}
+	return cs
+}
+
+func TestPodPhase(t *testing.T) {
+	tests := []struct {
+		name   string
+		policy string
+		cs     []*kplanev1.ContainerStatus
+		want   string
+	}{
+		{"no containers yet", RestartAlways, nil, PhasePending},
+		{"one creating", RestartAlways, []*kplanev1.ContainerStatus{csRunning(), csWaiting(false)}, PhasePending},
+		{"all running", RestartNever, []*kplanev1.ContainerStatus{csRunning(), csRunning()}, PhaseRunning},
+		{"one running one failed, Never", RestartNever, []*kplanev1.ContainerStatus{csRunning(), csTerminated(1)}, PhaseRunning},
+		{"all succeeded, Never", RestartNever, []*kplanev1.ContainerStatus{csTerminated(0), csTerminated(0)}, PhaseSucceeded},
+		{"one failed, Never", RestartNever, []*kplanev1.ContainerStatus{csTerminated(0), csTerminated(3)}, PhaseFailed},
+		{"all succeeded, OnFailure", RestartOnFailure, []*kplanev1.ContainerStatus{csTerminated(0)}, PhaseSucceeded},
+		{"crash looping, OnFailure", RestartOnFailure, []*kplanev1.ContainerStatus{csWaiting(true)}, PhaseRunning},
+		{"crash looping, Always", RestartAlways, []*kplanev1.ContainerStatus{csWaiting(true)}, PhaseRunning},
+		{"exited 0, Always restarts", RestartAlways, []*kplanev1.ContainerStatus{csTerminated(0)}, PhaseRunning},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := podPhase(tc.policy, tc.cs); got != tc.want {
+				t.Fatalf("podPhase = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestContainerStatus(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	spec := &kplanev1.Container{Name: "app", Image: "busybox"}
+	exit1 := &Exit{Code: 1, StartedAt: t0, FinishedAt: t0.Add(time.Second)}
+	tests := []struct {
+		name          string
+		in            containerInput
+		wantWaiting   string
+		wantRunning   bool
+		wantExit      int32
+		wantTermReas  string
+		wantLastExit  int32
+		wantRestarts  int32
+		wantReady     bool
+		wantLastState bool
+	}{
+		{name: "not created", in: containerInput{Spec: spec}, wantWaiting: ReasonContainerCreating},
+		{name: "create error", in: containerInput{Spec: spec, CreateError: "no command"}, wantWaiting: ReasonCreateError},
+		{name: "running, ready", in: containerInput{Spec: spec, Ready: true, State: ContainerState{Created: true, Running: true, StartedAt: t0}},
+			wantRunning: true, wantReady: true},
+		{name: "running, probe not passed", in: containerInput{Spec: spec, Ready: false, State: ContainerState{Created: true, Running: true}},
+			wantRunning: true},
+		{name: "restarted, last state kept", in: containerInput{Spec: spec, Ready: true, State: ContainerState{Created: true, Attempt: 2, Running: true, Previous: exit1}},
+			wantRunning: true, wantReady: true, wantRestarts: 2, wantLastState: true, wantLastExit: 1},
+		{name: "crash loop back-off", in: containerInput{Spec: spec, BackOff: true, BackOffDelay: time.Second, State: ContainerState{Created: true, Attempt: 3, Exit: exit1}},
+			wantWaiting: ReasonCrashLoopBackOff, wantRestarts: 3, wantLastState: true, wantLastExit: 1},
+		{name: "terminated with error", in: containerInput{Spec: spec, State: ContainerState{Created: true, Exit: exit1}},
+			wantExit: 1, wantTermReas: ReasonError},
+		{name: "completed", in: containerInput{Spec: spec, State: ContainerState{Created: true, Exit: &Exit{Code: 0}}},
+			wantTermReas: ReasonCompleted},
+		{name: "start error", in: containerInput{Spec: spec, State: ContainerState{Created: true, Exit: &Exit{Code: 128, StartError: true}}},
+			wantExit: 128, wantTermReas: ReasonStartError},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := containerStatus(tc.in, "exec", "uid1", "pod1")
+			if got := cs.GetState().GetWaiting().GetReason(); got != tc.wantWaiting {
+				t.Errorf("waiting reason = %q, want %q", got, tc.wantWaiting)
+			}
+			if got := cs.GetState().GetRunning() != nil; got != tc.wantRunning {
+				t.Errorf("running = %v, want %v", got, tc.wantRunning)
+			}
+			if tc.wantTermReas != "" {
+				term := cs.GetState().GetTerminated()
+				if term.GetReason() != tc.wantTermReas || term.GetExitCode() != tc.wantExit {
+					t.Errorf("terminated = %v, want reason %s exit %d", term, tc.wantTermReas, tc.wantExit)
+				}
+			}
+			if got := cs.GetLastState().GetTerminated() != nil; got != tc.wantLastState {
+				t.Errorf("lastState.terminated set = %v, want %v", got, tc.wantLastState)
+			} else if got && cs.GetLastState().GetTerminated().GetExitCode() != tc.wantLastExit {
+				t.Errorf("lastState exit = %d, want %d", cs.GetLastState().GetTerminated().GetExitCode(), tc.wantLastExit)
+			}
+			if cs.RestartCount != tc.wantRestarts || cs.Ready != tc.wantReady {
+				t.Errorf("restartCount %d ready %v, want %d %v", cs.RestartCount, cs.Ready, tc.wantRestarts, tc.wantReady)
+			}
+		})
+	}
+}
+
+func condition(st *kplanev1.PodStatus, typ string) *kplanev1.Condition {
+	for _, c := range st.GetConditions() {
+		if c.GetType() == typ {
+			return c
+		}
+	}
+	return nil
+}
+
+func TestBuildStatusStableAndTerminal(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	pod := &kplanev1.Pod{
+		Metadata: &kplanev1.ObjectMeta{Name: "p", Uid: "u"},
+		Spec:     &kplanev1.PodSpec{RestartPolicy: RestartNever, Containers: []*kplanev1.Container{{Name: "a", Image: "x"}}},
+		Status: &kplanev1.PodStatus{Phase: PhasePending, QosClass: "BestEffort", Conditions: []*kplanev1.Condition{
+			{Type: "DisruptionTarget", Status: "True"},
+		}},
+	}
+	running := []containerInput{{Spec: pod.Spec.Containers[0], Ready: true, State: ContainerState{Created: true, Running: true, StartedAt: t0}}}
+	in := statusInput{Pod: pod, Containers: running, Runtime: "exec", PodIP: "127.1.0.1", HostIP: "127.0.0.1", StartTime: t0, Now: t0}
+	st := buildStatus(in)
+	if st.Phase != PhaseRunning || st.PodIp != "127.1.0.1" || st.HostIp != "127.0.0.1" || st.QosClass != "BestEffort" {
+		t.Fatalf("status = %v", st)
+	}
+	for _, typ := range []string{CondReady, CondContainersReady, CondInitialized, CondPodScheduled} {
+		if c := condition(st, typ); c.GetStatus() != "True" {
+			t.Errorf("condition %s = %v, want True", typ, c)
+		}
+	}
+	if condition(st, "DisruptionTarget") == nil {
+		t.Error("a condition owned by someone else was dropped")
+	}
+
+	// Computing again later from the written status changes nothing.
+	pod2 := proto.Clone(pod).(*kplanev1.Pod)
+	pod2.Status = st
+	in.Pod, in.Now = pod2, t0.Add(time.Minute)
+	if again := buildStatus(in); !statusEqual(st, again) {
+		t.Fatalf("status not stable:\n%v\n%v", st, again)
+	}
+
+	// The container fails: Never → Failed, Ready false with PodCompleted.
+	in.Containers = []containerInput{{Spec: pod.Spec.Containers[0], State: ContainerState{Created: true, Exit: &Exit{Code: 3, StartedAt: t0, FinishedAt: t0}}}}
+	failed := buildStatus(in)
+	if failed.Phase != PhaseFailed {
+		t.Fatalf("phase = %s, want Failed", failed.Phase)
+	}
+	if c := condition(failed, CondReady); c.GetStatus() != "False" || c.GetReason() != ReasonPodCompleted ||
+		!c.GetLastTransitionTime().AsTime().Equal(t0.Add(time.Minute)) {
+		t.Errorf("Ready = %v, want False/PodCompleted with a new transition time", c)
+	}
+	// A terminal phase is final even if the runtime forgot the containers.
+	pod3 := proto.Clone(pod).(*kplanev1.Pod)
+	pod3.Status = failed
+	in.Pod, in.Containers = pod3, []containerInput{{Spec: pod.Spec.Containers[0]}}
+	if got := buildStatus(in).Phase; got != PhaseFailed {
+		t.Fatalf("terminal phase changed to %s", got)
+	}
+}
+
+func TestProbeThresholds(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	p := &kplanev1.Probe{InitialDelaySeconds: 5, PeriodSeconds: 2, SuccessThreshold: 2, FailureThreshold: 2}
+	s := newProbeState(p, 0, t0)
+	if s.ready || !s.next.Equal(t0.Add(5*time.Second)) {
+		t.Fatalf("initial state %+v", s)
+	}
+	steps := []struct {
+		ok    bool
+		ready bool
+	}{
+		{true, false}, // 1 of 2 successes
+		{true, true},  // threshold reached
+		{false, true}, // 1 of 2 failures
+		{true, true},  // failures reset
+		{false, true},
+		{false, false}, // 2 failures
+		{true, false},
+		{true, true},
+	}
+	now := t0
+	for i, st := range steps {
+		now = now.Add(2 * time.Second)
+		s.record(p, st.ok, now)
+		if s.ready != st.ready {
+			t.Fatalf("step %d (ok=%v): ready = %v, want %v", i, st.ok, s.ready, st.ready)
+		}
+		if !s.next.Equal(now.Add(2 * time.Second)) {
+			t.Fatalf("step %d: next probe at %v, want period later", i, s.next)
+		}
+	}
+}
+
+func TestRunProbe(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := int32(lis.Addr().(*net.TCPAddr).Port)
+	closed, _ := net.Listen("tcp", "127.0.0.1:0")
+	closedPort := int32(closed.Addr().(*net.TCPAddr).Port)
+	closed.Close()
+	defer lis.Close()
+	tests := []struct {
+		name string
+		p    *kplanev1.Probe
+		ok   bool
+	}{
+		{"tcp open", &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: port}}, true},
+		{"tcp closed", &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: closedPort}}, false},
+		{"exec true", &kplanev1.Probe{Exec: &kplanev1.ExecAction{Command: []string{"true"}}}, true},
+		{"exec false", &kplanev1.Probe{Exec: &kplanev1.ExecAction{Command: []string{"false"}}}, false},
+		{"exec sees env", &kplanev1.Probe{Exec: &kplanev1.ExecAction{Command: []string{"sh", "-c", `test "$KPLANE_POD_IP" = 127.0.0.1`}}}, true},
+		{"exec missing", &kplanev1.Probe{Exec: &kplanev1.ExecAction{Command: []string{"/nonexistent/x"}}}, false},
+		{"http unsupported", &kplanev1.Probe{HttpGet: &kplanev1.HTTPGetAction{Port: port}}, false},
+		{"no handler", &kplanev1.Probe{}, false},
+	}
+	target := probeTarget{PodIP: "127.0.0.1", Dir: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin", "KPLANE_POD_IP=127.0.0.1"}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := runProbe(context.Background(), tc.p, target)
+			if (err == nil) != tc.ok {
+				t.Fatalf("runProbe = %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
+}
+
+func TestFakeRuntimeTimeline(t *testing.T) {
+	r := newFakeRuntime()
+	pod := &kplanev1.Pod{
+		Metadata: &kplanev1.ObjectMeta{Uid: "u", Name: "p", Namespace: "default", Annotations: map[string]string{
+			AnnotationFakeStartDelay: "2s", AnnotationFakeExitAfter: "5s", AnnotationFakeExitCode: "3",
+		}},
+		Spec: &kplanev1.PodSpec{Containers: []*kplanev1.Container{{Name: "a"}}},
+	}
+	if err := r.PreparePod(pod, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.StartContainer(context.Background(), pod, pod.Spec.Containers[0], 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	created := r.pods["u"].containers["a"].created
+	if st := r.State("u", "a", created.Add(time.Second)); !st.Waiting || st.Running {
+		t.Fatalf("before the start delay: %+v", st)
+	}
+	if next := r.NextChange("u", created.Add(time.Second)); !next.Equal(created.Add(2 * time.Second)) {
+		t.Fatalf("NextChange = %v, want the start", next)
+	}
+	if st := r.State("u", "a", created.Add(3*time.Second)); !st.Running {
+		t.Fatalf("after the start delay: %+v", st)
+	}
+	if next := r.NextChange("u", created.Add(3*time.Second)); !next.Equal(created.Add(7 * time.Second)) {
+		t.Fatalf("NextChange = %v, want the exit", next)
+	}
+	st := r.State("u", "a", created.Add(8*time.Second))
+	if st.Running || st.Exit == nil || st.Exit.Code != 3 {
+		t.Fatalf("after the exit: %+v", st)
+	}
+	if next := r.NextChange("u", created.Add(8*time.Second)); !next.IsZero() {
+		t.Fatalf("NextChange after exit = %v, want none", next)
+	}
+	// A pod that already ran continues from its reported start.
+	r2 := newFakeRuntime()
+	pod.Status = &kplanev1.PodStatus{ContainerStatuses: []*kplanev1.ContainerStatus{{Name: "a", RestartCount: 2,
+		State: &kplanev1.ContainerState{Running: &kplanev1.ContainerStateRunning{StartedAt: timestamppb.New(created)}}}}}
+	_ = r2.PreparePod(pod, "")
+	_ = r2.StartContainer(context.Background(), pod, pod.Spec.Containers[0], 0, "")
+	if st := r2.State("u", "a", created.Add(time.Second)); !st.Running || st.Attempt != 2 || !st.StartedAt.Equal(created) {
+		t.Fatalf("adopted fake container: %+v", st)
+	}
+}
