@@ -18,7 +18,7 @@ BUF_VERSION                := v1.75.0
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 
-.PHONY: all build test test-unit test-e2e lint proto proto-check tools up down bench-apiserver clean
+.PHONY: all build test test-unit test-e2e lint proto proto-check tools up down bench-apiserver bench-scheduler clean
 
 all: build
 
@@ -31,10 +31,11 @@ build:
 	done
 
 # Every module's tests, with the race detector (goroutines live everywhere).
+# The e2e tests run the binaries that build just wrote.
 test: build
 	@for m in $(MODULES); do \
 		echo "== go test -race $$m"; \
-		(cd $$m && $(GO) test -race -count=1 -timeout 20m ./...); \
+		(cd $$m && KPLANE_BIN=$(BIN) $(GO) test -race -count=1 -timeout 20m ./...); \
 	done
 
 lint: tools
@@ -63,6 +64,18 @@ up: build
 
 bench-apiserver:
 	cd services/apiserver && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/...
+
+# replicactl with real processes: 1000 pods created by replicactl alone
+# (pods/s), then 1000 pods Running on 100 fake nodes (scheduler and node
+# agent included). The e2e harness builds the binaries it needs.
+.PHONY: bench-replicas
+bench-replicas:
+	cd test/e2e && $(GO) test -run '^$$' -bench BenchmarkReplicaSet1000 -benchtime 1x -timeout 30m .
+
+# 100 nodes, 5000 pods created at once: pods scheduled per second and
+# time from the first create to every pod Running.
+bench-scheduler:
+	cd services/scheduler && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./bench/...
 
 clean:
 	rm -rf $(BIN) ./data

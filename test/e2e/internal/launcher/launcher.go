@@ -1,0 +1,245 @@
+// Package launcher starts kplane binaries as real processes for end-to-end
+// tests and local development: a process runs with its arguments, logs to
+// a file, is waited on until its gRPC health check reports SERVING, and is
+// stopped with SIGTERM (graceful) or SIGKILL (a crash), or restarted with
+// the same arguments.
+package launcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// Config describes one process to run.
+type Config struct {
+	// Name identifies the process in errors and names its log file.
+	Name string
+	// Binary is the path of the executable.
+	Binary string
+	// Args are the command-line arguments (without the binary).
+	Args []string
+	// Env is added to the current environment.
+	Env []string
+	// LogDir receives <Name>.log with the process's stdout and stderr,
+	// appended across restarts.
+	LogDir string
+	// HealthAddr is the gRPC address whose grpc.health.v1 service
+	// WaitHealthy polls; empty disables health checks.
+	HealthAddr string
+}
+
+// Process is a running (or exited) process started by Start.
+type Process struct {
+	cfg Config
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the current process has exited
+	err  error         // the exit status of the current process, after done
+	log  *os.File
+}
+
+// Start runs the binary and returns at once; use WaitHealthy to wait
+// until it serves.
+func Start(cfg Config) (*Process, error) {
+	if cfg.Name == "" {
+		cfg.Name = filepath.Base(cfg.Binary)
+	}
+	p := &Process{cfg: cfg}
+	if err := p.start(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *Process) start() error {
+	if err := os.MkdirAll(p.cfg.LogDir, 0o755); err != nil {
+		return fmt.Errorf("%s: create log dir: %w", p.cfg.Name, err)
+	}
+	logf, err := os.OpenFile(p.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("%s: open log: %w", p.cfg.Name, err)
+	}
+	fmt.Fprintf(logf, "==== launcher: starting %s %v at %s\n", p.cfg.Binary, p.cfg.Args, time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(p.cfg.Binary, p.cfg.Args...)
+	cmd.Env = append(os.Environ(), p.cfg.Env...)
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	// Its own process group, so a terminal's Ctrl-C reaches the launcher
+	// only, which then stops its processes in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		return fmt.Errorf("%s: start %s: %w", p.cfg.Name, p.cfg.Binary, err)
+	}
+	done := make(chan struct{})
+	p.mu.Lock()
+	p.cmd, p.done, p.err, p.log = cmd, done, nil, logf
+	p.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
+		fmt.Fprintf(logf, "==== launcher: %s exited: %v\n", p.cfg.Name, exitText(err))
+		_ = logf.Close()
+		close(done)
+	}()
+	return nil
+}
+
+func exitText(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
+// Name is the process's name.
+func (p *Process) Name() string { return p.cfg.Name }
+
+// LogPath is the file the process logs to.
+func (p *Process) LogPath() string { return filepath.Join(p.cfg.LogDir, p.cfg.Name+".log") }
+
+// Pid is the current process id.
+func (p *Process) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd.Process.Pid
+}
+
+// Done is closed when the current process exits.
+func (p *Process) Done() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done
+}
+
+// ExitErr is the current process's exit status (nil for exit code 0);
+// valid once Done is closed.
+func (p *Process) ExitErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// Running reports whether the current process has not exited yet.
+func (p *Process) Running() bool {
+	select {
+	case <-p.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+// WaitHealthy polls the gRPC health check at HealthAddr until it reports
+// SERVING. It fails early when the process exits, and when ctx ends.
+func (p *Process) WaitHealthy(ctx context.Context) error {
+	if p.cfg.HealthAddr == "" {
+		return fmt.Errorf("%s: no health address configured", p.cfg.Name)
+	}
+	conn, err := grpc.NewClient(p.cfg.HealthAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("%s: dial %s: %w", p.cfg.Name, p.cfg.HealthAddr, err)
+	}
+	defer conn.Close()
+	hc := healthpb.NewHealthClient(conn)
+	done := p.Done()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		resp, err := hc.Check(cctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("health status %v", resp.GetStatus())
+		}
+		last = err
+		select {
+		case <-done:
+			return fmt.Errorf("%s exited before becoming healthy (%s); see %s", p.cfg.Name, exitText(p.ExitErr()), p.LogPath())
+		case <-ctx.Done():
+			return fmt.Errorf("%s not healthy at %s: %w (last check: %v); see %s", p.cfg.Name, p.cfg.HealthAddr, ctx.Err(), last, p.LogPath())
+		case <-tick.C:
+		}
+	}
+}
+
+// Kill sends SIGKILL, a crash the process cannot react to, and waits for
+// it to exit.
+func (p *Process) Kill(ctx context.Context) error {
+	return p.signalAndWait(ctx, syscall.SIGKILL)
+}
+
+// Term sends SIGTERM and waits for the process to exit; it returns the
+// exit status (nil for a clean exit 0). When ctx ends first the process
+// is killed and Term reports that it did not stop in time.
+func (p *Process) Term(ctx context.Context) error {
+	if err := p.signalAndWait(ctx, syscall.SIGTERM); err != nil {
+		killCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = p.Kill(killCtx)
+		return err
+	}
+	return p.ExitErr()
+}
+
+func (p *Process) signalAndWait(ctx context.Context, sig syscall.Signal) error {
+	p.mu.Lock()
+	proc, done := p.cmd.Process, p.done
+	p.mu.Unlock()
+	select {
+	case <-done:
+		return nil // already gone
+	default:
+	}
+	if err := proc.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("%s: send %v: %w", p.cfg.Name, sig, err)
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s did not exit after %v: %w", p.cfg.Name, sig, ctx.Err())
+	}
+}
+
+// Restart starts the binary again with the same arguments. The previous
+// process must have exited (Kill or Term it first).
+func (p *Process) Restart() error {
+	if p.Running() {
+		return fmt.Errorf("%s: restart while still running (pid %d)", p.cfg.Name, p.Pid())
+	}
+	return p.start()
+}
+
+// FreeAddr returns a loopback address with a port that was free a moment
+// ago, for a process's --listen flag.
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	return addr, nil
+}

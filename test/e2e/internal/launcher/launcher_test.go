@@ -1,0 +1,135 @@
+package launcher
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func shell(t *testing.T, script string) Config {
+	t.Helper()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh on this machine")
+	}
+	return Config{Name: "sh", Binary: sh, Args: []string{"-c", script}, LogDir: t.TempDir()}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func TestTermCleanExitAndRestart(t *testing.T) {
+	// The script announces itself, then exits 0 on SIGTERM.
+	p, err := Start(shell(t, `trap 'echo got TERM; exit 0' TERM; echo started; while :; do sleep 0.05; done`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, p, "started", 1)
+	if err := p.Term(ctx(t)); err != nil {
+		t.Fatalf("Term: %v", err)
+	}
+	if p.Running() {
+		t.Fatal("still running after Term")
+	}
+	if err := p.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, p, "started", 2) // the log is appended across restarts
+	if err := p.Kill(ctx(t)); err != nil {
+		t.Fatalf("Kill: %v", err)
+	}
+	var exit *exec.ExitError
+	if err := p.ExitErr(); !errors.As(err, &exit) || exit.String() != "signal: killed" {
+		t.Fatalf("exit after Kill = %v, want signal: killed", err)
+	}
+}
+
+func TestTermReportsNonZeroExit(t *testing.T) {
+	p, err := Start(shell(t, `trap 'exit 3' TERM; echo started; while :; do sleep 0.05; done`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, p, "started", 1)
+	var exit *exec.ExitError
+	if err := p.Term(ctx(t)); !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Fatalf("Term = %v, want exit status 3", err)
+	}
+}
+
+func TestRestartRefusesWhileRunning(t *testing.T) {
+	p, err := Start(shell(t, `while :; do sleep 0.05; done`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Kill(ctx(t)) }()
+	if err := p.Restart(); err == nil || !strings.Contains(err.Error(), "still running") {
+		t.Fatalf("Restart while running = %v", err)
+	}
+}
+
+func TestWaitHealthyFailsWhenProcessExits(t *testing.T) {
+	addr, err := FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := shell(t, `echo bad flag >&2; exit 2`)
+	cfg.HealthAddr = addr
+	p, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.WaitHealthy(ctx(t))
+	if err == nil || !strings.Contains(err.Error(), "exited before becoming healthy") {
+		t.Fatalf("WaitHealthy = %v, want an early exit error", err)
+	}
+}
+
+func TestWaitHealthyTimesOut(t *testing.T) {
+	addr, err := FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := shell(t, `while :; do sleep 0.05; done`)
+	cfg.HealthAddr = addr // nothing listens there
+	p, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Kill(ctx(t)) }()
+	short, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if err := p.WaitHealthy(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitHealthy = %v, want a deadline error", err)
+	}
+}
+
+// waitLog polls the process's log until line appears n times.
+func waitLog(t *testing.T, p *Process, line string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		b, err := os.ReadFile(p.LogPath())
+		if err == nil && strings.Count(string(b), line+"\n") >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("log %s never had %q %d times: %s", p.LogPath(), line, n, b)
+		}
+		<-tick.C
+	}
+}
