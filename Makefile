@@ -51,6 +51,7 @@ tools:
 
 proto: tools
 	cd proto && buf lint && buf generate
+	cd proto && $(GO) run ./internal/genkinds > kplane/v1/object_kinds.go.tmp && mv kplane/v1/object_kinds.go.tmp kplane/v1/object_kinds.go
 
 # Fails when the committed generated code differs from what make proto writes.
 proto-check: proto

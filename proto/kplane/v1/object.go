@@ -51,6 +51,7 @@ var clusterScoped = map[string]bool{
 }
 
 var (
+	kindOneof    protoreflect.OneofDescriptor
 	kindsByName  = map[string]*KindInfo{}
 	kindsByField = map[protoreflect.FieldNumber]*KindInfo{}
 	kindNames    []string
@@ -59,7 +60,8 @@ var (
 func init() {
 	// Go initialises files in name order; make sure the descriptors exist.
 	file_kplane_v1_resources_proto_init()
-	fields := (&Object{}).ProtoReflect().Descriptor().Oneofs().ByName("kind").Fields()
+	kindOneof = (&Object{}).ProtoReflect().Descriptor().Oneofs().ByName("kind")
+	fields := kindOneof.Fields()
 	for i := 0; i < fields.Len(); i++ {
 		f := fields.Get(i)
 		name := string(f.Message().Name())
@@ -121,7 +123,7 @@ func (x *Object) Info() *KindInfo {
 	if x == nil {
 		return nil
 	}
-	f := x.ProtoReflect().WhichOneof(x.ProtoReflect().Descriptor().Oneofs().ByName("kind"))
+	f := x.ProtoReflect().WhichOneof(kindOneof)
 	if f == nil {
 		return nil
 	}
@@ -138,6 +140,12 @@ func (x *Object) KindName() string {
 
 // Message returns the kind message held by the object (*Pod, *Node, ...), or nil.
 func (x *Object) Message() proto.Message {
+	if x == nil {
+		return nil
+	}
+	if m, ok := x.kindMessage(); ok {
+		return m
+	}
 	k := x.Info()
 	if k == nil {
 		return nil
@@ -145,9 +153,19 @@ func (x *Object) Message() proto.Message {
 	return x.ProtoReflect().Get(k.field).Message().Interface()
 }
 
+// metadataHolder is what every kind message is: it has metadata.
+type metadataHolder interface{ GetMetadata() *ObjectMeta }
+
 // Meta returns the object's metadata, creating an empty one when absent so
 // callers may set fields on it. It returns nil only when the oneof is empty.
+// It is on the hot path of every watch event and selector match, so the
+// common case avoids reflection beyond finding the oneof's message.
 func (x *Object) Meta() *ObjectMeta {
+	if m, ok := x.kindMessage(); ok {
+		if md := m.(metadataHolder).GetMetadata(); md != nil {
+			return md
+		}
+	}
 	m := x.Message()
 	if m == nil {
 		return nil

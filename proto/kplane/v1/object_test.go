@@ -40,3 +40,12 @@ func TestWrapRejectsNonKinds(t *testing.T) {
 		t.Fatal("empty object")
 	}
 }
+
+func BenchmarkMeta(b *testing.B) {
+	o := MustWrap(&Pod{Metadata: &ObjectMeta{Name: "p", Namespace: "default"}})
+	for b.Loop() {
+		if o.Meta().Name != "p" {
+			b.Fatal("wrong meta")
+		}
+	}
+}

@@ -27,14 +27,7 @@ import (
 // TestMain fails the package when a test leaves goroutines behind: every
 // watch stream, watch cache and etcd goroutine must end with its server.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// The grpc-go and etcd client libraries keep process-wide helpers
-		// that outlive any one connection by design.
-		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
-		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
-		goleak.IgnoreAnyFunction("go.etcd.io/etcd/pkg/v3/traceutil.init"),
-		goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
-	)
+	goleak.VerifyTestMain(m)
 }
 
 // timeout bounds every test's RPCs: long enough for -race on two shared

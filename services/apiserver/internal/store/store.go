@@ -394,7 +394,8 @@ func (s *Store) commitUpdate(ctx context.Context, k *kplanev1.KindInfo, next *kp
 	return next, nil
 }
 
-// deleteAt removes the key if it is still at rev and returns the last state.
+// deleteAt removes the key if it is still at rev and returns the last
+// state stamped with the deletion's revision.
 func (s *Store) deleteAt(ctx context.Context, k *kplanev1.KindInfo, last *kplanev1.Object, rev int64) (*kplanev1.Object, error) {
 	meta := last.Meta()
 	key := ObjectKey(k, meta.Namespace, meta.Name)
@@ -406,7 +407,10 @@ func (s *Store) deleteAt(ctx context.Context, k *kplanev1.KindInfo, last *kplane
 	if !resp.Succeeded {
 		return nil, conflict(k.Name, meta.Name, "the object has been modified")
 	}
-	return last, nil
+	// Report the deletion's revision, as the watch's DELETED event does.
+	out := proto.Clone(last).(*kplanev1.Object)
+	out.Meta().ResourceVersion = FormatRevision(resp.Header.Revision)
+	return out, nil
 }
 
 // specOf returns what a generation counts: the spec field, or for kinds

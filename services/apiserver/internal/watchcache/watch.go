@@ -51,13 +51,14 @@ func (c *Cache) Watch(ctx context.Context, opts WatchOptions, send Sender) error
 	var initial []*kplanev1.Object
 	var pos uint64
 	sent := opts.FromRev
+	floor := opts.FromRev
 	if opts.Initial {
 		for _, o := range c.state {
 			if opts.Filter.Matches(o) {
 				initial = append(initial, o)
 			}
 		}
-		pos, sent = c.next, c.rev
+		pos, sent, floor = c.next, c.rev, c.rev
 	} else {
 		if opts.FromRev < c.windowStart {
 			window := c.windowStart
@@ -101,6 +102,13 @@ func (c *Cache) Watch(ctx context.Context, opts WatchOptions, send Sender) error
 		c.mu.RUnlock()
 
 		for _, e := range batch {
+			// The cache may not have reached FromRev when the watch began
+			// (the client read its revision from a write or a list that
+			// etcd acknowledged first); events up to it are not news.
+			if e.Rev <= floor {
+				pos++
+				continue
+			}
 			if r := transform(e, opts.Filter); r != nil {
 				if err := send(r, e.Encoded()); err != nil {
 					return err
