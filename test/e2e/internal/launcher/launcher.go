@@ -9,7 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,6 +40,10 @@ type Config struct {
 	// HealthAddr is the gRPC address whose grpc.health.v1 service
 	// WaitHealthy polls; empty disables health checks.
 	HealthAddr string
+	// ReadyURL, when set, is an HTTP URL (a controller's or node agent's
+	// /readyz) that WaitHealthy polls instead of HealthAddr: ready once it
+	// answers 200.
+	ReadyURL string
 }
 
 // Process is a running (or exited) process started by Start.
@@ -145,42 +151,103 @@ func (p *Process) Running() bool {
 	}
 }
 
-// WaitHealthy polls the gRPC health check at HealthAddr until it reports
-// SERVING. It fails early when the process exits, and when ctx ends.
+// WaitHealthy polls until the process is ready: the HTTP ReadyURL
+// answers 200 when it is set, else the gRPC health check at HealthAddr
+// reports SERVING. It fails early when the process exits, and when ctx
+// ends.
 func (p *Process) WaitHealthy(ctx context.Context) error {
-	if p.cfg.HealthAddr == "" {
+	var (
+		check func(context.Context) error
+		where string
+	)
+	switch {
+	case p.cfg.ReadyURL != "":
+		where = p.cfg.ReadyURL
+		client := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+		check = func(ctx context.Context) error { return checkHTTP(ctx, client, p.cfg.ReadyURL) }
+	case p.cfg.HealthAddr != "":
+		where = p.cfg.HealthAddr
+		conn, err := grpc.NewClient(p.cfg.HealthAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return fmt.Errorf("%s: dial %s: %w", p.cfg.Name, p.cfg.HealthAddr, err)
+		}
+		defer conn.Close()
+		hc := healthpb.NewHealthClient(conn)
+		check = func(ctx context.Context) error {
+			resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+			if err != nil {
+				return err
+			}
+			if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+				return fmt.Errorf("health status %v", resp.GetStatus())
+			}
+			return nil
+		}
+	default:
 		return fmt.Errorf("%s: no health address configured", p.cfg.Name)
 	}
-	conn, err := grpc.NewClient(p.cfg.HealthAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return fmt.Errorf("%s: dial %s: %w", p.cfg.Name, p.cfg.HealthAddr, err)
-	}
-	defer conn.Close()
-	hc := healthpb.NewHealthClient(conn)
 	done := p.Done()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	var last error
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		resp, err := hc.Check(cctx, &healthpb.HealthCheckRequest{})
+		err := check(cctx)
 		cancel()
-		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+		if err == nil {
 			return nil
 		}
-		if err == nil {
-			err = fmt.Errorf("health status %v", resp.GetStatus())
+		// A check cut short by ctx says less than the one before it.
+		if ctx.Err() == nil || last == nil {
+			last = err
 		}
-		last = err
 		select {
 		case <-done:
 			return fmt.Errorf("%s exited before becoming healthy (%s); see %s", p.cfg.Name, exitText(p.ExitErr()), p.LogPath())
 		case <-ctx.Done():
-			return fmt.Errorf("%s not healthy at %s: %w (last check: %v); see %s", p.cfg.Name, p.cfg.HealthAddr, ctx.Err(), last, p.LogPath())
+			return fmt.Errorf("%s not healthy at %s: %w (last check: %v); see %s", p.cfg.Name, where, ctx.Err(), last, p.LogPath())
 		case <-tick.C:
 		}
 	}
 }
+
+// checkHTTP GETs url and fails unless the answer is 200.
+func checkHTTP(ctx context.Context, client *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("request %s: %w", url, err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+// Signal sends sig to the current process without waiting for it to
+// exit (a no-op when it already has).
+func (p *Process) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	proc, done := p.cmd.Process, p.done
+	p.mu.Unlock()
+	select {
+	case <-done:
+		return nil
+	default:
+	}
+	if err := proc.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("%s: send %v: %w", p.cfg.Name, sig, err)
+	}
+	return nil
+}
+
+// Config is the configuration the process was started with.
+func (p *Process) Config() Config { return p.cfg }
 
 // Kill sends SIGKILL, a crash the process cannot react to, and waits for
 // it to exit.

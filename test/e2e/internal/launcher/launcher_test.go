@@ -3,9 +3,13 @@ package launcher
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -131,5 +135,45 @@ func waitLog(t *testing.T, p *Process, line string, n int) {
 			t.Fatalf("log %s never had %q %d times: %s", p.LogPath(), line, n, b)
 		}
 		<-tick.C
+	}
+}
+
+func TestWaitHealthyHTTP(t *testing.T) {
+	var ready atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !ready.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	cfg := shell(t, `while :; do sleep 0.05; done`)
+	cfg.ReadyURL = srv.URL + "/readyz"
+	p, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Kill(ctx(t)) }()
+
+	short, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if err := p.WaitHealthy(short); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("WaitHealthy on a 503 = %v, want a timeout naming the status", err)
+	}
+	ready.Store(true)
+	if err := p.WaitHealthy(ctx(t)); err != nil {
+		t.Fatalf("WaitHealthy on a 200: %v", err)
+	}
+	if err := p.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	case <-ctx(t).Done():
+		t.Fatal("SIGKILL sent with Signal did not end the process")
+	}
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("Signal after exit = %v, want nil", err)
 	}
 }

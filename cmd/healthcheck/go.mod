@@ -1,0 +1,3 @@
+module github.com/kplane/kplane/cmd/healthcheck
+
+go 1.26.0

@@ -1,0 +1,328 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+// killer kills random units at random intervals and starts them again
+// after a random downtime, and measures how long the controllers take to
+// replace a killed leader.
+type killer struct {
+	t           target
+	api         kplanev1.ResourcesClient
+	rng         *rand.Rand
+	minInterval time.Duration
+	maxInterval time.Duration
+	minDown     time.Duration
+	maxDown     time.Duration
+	logf        func(format string, args ...any)
+
+	units     []unit
+	down      map[string]time.Time // unit name -> when to start it again
+	restarted map[string]time.Time // unit name -> last start
+
+	mu        sync.Mutex
+	kills     map[string]map[syscall.Signal]int // service -> signal -> count
+	lastKill  time.Time
+	pending   []pendingTakeover
+	takeovers []time.Duration
+	unexpect  map[string]int // service -> exits nobody asked for
+	errors    []string       // kill or start failures
+}
+
+// pendingTakeover is a killed leader whose lease nobody has taken yet.
+type pendingTakeover struct {
+	lease    string
+	unit     string
+	identity string
+	killedAt time.Time
+}
+
+func newKiller(t target, api kplanev1.ResourcesClient, seed uint64, logf func(string, ...any)) *killer {
+	return &killer{
+		t: t, api: api, logf: logf,
+		rng:         rand.New(rand.NewPCG(seed, 0x6b696c6c6572)),
+		minInterval: time.Second, maxInterval: 4 * time.Second,
+		minDown: 300 * time.Millisecond, maxDown: 3 * time.Second,
+		down: map[string]time.Time{}, restarted: map[string]time.Time{},
+		kills: map[string]map[syscall.Signal]int{}, unexpect: map[string]int{},
+	}
+}
+
+func (k *killer) between(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(k.rng.Int64N(int64(hi-lo)))
+}
+
+// Run kills and restarts until ctx ends, then starts every unit that is
+// down and waits until each is ready. monitorLeases runs alongside (and
+// after, until the cluster converged) to time the takeovers.
+func (k *killer) Run(ctx context.Context) error {
+	units, err := k.t.Units(ctx)
+	if err != nil {
+		return err
+	}
+	k.units = units
+
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	nextKill := time.Now().Add(k.between(k.minInterval, k.maxInterval))
+	lastSupervise := time.Now()
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case now := <-tick.C:
+			k.startDue(now)
+			if now.Sub(lastSupervise) >= time.Second {
+				lastSupervise = now
+				k.supervise()
+			}
+			if !now.Before(nextKill) {
+				k.killOne()
+				nextKill = time.Now().Add(k.between(k.minInterval, k.maxInterval))
+			}
+		}
+	}
+	// Bring everything back.
+	k.startDue(time.Now().Add(24 * time.Hour))
+	// Keep timing takeovers while the cluster settles.
+	settle, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, u := range k.units {
+		if err := k.t.WaitReady(settle, u); err != nil {
+			return fmt.Errorf("after the chaos: %w", err)
+		}
+	}
+	return nil
+}
+
+// killOne picks a running unit and a signal and stops it.
+func (k *killer) killOne() {
+	var up []unit
+	for _, u := range k.units {
+		if _, isDown := k.down[u.Name]; !isDown {
+			up = append(up, u)
+		}
+	}
+	if len(up) == 0 {
+		return
+	}
+	u := up[k.rng.IntN(len(up))]
+	sig := syscall.SIGKILL
+	if k.rng.IntN(2) == 0 {
+		sig = syscall.SIGTERM
+	}
+	downtime := k.between(k.minDown, k.maxDown)
+
+	// Is it the leader of its controller right now?
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var lease, identity string
+	if holder := k.holder(ctx, u.Service); holder != "" && k.isHolder(ctx, u, holder) {
+		lease, identity = u.Service, holder
+	}
+	killedAt := time.Now()
+	k.mu.Lock()
+	if k.kills[u.Service] == nil {
+		k.kills[u.Service] = map[syscall.Signal]int{}
+	}
+	k.kills[u.Service][sig]++
+	k.lastKill = killedAt
+	if lease != "" {
+		k.pending = append(k.pending, pendingTakeover{lease: lease, unit: u.Name, identity: identity, killedAt: killedAt})
+	}
+	k.mu.Unlock()
+	role := ""
+	if lease != "" {
+		role = " (leader)"
+	}
+	k.logf("kill %s%s with %s; back in %v", u.Name, role, sigName(sig), downtime.Round(time.Millisecond))
+	if err := k.t.Stop(ctx, u, sig); err != nil && sig == syscall.SIGKILL {
+		k.fail("kill %s: %v", u.Name, err)
+	} else if err != nil {
+		// SIGTERM must end a process cleanly (exit 0).
+		k.fail("SIGTERM %s: %v", u.Name, err)
+	}
+	k.down[u.Name] = time.Now().Add(downtime)
+}
+
+func (k *killer) fail(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	k.logf("%s", msg)
+	k.mu.Lock()
+	k.errors = append(k.errors, msg)
+	k.mu.Unlock()
+}
+
+// startDue starts the units whose downtime is over.
+func (k *killer) startDue(now time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for name, at := range k.down {
+		if now.Before(at) {
+			continue
+		}
+		u := k.unit(name)
+		if !k.t.Running(ctx, u) {
+			if err := k.t.Start(ctx, u); err != nil {
+				k.fail("start %s: %v", name, err)
+				continue
+			}
+		}
+		delete(k.down, name)
+		k.mu.Lock()
+		k.restarted[name] = time.Now()
+		k.mu.Unlock()
+	}
+}
+
+// supervise restarts units that exited although nobody stopped them, as
+// the compose restart policy does for containers.
+func (k *killer) supervise() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, u := range k.units {
+		if _, isDown := k.down[u.Name]; isDown || k.t.Running(ctx, u) {
+			continue
+		}
+		k.logf("%s exited on its own; starting it again", u.Name)
+		k.mu.Lock()
+		k.unexpect[u.Service]++
+		k.mu.Unlock()
+		k.down[u.Name] = time.Now()
+	}
+}
+
+func (k *killer) unit(name string) unit {
+	for _, u := range k.units {
+		if u.Name == name {
+			return u
+		}
+	}
+	return unit{Name: name}
+}
+
+func (k *killer) holder(ctx context.Context, lease string) string {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := k.api.Get(cctx, &kplanev1.GetRequest{Kind: "Lease", Namespace: "kplane-system", Name: lease})
+	if err != nil {
+		return ""
+	}
+	return resp.GetObject().GetLease().GetSpec().GetHolderIdentity()
+}
+
+// isHolder reports whether identity is unit u's process.
+func (k *killer) isHolder(ctx context.Context, u unit, identity string) bool {
+	return k.t.LiveIdentity(ctx, u.Service, identity) && identityOf(k.t, u, identity)
+}
+
+// identityOf reports whether identity names unit u.
+func identityOf(t target, u unit, identity string) bool {
+	switch t := t.(type) {
+	case *localTarget:
+		svc := t.s.Service(u.Name)
+		return svc != nil && svc.Process().Running() && identity == fmt.Sprintf("%s_%d", hostPart(identity), svc.Process().Pid())
+	default:
+		host := hostPart(identity)
+		return host != "" && len(u.ID) >= len(host) && u.ID[:len(host)] == host
+	}
+}
+
+func hostPart(identity string) string {
+	for i := len(identity) - 1; i >= 0; i-- {
+		if identity[i] == '_' {
+			return identity[:i]
+		}
+	}
+	return ""
+}
+
+// monitorLeases polls the controller leases and completes the pending
+// takeovers: a lease written after the kill by a holder other than the
+// killed process (or by the killed unit after it was started again).
+func (k *killer) monitorLeases(ctx context.Context) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		k.mu.Lock()
+		n := len(k.pending)
+		k.mu.Unlock()
+		if n == 0 {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		resp, err := k.api.List(cctx, &kplanev1.ListRequest{Kind: "Lease", Namespace: "kplane-system"})
+		cancel()
+		if err != nil {
+			continue
+		}
+		now := time.Now()
+		leases := map[string]*kplanev1.LeaseSpec{}
+		for _, o := range resp.GetItems() {
+			leases[o.Meta().GetName()] = o.GetLease().GetSpec()
+		}
+		k.mu.Lock()
+		kept := k.pending[:0]
+		for _, p := range k.pending {
+			spec := leases[p.lease]
+			holder := spec.GetHolderIdentity()
+			renewed := spec.GetRenewTime().AsTime()
+			taken := holder != "" && renewed.After(p.killedAt)
+			if taken && holder == p.identity {
+				// The same identity again: only the restarted unit
+				// (a container keeps its id) may have written it.
+				r, ok := k.restarted[p.unit]
+				taken = ok && r.After(p.killedAt) && renewed.After(r)
+			}
+			if taken {
+				k.takeovers = append(k.takeovers, now.Sub(p.killedAt))
+				continue
+			}
+			kept = append(kept, p)
+		}
+		k.pending = kept
+		k.mu.Unlock()
+	}
+}
+
+// result is the killer's part of the report.
+type killResult struct {
+	kills      map[string]map[syscall.Signal]int
+	takeovers  []time.Duration
+	unfinished int
+	unexpected map[string]int
+	errors     []string
+	lastKill   time.Time
+}
+
+func (k *killer) Result() killResult {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	t := append([]time.Duration(nil), k.takeovers...)
+	sort.Slice(t, func(i, j int) bool { return t[i] < t[j] })
+	return killResult{kills: k.kills, takeovers: t, unfinished: len(k.pending), unexpected: k.unexpect,
+		errors: append([]string(nil), k.errors...), lastKill: k.lastKill}
+}
+
+func sigName(sig syscall.Signal) string {
+	if sig == syscall.SIGKILL {
+		return "SIGKILL"
+	}
+	return "SIGTERM"
+}

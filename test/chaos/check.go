@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+// snapshot is what the invariants are checked against.
+type snapshot struct {
+	sets    []*kplanev1.ReplicaSet
+	pods    []*kplanev1.Pod
+	nodes   []*kplanev1.Node
+	leases  map[string]*kplanev1.Lease // kplane-system, by name
+	secrets []*kplanev1.Secret
+}
+
+func list(ctx context.Context, api kplanev1.ResourcesClient, kind, ns string) ([]*kplanev1.Object, error) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := api.List(cctx, &kplanev1.ListRequest{Kind: kind, Namespace: ns})
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", kind, err)
+	}
+	return resp.GetItems(), nil
+}
+
+func takeSnapshot(ctx context.Context, api kplanev1.ResourcesClient, ns string) (*snapshot, error) {
+	s := &snapshot{leases: map[string]*kplanev1.Lease{}}
+	items, err := list(ctx, api, "ReplicaSet", ns)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range items {
+		s.sets = append(s.sets, o.GetReplicaSet())
+	}
+	if items, err = list(ctx, api, "Pod", ns); err != nil {
+		return nil, err
+	}
+	for _, o := range items {
+		s.pods = append(s.pods, o.GetPod())
+	}
+	if items, err = list(ctx, api, "Node", ""); err != nil {
+		return nil, err
+	}
+	for _, o := range items {
+		s.nodes = append(s.nodes, o.GetNode())
+	}
+	if items, err = list(ctx, api, "Lease", "kplane-system"); err != nil {
+		return nil, err
+	}
+	for _, o := range items {
+		s.leases[o.Meta().GetName()] = o.GetLease()
+	}
+	if items, err = list(ctx, api, "Secret", ns); err != nil {
+		return nil, err
+	}
+	for _, o := range items {
+		s.secrets = append(s.secrets, o.GetSecret())
+	}
+	return s, nil
+}
+
+// checkInvariants returns every violation in the snapshot: the
+// ReplicaSets' pods, orphans, nodes, controller leases and the ledger.
+// live tells whether a lease holder identity is a running process of the
+// controller.
+func checkInvariants(s *snapshot, ns string, controllers []string, live func(controller, identity string) bool, l *ledger) []string {
+	var out []string
+	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+
+	nodes := map[string]bool{}
+	for _, n := range s.nodes {
+		nodes[n.GetMetadata().GetName()] = true
+		ready := false
+		for _, c := range n.GetStatus().GetConditions() {
+			if c.GetType() == "Ready" && c.GetStatus() == "True" {
+				ready = true
+			}
+		}
+		if !ready {
+			add("node %s is not Ready", n.GetMetadata().GetName())
+		}
+	}
+
+	owned := map[string][]*kplanev1.Pod{} // by controller uid
+	sets := map[string]*kplanev1.ReplicaSet{}
+	for _, rs := range s.sets {
+		sets[rs.GetMetadata().GetUid()] = rs
+	}
+	for _, p := range s.pods {
+		m := p.GetMetadata()
+		if m.GetDeletionTimestamp() != nil {
+			add("pod %s is still terminating (deleted at %s)", m.GetName(), m.GetDeletionTimestamp().AsTime().Format(time.RFC3339))
+			continue
+		}
+		var ctrl *kplanev1.OwnerReference
+		for _, r := range m.GetOwnerReferences() {
+			if r.GetController() {
+				ctrl = r
+			}
+		}
+		switch {
+		case ctrl == nil:
+			add("orphan pod %s: no controller owner", m.GetName())
+			continue
+		case sets[ctrl.GetUid()] == nil:
+			add("orphan pod %s: its owner %s %s (uid %s) is gone", m.GetName(), ctrl.GetKind(), ctrl.GetName(), ctrl.GetUid())
+			continue
+		}
+		owned[ctrl.GetUid()] = append(owned[ctrl.GetUid()], p)
+		if n := p.GetSpec().GetNodeName(); n != "" && !nodes[n] {
+			add("pod %s is bound to node %s, which does not exist", m.GetName(), n)
+		}
+	}
+	for _, rs := range s.sets {
+		m := rs.GetMetadata()
+		if m.GetDeletionTimestamp() != nil {
+			add("replicaset %s is still terminating", m.GetName())
+			continue
+		}
+		want := rs.GetSpec().GetReplicas()
+		pods := owned[m.GetUid()]
+		running := 0
+		var notRunning []string
+		for _, p := range pods {
+			if p.GetStatus().GetPhase() == "Running" {
+				running++
+			} else {
+				notRunning = append(notRunning, fmt.Sprintf("%s (%s on %q)", p.GetMetadata().GetName(), p.GetStatus().GetPhase(), p.GetSpec().GetNodeName()))
+			}
+		}
+		if int32(len(pods)) > want {
+			add("replicaset %s has %d pods for %d replicas (duplicates)", m.GetName(), len(pods), want)
+		} else if int32(running) != want {
+			add("replicaset %s has %d of %d replicas Running; not running: %v", m.GetName(), running, want, notRunning)
+		}
+		if got := rs.GetStatus().GetReplicas(); got != want {
+			add("replicaset %s status.replicas is %d, spec.replicas %d", m.GetName(), got, want)
+		}
+	}
+
+	for _, c := range controllers {
+		lease := s.leases[c]
+		holder := lease.GetSpec().GetHolderIdentity()
+		switch {
+		case lease == nil:
+			add("lease kplane-system/%s does not exist", c)
+		case holder == "":
+			add("lease kplane-system/%s has no holder", c)
+		case !live(c, holder):
+			add("lease kplane-system/%s is held by %s, which is not a running %s", c, holder, c)
+		}
+	}
+
+	actual := map[string]state{}
+	for _, rs := range s.sets {
+		m := rs.GetMetadata()
+		actual[ledgerKey("ReplicaSet", ns, m.GetName())] = state{exists: true, uid: m.GetUid(), replicas: rs.GetSpec().GetReplicas()}
+	}
+	for _, p := range s.pods {
+		m := p.GetMetadata()
+		actual[ledgerKey("Pod", ns, m.GetName())] = state{exists: true, uid: m.GetUid(), replicas: -1}
+	}
+	for _, sec := range s.secrets {
+		m := sec.GetMetadata()
+		actual[ledgerKey("Secret", ns, m.GetName())] = state{exists: true, uid: m.GetUid(), replicas: -1, data: string(sec.GetData()["payload"])}
+	}
+	out = append(out, l.Verify(actual)...)
+	sort.Strings(out)
+	return out
+}

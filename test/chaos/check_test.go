@@ -1,0 +1,108 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+func TestLedgerVerify(t *testing.T) {
+	l := newLedger()
+	l.Ack("Secret/ns/a", state{exists: true, uid: "u1", replicas: -1, data: "x"})
+	l.Ack("Secret/ns/gone", absent())
+	l.Ack("ReplicaSet/ns/rs", state{exists: true, uid: "r1", replicas: 3})
+	l.Unknown("ReplicaSet/ns/rs", state{exists: true, uid: "r1", replicas: 5})
+	l.Unknown("Secret/ns/maybe", state{exists: true, replicas: -1, data: "m"})
+
+	ok := map[string]state{
+		"Secret/ns/a":      {exists: true, uid: "u1", replicas: -1, data: "x"},
+		"ReplicaSet/ns/rs": {exists: true, uid: "r1", replicas: 5}, // the unknown write landed
+	}
+	if v := l.Verify(ok); len(v) != 0 {
+		t.Fatalf("consistent store reported %v", v)
+	}
+	bad := map[string]state{
+		// a is lost, gone came back, rs has a value nobody wrote.
+		"Secret/ns/gone":   {exists: true, uid: "u9", replicas: -1, data: "?"},
+		"ReplicaSet/ns/rs": {exists: true, uid: "r1", replicas: 4},
+		"Secret/ns/maybe":  {exists: true, uid: "any", replicas: -1, data: "m"},
+	}
+	v := l.Verify(bad)
+	if len(v) != 3 {
+		t.Fatalf("got %d violations, want 3: %v", len(v), v)
+	}
+	for i, want := range []string{"ReplicaSet/ns/rs: lost write", "Secret/ns/a: lost write", "Secret/ns/gone: deleted object present"} {
+		if !strings.Contains(v[i], want) {
+			t.Errorf("violation %d = %q, want it to mention %q", i, v[i], want)
+		}
+	}
+}
+
+func pod(name, owner, phase, node string) *kplanev1.Pod {
+	p := &kplanev1.Pod{
+		Metadata: &kplanev1.ObjectMeta{Name: name, Uid: "uid-" + name},
+		Spec:     &kplanev1.PodSpec{NodeName: node},
+		Status:   &kplanev1.PodStatus{Phase: phase},
+	}
+	if owner != "" {
+		p.Metadata.OwnerReferences = []*kplanev1.OwnerReference{{Kind: "ReplicaSet", Name: owner, Uid: owner, Controller: true}}
+	}
+	return p
+}
+
+func TestCheckInvariants(t *testing.T) {
+	ready := &kplanev1.NodeStatus{Conditions: []*kplanev1.Condition{{Type: "Ready", Status: "True"}}}
+	lease := func(holder string) *kplanev1.Lease {
+		return &kplanev1.Lease{Spec: &kplanev1.LeaseSpec{HolderIdentity: holder}}
+	}
+	rs := func(uid string, replicas, status int32) *kplanev1.ReplicaSet {
+		return &kplanev1.ReplicaSet{Metadata: &kplanev1.ObjectMeta{Name: uid, Uid: uid},
+			Spec: &kplanev1.ReplicaSetSpec{Replicas: proto.Int32(replicas)}, Status: &kplanev1.ReplicaSetStatus{Replicas: status}}
+	}
+	live := func(_, id string) bool { return id == "alive_1" }
+	good := &snapshot{
+		sets:   []*kplanev1.ReplicaSet{rs("a", 2, 2), rs("b", 0, 0)},
+		pods:   []*kplanev1.Pod{pod("a1", "a", "Running", "n1"), pod("a2", "a", "Running", "n1")},
+		nodes:  []*kplanev1.Node{{Metadata: &kplanev1.ObjectMeta{Name: "n1"}, Status: ready}},
+		leases: map[string]*kplanev1.Lease{"replicactl": lease("alive_1")},
+	}
+	if v := checkInvariants(good, "ns", []string{"replicactl"}, live, newLedger()); len(v) != 0 {
+		t.Fatalf("healthy cluster reported %v", v)
+	}
+
+	terminating := pod("a4", "a", "Running", "n1")
+	terminating.Metadata.DeletionTimestamp = timestamppb.Now()
+	bad := &snapshot{
+		sets: []*kplanev1.ReplicaSet{rs("a", 2, 3), rs("b", 2, 2)},
+		pods: []*kplanev1.Pod{
+			pod("a1", "a", "Running", "n1"), pod("a2", "a", "Running", "n1"), pod("a3", "a", "Pending", ""), // a: one too many
+			pod("b1", "b", "Pending", "n1"), pod("b2", "b", "Running", "gone-node"), // b: one not running, one on a missing node
+			pod("o1", "deleted-rs", "Running", "n1"), pod("o2", "", "Running", "n1"), // orphans
+			terminating,
+		},
+		nodes:  []*kplanev1.Node{{Metadata: &kplanev1.ObjectMeta{Name: "n1"}, Status: &kplanev1.NodeStatus{}}},
+		leases: map[string]*kplanev1.Lease{"replicactl": lease("dead_2"), "gcctl": lease("")},
+	}
+	v := strings.Join(checkInvariants(bad, "ns", []string{"replicactl", "gcctl", "nodectl"}, live, newLedger()), "\n")
+	for _, want := range []string{
+		"node n1 is not Ready",
+		"replicaset a has 3 pods for 2 replicas (duplicates)",
+		"replicaset a status.replicas is 3",
+		"replicaset b has 1 of 2 replicas Running",
+		"pod b2 is bound to node gone-node",
+		"orphan pod o1: its owner ReplicaSet deleted-rs",
+		"orphan pod o2: no controller owner",
+		"pod a4 is still terminating",
+		"lease kplane-system/replicactl is held by dead_2",
+		"lease kplane-system/gcctl has no holder",
+		"lease kplane-system/nodectl does not exist",
+	} {
+		if !strings.Contains(v, want) {
+			t.Errorf("violations do not mention %q:\n%s", want, v)
+		}
+	}
+}

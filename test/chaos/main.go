@@ -1,0 +1,281 @@
+// Command chaos is kplane's chaos harness (`make chaos`). While a
+// workload runs (ReplicaSets scaled up and down, their pods deleted,
+// ReplicaSets deleted and created again, ledger Secrets written), it
+// kills random services at random intervals (SIGKILL and SIGTERM; the
+// apiserver and the node agents included), starts them again, then waits
+// for the cluster to settle and checks the invariants:
+//
+//   - every ReplicaSet has exactly its replicas Running, and no pod is
+//     left without its owner (orphan) or over the count (duplicate);
+//   - every controller Lease is held by a running process;
+//   - no acknowledged write is lost: a ledger of every write and its
+//     outcome is compared with the store.
+//
+// It prints a report (kills per service, leader takeover times, time to
+// converge after the last kill, violations) and exits 1 on any violation.
+// --target local runs the whole stack as local processes (fake-runtime
+// node agents, short leader-election timings); --target compose drives a
+// running compose project with docker kill/stop/start.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+	"github.com/kplane/kplane/test/e2e/stack"
+)
+
+type config struct {
+	target          string
+	duration        time.Duration
+	seed            uint64
+	binDir          string
+	dataDir         string
+	keep            bool
+	project         string
+	server          string
+	replicaSets     int
+	maxReplicas     int
+	nodes           int
+	replicas        int
+	convergeTimeout time.Duration
+	minInterval     time.Duration
+	maxInterval     time.Duration
+	maxDown         time.Duration
+	verbose         bool
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.target, "target", "local", "local (start the stack as local processes) or compose (a running compose project)")
+	flag.DurationVar(&c.duration, "duration", 2*time.Minute, "how long services are killed")
+	flag.Uint64Var(&c.seed, "seed", 0, "random seed (0: from the clock); the same seed makes the same choices")
+	flag.StringVar(&c.binDir, "bin", "bin", "local: directory of the binaries (make build)")
+	flag.StringVar(&c.dataDir, "data", "", "local: data directory (default: a temporary one, removed unless --keep)")
+	flag.BoolVar(&c.keep, "keep", false, "local: keep the data directory and logs")
+	flag.StringVar(&c.project, "project", "kplane", "compose: the project name")
+	flag.StringVar(&c.server, "server", "127.0.0.1:6443", "compose: the apiserver address")
+	flag.IntVar(&c.replicaSets, "replicasets", 4, "ReplicaSets in the workload")
+	flag.IntVar(&c.maxReplicas, "max-replicas", 6, "largest replica count the workload sets")
+	flag.IntVar(&c.nodes, "nodes", 5, "local: fake nodes, all served by one node agent process")
+	flag.IntVar(&c.replicas, "replicas", 2, "local: replicas of every controller")
+	flag.DurationVar(&c.convergeTimeout, "converge-timeout", 3*time.Minute, "how long the cluster may take to settle after the last kill")
+	flag.DurationVar(&c.minInterval, "min-interval", time.Second, "shortest time between two kills")
+	flag.DurationVar(&c.maxInterval, "max-interval", 4*time.Second, "longest time between two kills")
+	flag.DurationVar(&c.maxDown, "max-down", 3*time.Second, "longest time a killed service stays down")
+	flag.BoolVar(&c.verbose, "v", false, "log every kill and restart")
+	flag.Parse()
+	if c.seed == 0 {
+		c.seed = uint64(time.Now().UnixNano())
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	violations, err := run(ctx, c)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "chaos: %v\n", err)
+		os.Exit(2)
+	}
+	if violations > 0 {
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, c config) (int, error) {
+	logf := func(format string, args ...any) {
+		if c.verbose {
+			fmt.Printf("%s  %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+		}
+	}
+	fmt.Printf("chaos: target %s, duration %v, seed %d\n", c.target, c.duration, c.seed)
+	var t target
+	switch c.target {
+	case "local":
+		dir := c.dataDir
+		if dir == "" {
+			tmp, err := os.MkdirTemp("", "kplane-chaos-")
+			if err != nil {
+				return 0, fmt.Errorf("data dir: %w", err)
+			}
+			dir = tmp
+			if !c.keep {
+				defer func() { _ = os.RemoveAll(tmp) }()
+			}
+		}
+		bin, err := filepath.Abs(c.binDir)
+		if err != nil {
+			return 0, fmt.Errorf("bin dir: %w", err)
+		}
+		startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		lt, err := newLocalTarget(startCtx, localOptions(c, bin, dir))
+		cancel()
+		if err != nil {
+			return 0, err
+		}
+		fmt.Printf("chaos: local stack in %s (logs in %s/logs)\n", dir, dir)
+		defer func() {
+			stopCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_ = lt.Close(stopCtx)
+		}()
+		t = lt
+	case "compose":
+		t = &composeTarget{project: c.project, apiAddr: c.server, controllers: stack.Controllers}
+	default:
+		return 0, fmt.Errorf("--target %q: want local or compose", c.target)
+	}
+
+	conn, err := grpc.NewClient(t.APIAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return 0, fmt.Errorf("dial %s: %w", t.APIAddr(), err)
+	}
+	defer conn.Close()
+	api := kplanev1.NewResourcesClient(conn)
+
+	ns := fmt.Sprintf("chaos-%d", c.seed%1000000)
+	l := newLedger()
+	w := newWorkload(api, ns, c.seed, c.replicaSets, int32(c.maxReplicas), l)
+	setupCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	err = w.Setup(setupCtx)
+	cancel()
+	if err != nil {
+		return 0, err
+	}
+
+	k := newKiller(t, api, c.seed, logf)
+	k.minInterval, k.maxInterval, k.maxDown = c.minInterval, c.maxInterval, c.maxDown
+	monCtx, stopMon := context.WithCancel(context.Background())
+	monDone := make(chan struct{})
+	go func() {
+		defer close(monDone)
+		k.monitorLeases(monCtx)
+	}()
+	defer func() {
+		stopMon()
+		<-monDone
+	}()
+
+	chaosCtx, stopChaos := context.WithTimeout(ctx, c.duration)
+	workDone := make(chan struct{})
+	go func() {
+		defer close(workDone)
+		w.Run(chaosCtx)
+	}()
+	start := time.Now()
+	runErr := k.Run(chaosCtx)
+	stopChaos()
+	<-workDone
+	if ctx.Err() != nil {
+		return 0, errors.New("interrupted")
+	}
+	if runErr != nil {
+		return 0, runErr
+	}
+	chaosTime := time.Since(start)
+
+	// Quiescence: the workload stops, unknown outcomes are read back,
+	// then the invariants must all hold at once.
+	convCtx, cancel := context.WithTimeout(ctx, c.convergeTimeout)
+	defer cancel()
+	if err := w.Settle(convCtx); err != nil {
+		return 0, err
+	}
+	live := func(controller, identity string) bool { return t.LiveIdentity(convCtx, controller, identity) }
+	var violations []string
+	converged := false
+	for {
+		s, err := takeSnapshot(convCtx, api, ns)
+		if err == nil {
+			violations = checkInvariants(s, ns, t.Controllers(), live, l)
+			if len(violations) == 0 {
+				converged = true
+				break
+			}
+		} else {
+			violations = []string{err.Error()}
+		}
+		if convCtx.Err() != nil {
+			break
+		}
+		select {
+		case <-convCtx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	convergedAt := time.Now()
+	// Give the lease monitor a moment to see the last takeovers.
+	stopMon()
+	<-monDone
+
+	kr := k.Result()
+	violations = append(violations, kr.errors...)
+	rep := report{
+		target: t.Name(), seed: c.seed, chaos: chaosTime, kills: kr, workload: w,
+		converged: converged, convergence: convergedAt.Sub(kr.lastKill), violations: violations,
+	}
+	if !converged {
+		rep.violations = append(rep.violations, fmt.Sprintf("did not converge within %v of the end of the chaos", c.convergeTimeout))
+	}
+	rep.print(os.Stdout)
+	if len(rep.violations) > 0 && c.target == "local" {
+		fmt.Println("logs:", strings.TrimSpace(logHint(c)))
+	}
+	if c.target == "compose" {
+		cleanup(api, ns)
+	}
+	return len(rep.violations), nil
+}
+
+// localOptions: fake-runtime nodes from one agent process, and short
+// timings so that failovers take seconds and the run converges fast.
+func localOptions(c config, bin, dir string) stack.Options {
+	return stack.Options{
+		BinDir: bin, DataDir: dir, Replicas: c.replicas, Runtime: stack.RuntimeFake, Nodes: c.nodes,
+		LogLevel: "info",
+		ControllerArgs: []string{"--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s",
+			"--leader-elect-retry-period", "500ms", "--shutdown-grace-period", "2s"},
+		Args: map[string][]string{
+			"nodeagent": {"--heartbeat-interval", "1s", "--lease-duration", "10s", "--housekeeping-interval", "1s"},
+			"nodectl":   {"--node-monitor-period", "1s", "--node-monitor-grace-period", "10s"},
+		},
+	}
+}
+
+func logHint(c config) string {
+	if c.keep || c.dataDir != "" {
+		return "see the logs directory printed above"
+	}
+	return "rerun with --keep (and the same --seed) to keep the logs"
+}
+
+// cleanup deletes what the workload made in a long-lived (compose)
+// cluster: the ReplicaSets (their pods follow), the Secrets, the
+// namespace once empty.
+func cleanup(api kplanev1.ResourcesClient, ns string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, kind := range []string{"ReplicaSet", "Secret"} {
+		items, err := list(ctx, api, kind, ns)
+		if err != nil {
+			continue
+		}
+		for _, o := range items {
+			_, _ = api.Delete(ctx, &kplanev1.DeleteRequest{Kind: kind, Namespace: ns, Name: o.Meta().GetName()})
+		}
+	}
+	_ = retry(ctx, func(ctx context.Context) error {
+		_, err := api.Delete(ctx, &kplanev1.DeleteRequest{Kind: "Namespace", Name: ns})
+		return err
+	})
+}

@@ -1,0 +1,340 @@
+// Package stack runs the whole kplane control plane as local processes:
+// the apiserver, every controller (N replicas each, one leader) and node
+// agents, the same set the compose deployment runs in containers. `make
+// dev`, the chaos harness and end-to-end tests start it through the same
+// launcher (test/e2e/internal/launcher), so a process is started, waited
+// on, killed and restarted the same way everywhere.
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kplane/kplane/test/e2e/internal/launcher"
+)
+
+// Controllers are the leader-elected binaries of the control plane, in the
+// order they start; each holds the Lease kplane-system/<name>.
+var Controllers = []string{"scheduler", "replicactl", "nodectl", "gcctl"}
+
+// Runtime names of the node agent.
+const (
+	RuntimeExec = "exec"
+	RuntimeFake = "fake"
+)
+
+// Options describe the processes to run.
+type Options struct {
+	// BinDir holds the binaries (`make build` writes bin/).
+	BinDir string
+	// DataDir holds the apiserver's etcd (DataDir/apiserver) and the
+	// node agents' root dirs (DataDir/nodes/<node>).
+	DataDir string
+	// LogDir receives one <process>.log per process; DataDir/logs when empty.
+	LogDir string
+	// APIAddr is the apiserver's gRPC address; a free loopback port when empty.
+	APIAddr string
+	// APIHealthAddr is the apiserver's HTTP health address; free when empty.
+	APIHealthAddr string
+	// Controllers to run; Controllers (all of them) when nil.
+	Controllers []string
+	// Replicas of each controller (at least 1).
+	Replicas int
+	// ControllerArgs are added to every controller's command line (e.g.
+	// short leader-election timings).
+	ControllerArgs []string
+	// Args are added to the command line of one binary, by binary name
+	// ("apiserver", "nodectl", "nodeagent", ...).
+	Args map[string][]string
+	// Runtime of the node agents: RuntimeExec (default) runs one agent
+	// per node, each running pods as processes; RuntimeFake runs one
+	// agent process registering Nodes fake nodes.
+	Runtime string
+	// Nodes is the number of nodes (default 3).
+	Nodes int
+	// LogFormat and LogLevel are passed to every process when set.
+	LogFormat, LogLevel string
+}
+
+// Service is one process of the stack.
+type Service struct {
+	// Name is unique in the stack: "apiserver", "replicactl-1", "nodeagent-2".
+	Name string
+	// Binary is the binary's name: "apiserver", "replicactl", "nodeagent".
+	Binary string
+	// HealthAddr is the process's HTTP /healthz /readyz /metrics address.
+	HealthAddr string
+	// RootDir is a node agent's --root-dir (empty for other binaries).
+	RootDir string
+
+	proc *launcher.Process
+}
+
+// Process is the launcher's handle on the process (kill, restart, logs).
+func (s *Service) Process() *launcher.Process { return s.proc }
+
+// WaitReady waits until /readyz answers 200 (the apiserver: until its
+// gRPC health check reports SERVING).
+func (s *Service) WaitReady(ctx context.Context) error { return s.proc.WaitHealthy(ctx) }
+
+// Stack is a running set of processes.
+type Stack struct {
+	opts     Options
+	services []*Service
+}
+
+// Start runs the apiserver, waits until it serves, then starts every
+// controller replica and the node agents and waits until each is ready.
+// On error the processes already started are killed.
+func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
+	if err := opts.complete(); err != nil {
+		return nil, err
+	}
+	s := &Stack{opts: opts}
+	defer func() {
+		if err != nil {
+			s.kill()
+		}
+	}()
+	apiArgs := []string{"--data-dir", filepath.Join(opts.DataDir, "apiserver"), "--listen", opts.APIAddr, "--health-addr", opts.APIHealthAddr}
+	if _, err := s.add("apiserver", "apiserver", opts.APIHealthAddr, "", apiArgs, opts.APIAddr); err != nil {
+		return nil, err
+	}
+	if err := s.services[0].WaitReady(ctx); err != nil {
+		return nil, err
+	}
+	for _, c := range opts.Controllers {
+		for i := 1; i <= opts.Replicas; i++ {
+			health, err := launcher.FreeAddr()
+			if err != nil {
+				return nil, err
+			}
+			args := append([]string{"--apiserver", opts.APIAddr, "--health-addr", health}, opts.ControllerArgs...)
+			if _, err := s.add(fmt.Sprintf("%s-%d", c, i), c, health, "", args, ""); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := s.startNodeAgents(); err != nil {
+		return nil, err
+	}
+	for _, svc := range s.services[1:] {
+		if err := svc.WaitReady(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (o *Options) complete() error {
+	if o.BinDir == "" || o.DataDir == "" {
+		return errors.New("stack: BinDir and DataDir are required")
+	}
+	// Absolute, because the node agents' shims carry these paths on their
+	// command lines, which is how Stop finds the containers.
+	var err error
+	if o.DataDir, err = filepath.Abs(o.DataDir); err != nil {
+		return fmt.Errorf("stack: data dir: %w", err)
+	}
+	if o.LogDir == "" {
+		o.LogDir = filepath.Join(o.DataDir, "logs")
+	}
+	if o.APIAddr == "" {
+		if o.APIAddr, err = launcher.FreeAddr(); err != nil {
+			return err
+		}
+	}
+	if o.APIHealthAddr == "" {
+		if o.APIHealthAddr, err = launcher.FreeAddr(); err != nil {
+			return err
+		}
+	}
+	if o.Controllers == nil {
+		o.Controllers = Controllers
+	}
+	if o.Replicas < 1 {
+		o.Replicas = 1
+	}
+	if o.Runtime == "" {
+		o.Runtime = RuntimeExec
+	}
+	if o.Runtime != RuntimeExec && o.Runtime != RuntimeFake {
+		return fmt.Errorf("stack: runtime %q is neither %q nor %q", o.Runtime, RuntimeExec, RuntimeFake)
+	}
+	if o.Nodes < 1 {
+		o.Nodes = 3
+	}
+	for _, b := range append([]string{"apiserver", "nodeagent"}, o.Controllers...) {
+		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
+			return fmt.Errorf("stack: binary %s: %w (run make build)", b, err)
+		}
+	}
+	return nil
+}
+
+// startNodeAgents starts one exec-runtime agent per node (node-1 ...),
+// each with its own root dir, pod IP range and logs port, or one fake
+// agent registering every node (node-0 ...).
+func (s *Stack) startNodeAgents() error {
+	o := s.opts
+	if o.Runtime == RuntimeFake {
+		health, err := launcher.FreeAddr()
+		if err != nil {
+			return err
+		}
+		logs, err := launcher.FreeAddr()
+		if err != nil {
+			return err
+		}
+		root := filepath.Join(o.DataDir, "nodes", "fake")
+		args := []string{"--apiserver", o.APIAddr, "--health-addr", health, "--logs-addr", logs,
+			"--runtime", RuntimeFake, "--fake-nodes", strconv.Itoa(o.Nodes), "--node-name", "node", "--root-dir", root}
+		_, err = s.add("nodeagent", "nodeagent", health, root, args, "")
+		return err
+	}
+	for i := 1; i <= o.Nodes; i++ {
+		health, err := launcher.FreeAddr()
+		if err != nil {
+			return err
+		}
+		logs, err := launcher.FreeAddr()
+		if err != nil {
+			return err
+		}
+		node := fmt.Sprintf("node-%d", i)
+		root := filepath.Join(o.DataDir, "nodes", node)
+		// Agents on one host must not hand out the same loopback pod IPs.
+		args := []string{"--apiserver", o.APIAddr, "--health-addr", health, "--logs-addr", logs,
+			"--runtime", RuntimeExec, "--node-name", node, "--root-dir", root,
+			"--pod-cidr", fmt.Sprintf("127.%d.0.0/16", 10+i)}
+		if _, err := s.add(fmt.Sprintf("nodeagent-%d", i), "nodeagent", health, root, args, ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// add starts one process; grpcHealth is set for the apiserver, whose
+// readiness is its gRPC health service.
+func (s *Stack) add(name, binary, health, root string, args []string, grpcHealth string) (*Service, error) {
+	o := s.opts
+	if o.LogFormat != "" {
+		args = append(args, "--log-format", o.LogFormat)
+	}
+	if o.LogLevel != "" {
+		args = append(args, "--log-level", o.LogLevel)
+	}
+	args = append(args, o.Args[binary]...)
+	if root != "" {
+		if err := os.MkdirAll(root, 0o755); err != nil {
+			return nil, fmt.Errorf("stack: %s root dir: %w", name, err)
+		}
+	}
+	cfg := launcher.Config{Name: name, Binary: filepath.Join(o.BinDir, binary), Args: args, LogDir: o.LogDir}
+	if grpcHealth != "" {
+		cfg.HealthAddr = grpcHealth
+	} else {
+		cfg.ReadyURL = "http://" + health + "/readyz"
+	}
+	p, err := launcher.Start(cfg)
+	if err != nil {
+		return nil, err
+	}
+	svc := &Service{Name: name, Binary: binary, HealthAddr: health, RootDir: root, proc: p}
+	s.services = append(s.services, svc)
+	return svc, nil
+}
+
+// APIAddr is the apiserver's gRPC address.
+func (s *Stack) APIAddr() string { return s.opts.APIAddr }
+
+// Options are the options the stack runs with, defaults filled in.
+func (s *Stack) Options() Options { return s.opts }
+
+// Services are every process, apiserver first.
+func (s *Stack) Services() []*Service { return append([]*Service(nil), s.services...) }
+
+// Service returns the process named name, or nil.
+func (s *Stack) Service(name string) *Service {
+	for _, svc := range s.services {
+		if svc.Name == name {
+			return svc
+		}
+	}
+	return nil
+}
+
+// Stop ends every process in reverse start order: node agents first, then
+// the controllers (SIGTERM: they hand their leases back), then the
+// apiserver. A process that does not exit within ctx is killed. Exec
+// containers outlive their agent by design (like a kubelet restart); Stop
+// kills them too, so nothing is left behind.
+func (s *Stack) Stop(ctx context.Context) error {
+	var errs []error
+	for i := len(s.services) - 1; i >= 0; i-- {
+		svc := s.services[i]
+		if err := svc.proc.Term(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop %s: %w", svc.Name, err))
+		}
+	}
+	s.killContainers()
+	return errors.Join(errs...)
+}
+
+// kill SIGKILLs everything (cleanup after a failed start).
+func (s *Stack) kill() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, svc := range s.services {
+		_ = svc.proc.Kill(ctx)
+	}
+	s.killContainers()
+}
+
+// killContainers SIGKILLs the process group of every container shim
+// running under a node agent's root dir. The shim is "nodeagent shim ..."
+// with paths under <root>/pods/ on its command line.
+func (s *Stack) killContainers() {
+	var roots []string
+	for _, svc := range s.services {
+		if svc.Binary == "nodeagent" && svc.RootDir != "" {
+			if abs, err := filepath.Abs(svc.RootDir); err == nil {
+				roots = append(roots, filepath.Join(abs, "pods")+string(filepath.Separator))
+			}
+		}
+	}
+	if len(roots) == 0 {
+		return
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return // not Linux: the exec runtime needs /proc anyway
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		argv := strings.Split(string(b), "\x00")
+		if len(argv) < 3 || argv[1] != "shim" {
+			continue
+		}
+		for _, r := range roots {
+			if strings.Contains(string(b), r) {
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+				break
+			}
+		}
+	}
+}
