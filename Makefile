@@ -18,7 +18,7 @@ BUF_VERSION                := v1.75.0
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 
-.PHONY: all build test test-unit test-e2e lint proto proto-check tools up down dev chaos images bench-apiserver bench-scheduler clean
+.PHONY: busybox all build test lint proto proto-check tools up down dev chaos images bench-apiserver bench-scheduler clean
 
 all: build
 
@@ -64,8 +64,16 @@ KPLANE_PROJECT ?= kplane
 COMPOSE ?= $(shell if docker compose version >/dev/null 2>&1; then echo "docker compose"; else echo docker-compose; fi) \
 	-f $(CURDIR)/deploy/compose/compose.yaml -p $(KPLANE_PROJECT)
 
-images: build
+images: build busybox
 	deploy/compose/build-images.sh
+
+# The node image's shell for example pods: Debian's static busybox,
+# installed when missing (as root on Debian, like CI).
+busybox:
+	@if [ -z "$$BUSYBOX" ] && ! [ -x /bin/busybox ] && ! command -v busybox >/dev/null 2>&1; then \
+		echo "installing busybox-static"; \
+		apt-get update -qq && apt-get install -y -qq busybox-static >/dev/null; \
+	fi
 
 # Build binaries and images, then start the stack in the background.
 up: images
