@@ -13,6 +13,7 @@ import (
 
 	"github.com/kplane/kplane/pkg/client"
 	"github.com/kplane/kplane/pkg/informer"
+	"github.com/kplane/kplane/pkg/testutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 	"github.com/kplane/kplane/services/apiserver/testserver"
 )
@@ -22,16 +23,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // fastBackoff keeps retries quick so tests converge in seconds.
 var fastBackoff = client.Backoff{Duration: 20 * time.Millisecond, Factor: 2, Jitter: 0.5, Cap: 300 * time.Millisecond}
 
-// eventually polls cond until it holds or the deadline passes.
+// eventually polls cond until it holds or d passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
-	}
+	testutil.Eventually(t, d, what, cond)
 }
 
 func startServer(t *testing.T) (*testserver.Server, *client.Client) {

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/pkg/testutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
 	"github.com/kplane/kplane/services/apiserver/testserver"
@@ -54,15 +55,7 @@ func testCtx(t *testing.T) context.Context {
 // how tests wait for asynchronous effects without fixed sleeps.
 func waitFor(t *testing.T, deadline time.Duration, what string, cond func() bool) {
 	t.Helper()
-	end := time.Now().Add(deadline)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %v waiting for %s", deadline, what)
-		}
-		<-tick.C
-	}
+	testutil.Eventually(t, deadline, what, cond)
 }
 
 // requireCode asserts that err is a gRPC status with code and that its

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kplane/kplane/pkg/app"
 	"github.com/kplane/kplane/pkg/client"
+	"github.com/kplane/kplane/pkg/testutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 	"github.com/kplane/kplane/services/apiserver/testserver"
 )
@@ -22,13 +23,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // eventually polls cond until it holds or d passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
-	}
+	testutil.Eventually(t, d, what, cond)
 }
 
 type fixture struct {
@@ -60,7 +55,7 @@ func (f *fixture) startScheduler(id string) (stop func()) {
 	go func() {
 		done <- app.Run(ctx, NewService(), []string{
 			"--apiserver", f.srv.Addr(), "--health-addr", "127.0.0.1:0", "--log-level", "warn", "--id", id,
-			"--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s",
+			"--leader-elect-lease-duration", "10s", "--leader-elect-renew-deadline", "8s",
 			"--leader-elect-retry-period", "200ms", "--shutdown-grace-period", "1s",
 			"--pod-initial-backoff", "100ms", "--pod-max-backoff", "500ms",
 		})
@@ -196,7 +191,7 @@ func TestPodsAreBoundWithoutOverCommit(t *testing.T) {
 			t.Fatalf("pods per node = %v: node %s has %d, want 4 each (2 cpu / 500m)", perNode, n, c)
 		}
 	}
-	eventually(t, 10*time.Second, "a Scheduled event", func() bool {
+	eventually(t, 30*time.Second, "a Scheduled event", func() bool {
 		evs := f.events("web-0", "Scheduled")
 		return len(evs) == 1 && strings.HasPrefix(evs[0].GetMessage(), "Successfully assigned default/web-0 to node-")
 	})
@@ -204,7 +199,7 @@ func TestPodsAreBoundWithoutOverCommit(t *testing.T) {
 	// The 13th does not fit anywhere.
 	f.createPod("web-12", "500m", "")
 	want := "0/3 nodes are available: 3 Insufficient cpu."
-	eventually(t, 10*time.Second, "PodScheduled=False", func() bool {
+	eventually(t, 30*time.Second, "PodScheduled=False", func() bool {
 		c := podScheduledCondition(f.pod("web-12"))
 		return c != nil && c.GetStatus() == "False" && c.GetReason() == "Unschedulable" && c.GetMessage() == want
 	})
@@ -226,11 +221,11 @@ func TestUnschedulablePodReportsWhyAndIsBoundWhenANodeFits(t *testing.T) {
 	f.createPod("big", "2", "1Gi")
 
 	want := "0/3 nodes are available: 2 Insufficient cpu, 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }."
-	eventually(t, 10*time.Second, "PodScheduled=False with the reasons", func() bool {
+	eventually(t, 30*time.Second, "PodScheduled=False with the reasons", func() bool {
 		c := podScheduledCondition(f.pod("big"))
 		return c != nil && c.GetStatus() == "False" && c.GetReason() == "Unschedulable" && c.GetMessage() == want
 	})
-	eventually(t, 10*time.Second, "a FailedScheduling event", func() bool {
+	eventually(t, 30*time.Second, "a FailedScheduling event", func() bool {
 		evs := f.events("big", "FailedScheduling")
 		return len(evs) == 1 && evs[0].GetMessage() == want && evs[0].GetType() == "Warning"
 	})
@@ -242,7 +237,7 @@ func TestUnschedulablePodReportsWhyAndIsBoundWhenANodeFits(t *testing.T) {
 	if node := f.waitBound("big"); node != "large" {
 		t.Fatalf("bound to %s, want large", node)
 	}
-	eventually(t, 10*time.Second, "PodScheduled=True after binding", func() bool {
+	eventually(t, 30*time.Second, "PodScheduled=True after binding", func() bool {
 		c := podScheduledCondition(f.pod("big"))
 		return c != nil && c.GetStatus() == "True"
 	})
@@ -259,7 +254,7 @@ func TestCordonStopsNewPlacements(t *testing.T) {
 	f.createPod("probe", "", "", func(p *kplanev1.Pod) {
 		p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": "a"}
 	})
-	eventually(t, 10*time.Second, "the probe to be refused", func() bool {
+	eventually(t, 30*time.Second, "the probe to be refused", func() bool {
 		c := podScheduledCondition(f.pod("probe"))
 		return c != nil && c.GetMessage() == "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) were unschedulable."
 	})
@@ -281,7 +276,7 @@ func TestCordonStopsNewPlacements(t *testing.T) {
 func TestOnlyTheLeaderBinds(t *testing.T) {
 	f := newFixture(t)
 	stopA := f.startScheduler("sched-a")
-	eventually(t, 10*time.Second, "sched-a to lead", func() bool {
+	eventually(t, 30*time.Second, "sched-a to lead", func() bool {
 		l, err := client.Leases(f.c).Get(f.ctx, "kplane-system", Name)
 		return err == nil && l.GetSpec().GetHolderIdentity() == "sched-a"
 	})
@@ -292,7 +287,7 @@ func TestOnlyTheLeaderBinds(t *testing.T) {
 	}
 	reporter := func(name string) string {
 		var src string
-		eventually(t, 10*time.Second, "the Scheduled event of "+name, func() bool {
+		eventually(t, 30*time.Second, "the Scheduled event of "+name, func() bool {
 			evs := f.events(name, "Scheduled")
 			if len(evs) == 0 {
 				return false
@@ -310,7 +305,7 @@ func TestOnlyTheLeaderBinds(t *testing.T) {
 	}
 	// The leader steps down (releasing the lease): the standby takes over.
 	stopA()
-	eventually(t, 15*time.Second, "sched-b to lead", func() bool {
+	eventually(t, 30*time.Second, "sched-b to lead", func() bool {
 		l, err := client.Leases(f.c).Get(f.ctx, "kplane-system", Name)
 		return err == nil && l.GetSpec().GetHolderIdentity() == "sched-b"
 	})
