@@ -123,6 +123,12 @@ func (k *killer) killOne() {
 		sig = syscall.SIGTERM
 	}
 	downtime := k.between(k.minDown, k.maxDown)
+	if sig == syscall.SIGTERM && !k.ready(u) {
+		// A process still starting cannot promise a clean exit on SIGTERM
+		// (Go installs signal handlers only once main runs), so the clean
+		// exit is asked only of a process that is up.
+		sig = syscall.SIGKILL
+	}
 
 	// Is it the leader of its controller right now?
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -154,6 +160,13 @@ func (k *killer) killOne() {
 		k.fail("SIGTERM %s: %v", u.Name, err)
 	}
 	k.down[u.Name] = time.Now().Add(downtime)
+}
+
+// ready reports whether u answers its readiness check right now.
+func (k *killer) ready(u unit) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	return k.t.WaitReady(ctx, u) == nil
 }
 
 func (k *killer) fail(format string, args ...any) {

@@ -192,18 +192,21 @@ func run(ctx context.Context, c config) (int, error) {
 		return 0, err
 	}
 	live := func(controller, identity string) bool { return t.LiveIdentity(convCtx, controller, identity) }
-	var violations []string
+	var violations, lastChecked []string
 	converged := false
 	for {
 		s, err := takeSnapshot(convCtx, api, ns)
 		if err == nil {
 			violations = checkInvariants(s, ns, t.Controllers(), live, l)
+			lastChecked = violations
 			if len(violations) == 0 {
 				converged = true
 				break
 			}
 		} else {
-			violations = []string{err.Error()}
+			// Keep what the last complete check found: a snapshot cut
+			// short by the deadline says nothing about the invariants.
+			violations = append([]string{err.Error()}, lastChecked...)
 		}
 		if convCtx.Err() != nil {
 			break
