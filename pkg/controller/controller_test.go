@@ -179,3 +179,34 @@ func TestOwnerMapping(t *testing.T) {
 		t.Fatal("object not passed through")
 	}
 }
+
+func TestExpectationsSatisfiedByCacheRevision(t *testing.T) {
+	e := controller.NewExpectations(time.Hour)
+	e.ExpectCreations("ns/rs", 2)
+	e.WriteIssued("ns/rs")
+	e.WriteIssued("ns/rs")
+	e.WriteAcknowledged("ns/rs", 40)
+	if e.SatisfiedAt("ns/rs", 100) {
+		t.Fatal("satisfied while a write is still in flight")
+	}
+	e.WriteAcknowledged("ns/rs", 42)
+	if e.SatisfiedAt("ns/rs", 41) {
+		t.Fatal("satisfied by a cache older than the last write")
+	}
+	// Neither creation was observed (created and deleted while the cache
+	// was away), but the cache is past both writes.
+	if !e.SatisfiedAt("ns/rs", 42) {
+		t.Fatal("not satisfied by a cache at the last write's revision")
+	}
+	if adds, _ := e.Pending("ns/rs"); adds != 0 {
+		t.Fatalf("expectations kept after the cache caught up: %d adds", adds)
+	}
+	// A failed call (revision 0) leaves nothing to wait for by revision;
+	// the counts decide.
+	e.ExpectCreations("ns/b", 1)
+	e.WriteIssued("ns/b")
+	e.WriteAcknowledged("ns/b", 0)
+	if e.SatisfiedAt("ns/b", 1000) {
+		t.Fatal("a key with no acknowledged write was satisfied by revision")
+	}
+}

@@ -23,8 +23,15 @@ const DefaultExpectationsTTL = 5 * time.Minute
 // deletions are tracked by the deleted object's key, so a deletion observed
 // twice (a watch event and a relist tombstone) counts once.
 //
-// Expectations are satisfied when every expected event was observed, or
-// when they are older than the TTL. Safe for concurrent use.
+// Expectations are satisfied when every expected event was observed, when
+// the cache has caught up with the revisions the writes returned (see
+// WriteAcknowledged and SatisfiedAt), or when they are older than the TTL.
+// The revision rule closes the gap a pure event count leaves: an object
+// created and deleted again while the informer was disconnected never
+// shows in a relist, so its creation event never comes; but once the
+// cache is at or past the revision of every write the controller made, it
+// reflects those writes (or what became of them), and the controller may
+// act again without waiting out the TTL. Safe for concurrent use.
 type Expectations struct {
 	ttl time.Duration
 	now func() time.Time
@@ -37,6 +44,10 @@ type expectation struct {
 	adds      int
 	deletes   map[string]struct{}
 	timestamp time.Time
+	// written is the highest revision a write for this key returned;
+	// pending counts the writes issued but not yet returned.
+	written int64
+	pending int
 }
 
 // NewExpectations returns an empty set with the given TTL
@@ -68,6 +79,46 @@ func (e *Expectations) Satisfied(key string) bool {
 		return true
 	}
 	return e.now().Sub(x.timestamp) > e.ttl
+}
+
+// SatisfiedAt is Satisfied, or true when the cache that the controller
+// reads is at revision cacheRevision or later and every write recorded
+// with WriteAcknowledged is at or below it.
+func (e *Expectations) SatisfiedAt(key string, cacheRevision int64) bool {
+	if e.Satisfied(key) {
+		return true
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	x, ok := e.m[key]
+	if !ok || x.pending > 0 || x.written == 0 || cacheRevision < x.written {
+		return false
+	}
+	delete(e.m, key)
+	return true
+}
+
+// WriteIssued notes that a create or delete call for key is in flight;
+// until every issued call has returned, the revision rule cannot apply.
+func (e *Expectations) WriteIssued(key string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if x, ok := e.m[key]; ok {
+		x.pending++
+	}
+}
+
+// WriteAcknowledged records the revision a successful write for key
+// returned (0 when the call failed or its outcome is unknown).
+func (e *Expectations) WriteAcknowledged(key string, revision int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if x, ok := e.m[key]; ok {
+		if x.pending > 0 {
+			x.pending--
+		}
+		x.written = max(x.written, revision)
+	}
 }
 
 // ExpectCreations records that n creations are about to be issued for key,

@@ -312,7 +312,7 @@ func (r *replicaController) Reconcile(ctx context.Context, key string) error {
 	}
 	// Sample expectations before reading pods: a creation observed in
 	// between then shows in the pods we read, never the other way round.
-	manage := r.exp.Satisfied(key)
+	manage := r.exp.SatisfiedAt(key, cacheRevision(r.pods))
 	plan := Decide(owner, r.candidates(owner), manage, r.burst)
 
 	if err := r.claim(ctx, owner, plan); err != nil {
@@ -420,6 +420,21 @@ func (r *replicaController) updatePod(ctx context.Context, p *kplanev1.Pod) erro
 	return err
 }
 
+// revisionOf is the revision a successful write returned, 0 otherwise.
+func revisionOf(obj *kplanev1.Object, err error) int64 {
+	if err != nil || obj == nil {
+		return 0
+	}
+	rv, _ := strconv.ParseInt(obj.Meta().GetResourceVersion(), 10, 64)
+	return rv
+}
+
+// cacheRevision is the revision the informer's cache has caught up to.
+func cacheRevision(inf *informer.Informer) int64 {
+	rv, _ := strconv.ParseInt(inf.LastSyncResourceVersion(), 10, 64)
+	return rv
+}
+
 // create creates n pods in slow-start batches. Expectations are raised
 // first, since watch events may arrive before the calls return, and
 // lowered for every create that failed or was never attempted.
@@ -431,9 +446,12 @@ func (r *replicaController) create(ctx context.Context, owner *Owner, n int) err
 	ok, err := controller.SlowStartBatch(n, 1, func() error {
 		r.createCalls.Add(1)
 		pod, werr := kplanev1.Wrap(NewPod(owner))
+		r.exp.WriteIssued(key)
+		var resp *kplanev1.CreateResponse
 		if werr == nil {
-			_, werr = r.api.Create(ctx, &kplanev1.CreateRequest{Object: pod})
+			resp, werr = r.api.Create(ctx, &kplanev1.CreateRequest{Object: pod})
 		}
+		r.exp.WriteAcknowledged(key, revisionOf(resp.GetObject(), werr))
 		if werr != nil {
 			failed.Add(1)
 			r.createFailures.Add(1)
@@ -471,16 +489,20 @@ func (r *replicaController) delete(ctx context.Context, owner *Owner, victims []
 		errs []error
 		done atomic.Int32
 	)
+	for range victims {
+		r.exp.WriteIssued(key)
+	}
 	for i, p := range victims {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			m := p.GetMetadata()
 			r.deleteCalls.Add(1)
-			_, err := r.api.Delete(ctx, &kplanev1.DeleteRequest{
+			resp, err := r.api.Delete(ctx, &kplanev1.DeleteRequest{
 				Kind: "Pod", Namespace: m.GetNamespace(), Name: m.GetName(),
 				Preconditions: &kplanev1.Preconditions{Uid: m.GetUid()},
 			})
+			r.exp.WriteAcknowledged(key, revisionOf(resp.GetObject(), err))
 			switch {
 			case err == nil:
 				done.Add(1)
