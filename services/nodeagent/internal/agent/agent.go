@@ -43,8 +43,11 @@ func Service() app.Service {
 	return app.Service{
 		Name:       Name,
 		HealthAddr: ":10248",
-		Workers:    8,
-		AddFlags:   cfg.AddFlags,
+		// Status writes are round trips to the apiserver; a pod's start is
+		// one write, so the worker count bounds how fast a burst of bound
+		// pods turns Running (one process may also play 100 fake nodes).
+		Workers:  32,
+		AddFlags: cfg.AddFlags,
 		Setup: func(c *app.Context) (app.Reconciler, error) {
 			var err error
 			a, err = New(c, cfg)
