@@ -19,6 +19,7 @@ import (
 
 	"github.com/kplane/kplane/cmd/kpctl/internal/kinds"
 	"github.com/kplane/kplane/cmd/kpctl/internal/manifest"
+	"github.com/kplane/kplane/pkg/testutil"
 	"github.com/kplane/kplane/services/apiserver/testserver"
 )
 
@@ -306,7 +307,7 @@ func (c *cluster) testWatch() {
 	t := c.t
 	ctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut testutil.SyncBuffer
 	done := make(chan int, 1)
 	go func() { done <- runWith(ctx, c.addr, "", &out, &errOut, "get", "pods", "-w") }()
 	waitFor(t, &out, regexp.MustCompile(`(?m)^web\s`))
@@ -330,7 +331,7 @@ func (c *cluster) testWatch() {
 
 // waitFor polls a command's output until re matches, failing after a
 // deadline.
-func waitFor(t *testing.T, out *syncBuffer, re *regexp.Regexp) {
+func waitFor(t *testing.T, out *testutil.SyncBuffer, re *regexp.Regexp) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !re.MatchString(out.String()) {

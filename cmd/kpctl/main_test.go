@@ -1,37 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/kplane/kplane/pkg/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-// syncBuffer is a bytes.Buffer safe to read while a command writes to it
-// (a watch runs in its own goroutine).
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // result is what one kpctl invocation produced.
 type result struct {
@@ -41,12 +21,12 @@ type result struct {
 
 // kpctl runs the command in-process against server, the way main does.
 func kpctl(ctx context.Context, server, stdin string, args ...string) result {
-	var out, errOut syncBuffer
+	var out, errOut testutil.SyncBuffer
 	code := runWith(ctx, server, stdin, &out, &errOut, args...)
 	return result{out.String(), errOut.String(), code}
 }
 
-func runWith(ctx context.Context, server, stdin string, out, errOut *syncBuffer, args ...string) int {
+func runWith(ctx context.Context, server, stdin string, out, errOut *testutil.SyncBuffer, args ...string) int {
 	return run(ctx, args, &env{
 		stdin:  strings.NewReader(stdin),
 		stdout: out,
@@ -64,20 +44,7 @@ func runWith(ctx context.Context, server, stdin string, out, errOut *syncBuffer,
 // golden compares got with testdata/name, or rewrites it with -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden file (go test -update creates it): %v", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s (go test -update rewrites it)\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	testutil.Golden(t, filepath.Join("testdata", name), got, *update)
 }
 
 // unreachable is an address nothing listens on: commands that must fail

@@ -1,7 +1,6 @@
 package leaderelection
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,11 +13,13 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	kptest "github.com/kplane/kplane/pkg/testutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 	"github.com/kplane/kplane/services/apiserver/testserver"
 )
@@ -205,13 +206,7 @@ func waitForLeader(t *testing.T, cs []*candidate) (*candidate, time.Duration) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", waitLimit, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	kptest.Eventually(t, waitLimit, what, cond)
 }
 
 func getLease(t *testing.T, srv *testserver.Server) *kplanev1.Lease {
@@ -453,27 +448,9 @@ func TestGracefulReleaseHandsOverQuickly(t *testing.T) {
 	s.stop(t)
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestReleaseClearsLeaseAndReportsOnce(t *testing.T) {
 	srv := testserver.Start(t)
-	var logs syncBuffer
+	var logs kptest.SyncBuffer
 	logger := hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})
 	reg := prometheus.NewRegistry()
 	m, err := NewPrometheusMetrics(reg)

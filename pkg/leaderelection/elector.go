@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/kplane/kplane/pkg/client"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -187,7 +188,7 @@ func (e *Elector) acquire(ctx context.Context) (time.Time, bool) {
 				wait = max(left, 0) + time.Duration(rand.Float64()*expiryJitter*float64(e.cfg.RetryPeriod))
 			}
 		}
-		if !sleep(ctx, wait) {
+		if client.Sleep(ctx, wait) != nil {
 			return time.Time{}, false
 		}
 	}
@@ -201,7 +202,7 @@ func (e *Elector) renewLoop(ctx context.Context, lastRenew time.Time) error {
 	var lastErr error
 	for {
 		deadline := lastRenew.Add(e.cfg.RenewDeadline)
-		if !sleep(ctx, min(e.cfg.RetryPeriod, time.Until(deadline))) {
+		if client.Sleep(ctx, min(e.cfg.RetryPeriod, time.Until(deadline))) != nil {
 			return nil
 		}
 		if !time.Now().Before(deadline) {
@@ -333,19 +334,4 @@ func (e *Elector) release(ctx context.Context) error {
 	}
 	e.observe(updated)
 	return nil
-}
-
-// sleep waits for d or until ctx is done; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

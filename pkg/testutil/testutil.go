@@ -2,6 +2,9 @@
 package testutil
 
 import (
+	"bytes"
+	"os"
+	"sync"
 	"testing"
 	"time"
 )
@@ -19,5 +22,45 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 			t.Fatalf("timed out after %v waiting for %s", d, what)
 		}
 		time.Sleep(PollInterval) // the polling interval, not synchronisation
+	}
+}
+
+// SyncBuffer is a bytes.Buffer that is safe to read while another
+// goroutine writes to it (a logger, a command streaming a watch).
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns everything written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Golden compares got with the golden file at path, or rewrites the file
+// when update is set (each test package owns its own -update flag).
+func Golden(t testing.TB, path, got string, update bool) {
+	t.Helper()
+	if update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden file (go test -update creates it): %v", err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s (go test -update rewrites it)\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
 }

@@ -38,3 +38,38 @@ func TestEventually(t *testing.T) {
 		t.Fatalf("a condition that never holds did not fail the test: %q", r.failed)
 	}
 }
+
+func TestGoldenAndSyncBuffer(t *testing.T) {
+	var b SyncBuffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 100 {
+			_, _ = b.Write([]byte("x"))
+		}
+	}()
+	<-done
+	if got := b.String(); len(got) != 100 {
+		t.Fatalf("buffer holds %d bytes, want 100", len(got))
+	}
+
+	path := t.TempDir() + "/out.golden"
+	Golden(t, path, "hello\n", true) // -update writes the file
+	Golden(t, path, "hello\n", false)
+	r := &errorRecorder{TB: t}
+	Golden(r, path, "changed\n", false)
+	if !strings.Contains(r.errors, "differs") {
+		t.Fatalf("a changed output did not fail the comparison: %q", r.errors)
+	}
+}
+
+// errorRecorder captures Errorf instead of failing the test.
+type errorRecorder struct {
+	testing.TB
+	errors string
+}
+
+func (r *errorRecorder) Helper() {}
+func (r *errorRecorder) Errorf(format string, args ...any) {
+	r.errors += format
+}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kplane/kplane/pkg/testutil"
 )
 
 // fakeClock is a Clock that only moves when Advance is called.
@@ -76,13 +78,7 @@ func (t *fakeTimer) Stop() bool {
 // that is generous so that a slow, shared machine does not make it flaky.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, what, cond)
 }
 
 // waitingLen returns the number of keys waiting for their delay.

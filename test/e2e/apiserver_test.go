@@ -33,25 +33,12 @@ func startAPIServer(t *testing.T, dataDir string) (*launcher.Process, kplanev1.R
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := launcher.Start(launcher.Config{
+	p := launch(t, launcher.Config{
 		Name:       "apiserver",
 		Binary:     filepath.Join(binDir, "apiserver"),
 		Args:       []string{"--data-dir", dataDir, "--listen", addr, "--health-addr", healthAddr, "--log-level", "debug"},
 		LogDir:     t.TempDir(),
 		HealthAddr: addr,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := p.Kill(ctx); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("apiserver log: %s", p.LogPath())
-		}
 	})
 	waitHealthy(t, p)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -42,41 +42,13 @@ type naCluster struct {
 	roots  map[string]string
 }
 
-// naProc starts a binary with a free HTTP --health-addr and kills it when
-// the test ends.
-func naProc(t *testing.T, name, binary, grpcHealth string, args ...string) *launcher.Process {
-	t.Helper()
-	health, err := launcher.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := launcher.Start(launcher.Config{
-		Name: name, Binary: filepath.Join(binDir, binary), Args: append(args, "--health-addr", health),
-		LogDir: t.TempDir(), HealthAddr: grpcHealth,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := p.Kill(ctx); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("%s log: %s", name, p.LogPath())
-		}
-	})
-	return p
-}
-
 func newNACluster(t *testing.T, scheduler bool, nodes ...string) *naCluster {
 	t.Helper()
 	addr, err := launcher.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	apiserver := naProc(t, "apiserver", "apiserver", addr, "--data-dir", t.TempDir(), "--listen", addr)
+	apiserver := startProcess(t, "apiserver", "apiserver", addr, "--data-dir", t.TempDir(), "--listen", addr)
 	waitHealthy(t, apiserver)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -85,7 +57,7 @@ func newNACluster(t *testing.T, scheduler bool, nodes ...string) *naCluster {
 	t.Cleanup(func() { _ = conn.Close() })
 	c := &naCluster{t: t, addr: addr, api: kplanev1.NewResourcesClient(conn), agents: map[string]*launcher.Process{}, roots: map[string]string{}}
 	if scheduler {
-		naProc(t, "scheduler", "scheduler", "", "--apiserver", addr, "--log-level", "debug")
+		startProcess(t, "scheduler", "scheduler", "", "--apiserver", addr, "--log-level", "debug")
 	}
 	for i, n := range nodes {
 		logs, err := launcher.FreeAddr()
@@ -97,7 +69,7 @@ func newNACluster(t *testing.T, scheduler bool, nodes ...string) *naCluster {
 		// Containers outlive a killed agent by design; make sure none
 		// outlives the test.
 		t.Cleanup(func() { naKillContainers(root) })
-		c.agents[n] = naProc(t, "nodeagent-"+n, "nodeagent", "", "--apiserver", addr, "--log-level", "debug",
+		c.agents[n] = startProcess(t, "nodeagent-"+n, "nodeagent", "", "--apiserver", addr, "--log-level", "debug",
 			"--runtime", "exec", "--node-name", n, "--root-dir", root, "--logs-addr", logs,
 			"--pod-cidr", fmt.Sprintf("127.%d.0.0/16", 60+i), "--heartbeat-interval", "1s",
 			"--restart-backoff-base", "200ms", "--housekeeping-interval", "500ms")

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -42,31 +41,7 @@ type ncCluster struct {
 // when the test ends; grpcHealth, when set, is where WaitHealthy checks.
 func ncStart(t *testing.T, name, grpcHealth string, args ...string) *launcher.Process {
 	t.Helper()
-	health, err := launcher.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := launcher.Start(launcher.Config{
-		Name:       name,
-		Binary:     filepath.Join(binDir, binaryOf(name)),
-		Args:       append(args, "--health-addr", health),
-		LogDir:     t.TempDir(),
-		HealthAddr: grpcHealth,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := p.Kill(ctx); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("%s log: %s", name, p.LogPath())
-		}
-	})
-	return p
+	return startProcess(t, name, binaryOf(name), grpcHealth, args...)
 }
 
 // binaryOf maps a process name such as "nodeagent-b" to its binary.
