@@ -46,11 +46,7 @@ func (a *APIServer) Compact(ctx context.Context) (int64, error) {
 }
 
 func (a *APIServer) currentRevision(ctx context.Context) (int64, error) {
-	resp, err := a.backend.Client.Get(ctx, "/registry/", clientv3.WithCountOnly(), clientv3.WithLimit(1))
-	if err != nil {
-		return 0, fmt.Errorf("read current revision: %w", err)
-	}
-	return resp.Header.Revision, nil
+	return a.store.CurrentRevision(ctx)
 }
 
 func (a *APIServer) compactTo(ctx context.Context, rev int64) error {

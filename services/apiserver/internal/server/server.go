@@ -17,6 +17,10 @@ import (
 	"github.com/kplane/kplane/services/apiserver/internal/watchcache"
 )
 
+// catchUpTimeout bounds how long a watch from "" waits for the watch
+// cache to reach etcd's current revision.
+const catchUpTimeout = 10 * time.Second
+
 // Server is the Resources service.
 type Server struct {
 	kplanev1.UnimplementedResourcesServer
@@ -141,6 +145,21 @@ func (s *Server) Watch(req *kplanev1.WatchRequest, stream kplanev1.Resources_Wat
 	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
+	cache := s.caches[k.Name]
+	if opts.Initial {
+		// The initial ADDED events must show every write acknowledged
+		// before the watch began, so the cache first catches up to etcd.
+		cur, err := s.store.CurrentRevision(ctx)
+		if err != nil {
+			return err
+		}
+		wctx, wcancel := context.WithTimeout(ctx, catchUpTimeout)
+		err = cache.WaitForRevision(wctx, cur)
+		wcancel()
+		if err != nil {
+			return status.Errorf(codes.Unavailable, "%v", err)
+		}
+	}
 	stop := context.AfterFunc(s.shutdown, cancel)
 	defer stop()
 	send := func(r *kplanev1.WatchResponse, encoded []byte) error {
@@ -149,7 +168,7 @@ func (s *Server) Watch(req *kplanev1.WatchRequest, stream kplanev1.Resources_Wat
 		}
 		return stream.Send(r)
 	}
-	err = s.caches[k.Name].Watch(ctx, opts, send)
+	err = cache.Watch(ctx, opts, send)
 	if err == nil && s.shutdown.Err() != nil {
 		return status.Error(codes.Unavailable, "apiserver shutting down; watch again from the last resourceVersion received")
 	}

@@ -74,6 +74,15 @@ func (s *Store) Client() *clientv3.Client { return s.cli }
 // did not make conditional (no resourceVersion), on concurrent writers.
 const maxUpdateRetries = 16
 
+// CurrentRevision is etcd's current revision, read linearizably.
+func (s *Store) CurrentRevision(ctx context.Context) (int64, error) {
+	resp, err := s.cli.Get(ctx, registryRoot, clientv3.WithCountOnly(), clientv3.WithLimit(1))
+	if err != nil {
+		return 0, backendError(ctx, "read current revision", err)
+	}
+	return resp.Header.Revision, nil
+}
+
 // LookupKind resolves a kind name or returns InvalidArgument listing the known kinds.
 func LookupKind(name string) (*kplanev1.KindInfo, error) {
 	if name == "" {

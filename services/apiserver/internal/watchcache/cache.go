@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/pkg/client"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
 	"github.com/kplane/kplane/services/apiserver/internal/store"
@@ -85,7 +86,10 @@ type Cache struct {
 	epoch  uint64
 	notify chan struct{}
 	ready  chan struct{}
-	loaded bool
+	// progressNow asks the follow loop for an etcd progress notification
+	// at once (a reader waits for the cache to reach a revision).
+	progressNow chan struct{}
+	loaded      bool
 }
 
 // New returns a cache; call Run to fill it.
@@ -100,12 +104,13 @@ func New(cfg Config) *Cache {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	return &Cache{
-		cfg:    cfg,
-		log:    cfg.Logger.With("kind", cfg.Kind.Name),
-		state:  map[string]*kplanev1.Object{},
-		ring:   make([]*Event, cfg.Capacity),
-		notify: make(chan struct{}),
-		ready:  make(chan struct{}),
+		cfg:         cfg,
+		log:         cfg.Logger.With("kind", cfg.Kind.Name),
+		state:       map[string]*kplanev1.Object{},
+		ring:        make([]*Event, cfg.Capacity),
+		notify:      make(chan struct{}),
+		ready:       make(chan struct{}),
+		progressNow: make(chan struct{}, 1),
 	}
 }
 
@@ -117,6 +122,29 @@ func (c *Cache) Revision() int64 {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.rev
+}
+
+// WaitForRevision blocks until the cache has caught up to rev (every
+// change up to rev applied), so a read from the cache shows every write
+// etcd acknowledged before rev was read.
+func (c *Cache) WaitForRevision(ctx context.Context, rev int64) error {
+	for {
+		c.mu.RLock()
+		at, notify := c.rev, c.notify
+		c.mu.RUnlock()
+		if at >= rev {
+			return nil
+		}
+		select {
+		case c.progressNow <- struct{}{}:
+		default: // a request is already pending
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("watch cache at revision %d, waiting for %d: %w", at, rev, ctx.Err())
+		case <-notify:
+		}
+	}
 }
 
 // Compacted tells the cache that etcd history up to rev is gone, so
@@ -152,7 +180,7 @@ func (c *Cache) Run(ctx context.Context) {
 					return
 				}
 				c.log.Warn("loading watch cache failed; retrying", "error", err, "backoff", backoff)
-				if !sleep(ctx, backoff) {
+				if client.Sleep(ctx, backoff) != nil {
 					return
 				}
 				backoff = min(2*backoff, 5*time.Second)
@@ -171,7 +199,7 @@ func (c *Cache) Run(ctx context.Context) {
 			continue
 		}
 		c.log.Warn("etcd watch broke; resuming", "error", err, "revision", c.Revision(), "backoff", backoff)
-		if !sleep(ctx, backoff) {
+		if client.Sleep(ctx, backoff) != nil {
 			return
 		}
 		backoff = min(2*backoff, 5*time.Second)
@@ -229,6 +257,11 @@ func (c *Cache) follow(ctx context.Context) error {
 	from := c.Revision() + 1
 	wch := c.cfg.Client.Watch(wctx, store.KindPrefix(c.cfg.Kind),
 		clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithPrevKV(), clientv3.WithProgressNotify())
+	requestProgress := func() {
+		if err := c.cfg.Client.RequestProgress(wctx); err != nil && ctx.Err() == nil {
+			c.log.Debug("progress request failed", "error", err)
+		}
+	}
 	ticker := time.NewTicker(c.cfg.ProgressInterval)
 	defer ticker.Stop()
 	for {
@@ -236,11 +269,11 @@ func (c *Cache) follow(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-ticker.C:
-			// Ask for a progress notification so quiet kinds still move
-			// their revision forward (bookmarks depend on it).
-			if err := c.cfg.Client.RequestProgress(wctx); err != nil && ctx.Err() == nil {
-				c.log.Debug("progress request failed", "error", err)
-			}
+			// Quiet kinds still move their revision forward (bookmarks
+			// depend on it).
+			requestProgress()
+		case <-c.progressNow:
+			requestProgress()
 		case resp, ok := <-wch:
 			if !ok {
 				return errors.New("etcd watch channel closed")
@@ -342,17 +375,6 @@ func (c *Cache) seqAfter(rev int64) uint64 {
 		return c.ring[(lo+uint64(i))%uint64(len(c.ring))].Rev > rev
 	})
 	return lo + uint64(i)
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // errTooSlow and friends are the statuses a watch ends with.

@@ -120,3 +120,32 @@ func statusOf(err error) (string, bool) {
 	}
 	return st.Code().String(), true
 }
+
+func TestWaitForRevision(t *testing.T) {
+	c := New(Config{Kind: kplanev1.LookupKind("Pod"), Capacity: 4})
+	c.loaded = true
+	close(c.ready)
+	c.apply(podEvent(t, "a", 5))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.WaitForRevision(ctx, 5); err != nil {
+		t.Fatalf("at the revision already: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.WaitForRevision(ctx, 7) }()
+	c.apply(podEvent(t, "b", 6))
+	select {
+	case err := <-done:
+		t.Fatalf("returned at revision 6 of 7: %v", err)
+	default:
+	}
+	c.apply(podEvent(t, "c", 7))
+	if err := <-done; err != nil {
+		t.Fatalf("waiting for 7: %v", err)
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancelShort()
+	if err := c.WaitForRevision(short, 100); err == nil {
+		t.Fatal("a revision the cache never reaches did not time out")
+	}
+}
