@@ -371,6 +371,8 @@ func TestLeaseStopsNodeUnknownTaintedPodsNotReadyThenEvicted(t *testing.T) {
 	if got := c.podsOf("n0")[0]; got.GetMetadata().GetUid() != tolerant.GetMetadata().GetUid() {
 		t.Fatal("the pod tolerating the taint without seconds was replaced")
 	}
+	// Events follow the deletions; wait for them, then count.
+	c.eventually("two eviction events", func() bool { return len(c.events("TaintManagerEviction")) >= 2 })
 	evs := c.events("TaintManagerEviction")
 	if len(evs) != 2 {
 		t.Fatalf("%d TaintManagerEviction events, want 2", len(evs))
@@ -450,8 +452,10 @@ func TestLeaseResumesBeforeTimeout(t *testing.T) {
 			t.Fatalf("pod %s replaced", after[i].GetMetadata().GetName())
 		}
 	}
-	if len(c.events("NodeReady")) != 1 || len(c.events("TaintManagerEviction")) != 0 {
-		t.Fatalf("events: NodeReady %d, evictions %d", len(c.events("NodeReady")), len(c.events("TaintManagerEviction")))
+	// The event follows the node's update; wait for it, then count.
+	c.eventually("a NodeReady event", func() bool { return len(c.events("NodeReady")) >= 1 })
+	if ready, evicted := len(c.events("NodeReady")), len(c.events("TaintManagerEviction")); ready != 1 || evicted != 0 {
+		t.Fatalf("events: NodeReady %d, evictions %d", ready, evicted)
 	}
 }
 
@@ -505,6 +509,8 @@ func TestThresholdStopsEvictionsAndRateLimits(t *testing.T) {
 			t.Fatalf("pod of recovered node %s evicted", n)
 		}
 	}
+	// Events follow the deletions; wait for them, then count.
+	c.eventually("two eviction events", func() bool { return len(c.events("TaintManagerEviction")) >= 2 })
 	evs := c.events("TaintManagerEviction")
 	if len(evs) != 2 {
 		t.Fatalf("%d evictions, want 2", len(evs))
