@@ -28,15 +28,6 @@ var shortNames = map[string]string{
 	"Event":                 "ev",
 }
 
-// apiVersions maps a kind to the apiVersion Kubernetes serves it under.
-// Kinds missing here belong to the core group, "v1".
-var apiVersions = map[string]string{
-	"ReplicaSet":   "apps/v1",
-	"Job":          "batch/v1",
-	"StorageClass": "storage.k8s.io/v1",
-	"Lease":        "coordination.k8s.io/v1",
-}
-
 // aliases maps every lower-case name a user may type to the kind name.
 var aliases = map[string]string{}
 
@@ -87,12 +78,7 @@ func Known() []string {
 }
 
 // APIVersion returns the Kubernetes apiVersion of a kind ("v1", "apps/v1").
-func APIVersion(kind string) string {
-	if v, ok := apiVersions[kind]; ok {
-		return v
-	}
-	return "v1"
-}
+func APIVersion(kind string) string { return kplanev1.APIVersion(kind) }
 
 // Ref formats an object reference the way kubectl prints it after a
 // write: "pod/web", "replicaset/frontend".
