@@ -45,6 +45,7 @@ import (
 	"github.com/kplane/kplane/pkg/client"
 	"github.com/kplane/kplane/pkg/controller"
 	"github.com/kplane/kplane/pkg/informer"
+	"github.com/kplane/kplane/pkg/workqueue"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
@@ -52,6 +53,9 @@ import (
 const (
 	DefaultResyncPeriod  = 5 * time.Minute
 	DefaultShutdownGrace = 10 * time.Second
+	// CatchUpLimit bounds how long a new leader waits for its caches to
+	// show what the apiserver held when it took over.
+	CatchUpLimit = 10 * time.Second
 )
 
 // Reconciler makes the world match the desired state of the object named
@@ -148,6 +152,15 @@ func (c *Context) Enqueue(key string) { c.r.enqueue(key) }
 
 // EnqueueAfter queues key after d.
 func (c *Context) EnqueueAfter(key string, d time.Duration) { c.r.enqueueAfter(key, d) }
+
+// RunWorkers reconciles the keys of q with n workers until q shuts down,
+// exactly as the service's own workers do (metrics labelled name, panics
+// recovered and counted, failed keys requeued with q's rate limiter). It
+// is for services that keep a second queue of their own, e.g. the
+// scheduler's per-term queues; the caller shuts q down to stop it.
+func (c *Context) RunWorkers(ctx context.Context, name string, q *workqueue.Queue, n int, rec Reconciler) {
+	c.r.runWorkers(ctx, name, q, n, rec)
+}
 
 // IsLeader reports whether this replica currently does the work.
 func (c *Context) IsLeader() bool { return c.r.isLeader() }

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/kplane/kplane/pkg/client"
+	"github.com/kplane/kplane/pkg/health"
 	"github.com/kplane/kplane/pkg/leaderelection"
 	"github.com/kplane/kplane/pkg/logging"
 )
@@ -20,6 +21,7 @@ type options struct {
 	leader        leaderelection.Options
 	logging       logging.Options
 	healthAddr    string
+	profiling     health.Profiling
 	resyncPeriod  time.Duration
 	workers       int
 	shutdownGrace time.Duration
@@ -38,6 +40,7 @@ func parseFlags(svc Service, args []string) (*options, error) {
 	o.client.AddFlags(fs)
 	o.logging.AddFlags(fs)
 	fs.StringVar(&o.healthAddr, "health-addr", svc.HealthAddr, "address of the HTTP server for /healthz, /readyz and /metrics (empty disables it)")
+	o.profiling.AddFlag(fs)
 	resync := svc.ResyncPeriod
 	if resync == 0 {
 		resync = DefaultResyncPeriod

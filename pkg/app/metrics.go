@@ -13,9 +13,11 @@ import (
 //	kplane_controller_reconciles_total{controller}
 //	kplane_controller_reconcile_errors_total{controller}
 //	kplane_controller_reconcile_duration_seconds{controller}
+//	kplane_controller_reconcile_panics_total{controller}
 type reconcileMetrics struct {
 	total    *prometheus.CounterVec
 	errors   *prometheus.CounterVec
+	panics   *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 }
 
@@ -29,13 +31,17 @@ func newReconcileMetrics(reg prometheus.Registerer) (*reconcileMetrics, error) {
 			Name: "kplane_controller_reconcile_errors_total",
 			Help: "Reconcile calls that failed and were requeued with backoff.",
 		}, []string{"controller"}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kplane_controller_reconcile_panics_total",
+			Help: "Reconcile calls that panicked; the panic was recovered, logged with its stack, and the key requeued with backoff.",
+		}, []string{"controller"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "kplane_controller_reconcile_duration_seconds",
 			Help:    "Time spent in one reconcile call.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 		}, []string{"controller"}),
 	}
-	for _, c := range []prometheus.Collector{m.total, m.errors, m.duration} {
+	for _, c := range []prometheus.Collector{m.total, m.errors, m.panics, m.duration} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("app: register reconcile metrics: %w", err)
 		}

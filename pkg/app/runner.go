@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -12,7 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/kplane/kplane/pkg/apiutil"
 	"github.com/kplane/kplane/pkg/client"
+	"github.com/kplane/kplane/pkg/controller"
 	"github.com/kplane/kplane/pkg/health"
 	"github.com/kplane/kplane/pkg/informer"
 	"github.com/kplane/kplane/pkg/leaderelection"
@@ -111,7 +114,8 @@ func newRunner(ctx context.Context, svc Service, opts *options) (_ *runner, err 
 	}
 
 	if opts.healthAddr != "" {
-		if r.health, err = health.Start(opts.healthAddr, r.registry, r.ready, r.log); err != nil {
+		if r.health, err = health.Start(opts.healthAddr, r.registry, r.ready, r.log,
+			health.WithProfiling(opts.profiling.Enabled(opts.healthAddr))); err != nil {
 			return nil, err
 		}
 	}
@@ -221,13 +225,29 @@ func (r *runner) close() {
 }
 
 // lead does the work for one leadership term (or the whole life of an
-// unelected service): it waits for the caches, queues every watched
-// object, runs the workers and Service.Run, and stops them when ctx ends.
+// unelected service): it waits for the caches (for a new leader, until
+// they have caught up with the apiserver), queues every watched object,
+// runs the workers and Service.Run, and stops them when ctx ends.
 func (r *runner) lead(ctx context.Context) {
 	r.working.Store(true)
 	defer r.working.Store(false)
 	if !r.factory.WaitForCacheSync(ctx) {
 		return
+	}
+	var q *workqueue.Queue
+	if r.reconciler != nil {
+		// Events from now on are queued; the workers start once the cache
+		// has caught up, so nothing acts on a stale view.
+		q = workqueue.New(workqueue.Config{Name: r.svc.Name, MetricsProvider: r.queueMP})
+		r.setQueue(q)
+		defer q.ShutDown()
+	}
+	if r.elector != nil {
+		r.catchUp(ctx)
+		if ctx.Err() != nil {
+			r.setQueue(nil)
+			return
+		}
 	}
 	r.log.Info("caches synced; starting work")
 
@@ -236,20 +256,15 @@ func (r *runner) lead(ctx context.Context) {
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	var wg sync.WaitGroup
-	var q *workqueue.Queue
-	if r.reconciler != nil {
-		q = workqueue.New(workqueue.Config{Name: r.svc.Name, MetricsProvider: r.queueMP})
-		r.setQueue(q)
+	if q != nil {
 		// Level-triggered: a new term reconciles everything, since events
 		// that arrived while standing by were not queued.
 		r.enqueueAll()
-		for i := 0; i < r.opts.workers; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r.worker(workCtx, q)
-			}()
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.runWorkers(workCtx, r.svc.Name, q, r.opts.workers, r.reconciler)
+		}()
 	}
 	if r.svc.Run != nil {
 		wg.Add(1)
@@ -279,33 +294,116 @@ func (r *runner) lead(ctx context.Context) {
 	r.log.Info("work stopped")
 }
 
-// worker reconciles keys until the queue shuts down.
-func (r *runner) worker(ctx context.Context, q *workqueue.Queue) {
-	for {
-		key, shutdown := q.Get()
-		if shutdown {
+// catchUp holds a new leadership term until every informer has applied
+// the newest write among the objects a fresh (quorum) list returns. A
+// standby's informers run all along but may lag behind the writes of the
+// leader it replaces, whose in-flight creates can land just before it let
+// go; acting on such a cache would, say, create pods twice. Past
+// CatchUpLimit work starts anyway (expectations and the next resync still
+// protect the outcome).
+func (r *runner) catchUp(ctx context.Context) {
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, CatchUpLimit)
+	defer cancel()
+	for _, inf := range r.factory.Informers() {
+		if err := catchUp(cctx, r.client, inf); err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("cache did not catch up with the apiserver in time; starting anyway", "error", err)
+			}
 			return
 		}
-		r.process(ctx, q, key)
-		q.Done(key)
+	}
+	r.log.Info("leading: cache caught up with the apiserver", "wait", time.Since(start))
+}
+
+func catchUp(ctx context.Context, api kplanev1.ResourcesClient, inf *informer.Informer) error {
+	sel := inf.Selection()
+	var newest int64
+	_, err := client.ListPages(ctx, api, &kplanev1.ListRequest{
+		Kind: sel.Kind, Namespace: sel.Namespace, LabelSelector: sel.LabelSelector, FieldSelector: sel.FieldSelector, Limit: 5000,
+	}, func(items []*kplanev1.Object) error {
+		for _, o := range items {
+			rv, err := apiutil.ParseResourceVersion(o.Meta().GetResourceVersion())
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", sel.Kind, o.Key(), err)
+			}
+			newest = max(newest, rv)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("catch up %s: %w", sel, err)
+	}
+	for {
+		seen, err := controller.CacheRevision(inf)
+		if err != nil {
+			return err
+		}
+		if seen >= newest {
+			return nil
+		}
+		if err := client.Sleep(ctx, 5*time.Millisecond); err != nil {
+			return fmt.Errorf("catch up: %s informer at revision %d, apiserver at %d: %w", sel, seen, newest, err)
+		}
 	}
 }
 
-func (r *runner) process(ctx context.Context, q *workqueue.Queue, key string) {
+// runWorkers reconciles keys from q with n workers until q shuts down.
+func (r *runner) runWorkers(ctx context.Context, name string, q *workqueue.Queue, n int, rec Reconciler) {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				key, shutdown := q.Get()
+				if shutdown {
+					return
+				}
+				r.process(ctx, name, q, rec, key)
+				q.Done(key)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// panicError is a recovered reconcile panic.
+type panicError struct{ value any }
+
+func (e *panicError) Error() string { return fmt.Sprintf("reconcile panicked: %v", e.value) }
+
+func (r *runner) process(ctx context.Context, name string, q *workqueue.Queue, rec Reconciler, key string) {
 	start := time.Now()
-	err := r.reconciler.Reconcile(ctx, key)
-	r.metrics.observe(r.svc.Name, time.Since(start), err)
+	err := r.reconcile(ctx, name, rec, key)
+	r.metrics.observe(name, time.Since(start), err)
 	var again *requeueAfter
+	var panicked *panicError
 	switch {
 	case err == nil:
 		q.Forget(key)
 	case errors.As(err, &again):
 		q.Forget(key)
 		q.AddAfter(key, again.after)
+	case errors.As(err, &panicked):
+		q.AddRateLimited(key) // logged with its stack by reconcile
 	default:
-		r.log.Warn("reconcile failed; will retry", "key", key, "error", err, "retries", q.NumRequeues(key))
+		r.log.Warn("reconcile failed; will retry", "controller", name, "key", key, "error", err, "retries", q.NumRequeues(key))
 		q.AddRateLimited(key)
 	}
+}
+
+// reconcile runs one reconcile, turning a panic into an error: one bad
+// object must not take down the process (and every other key with it).
+func (r *runner) reconcile(ctx context.Context, name string, rec Reconciler, key string) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.metrics.panics.WithLabelValues(name).Inc()
+			r.log.Error("reconcile panicked; will retry with backoff", "controller", name, "key", key, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			err = &panicError{value: p}
+		}
+	}()
+	return rec.Reconcile(ctx, key)
 }
 
 func (r *runner) setQueue(q *workqueue.Queue) {

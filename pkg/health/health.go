@@ -1,6 +1,6 @@
 // Package health serves a process's /healthz, /readyz and /metrics over
-// HTTP: every kplane binary, the apiserver included, runs one on
-// --health-addr.
+// HTTP, and /debug/pprof/ when profiling is on: every kplane binary, the
+// apiserver included, runs one on --health-addr.
 package health
 
 import (
@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -24,10 +25,22 @@ type Server struct {
 	log  hclog.Logger
 }
 
+// Option adjusts the server.
+type Option func(*settings)
+
+type settings struct{ profiling bool }
+
+// WithProfiling serves Go's profiles under /debug/pprof/ when on.
+func WithProfiling(on bool) Option { return func(s *settings) { s.profiling = on } }
+
 // Start listens on addr at once, so that a port in use fails the start
 // rather than going unnoticed, and serves in the background. /readyz
 // answers 503 with ready's error while it returns one.
-func Start(addr string, reg *prometheus.Registry, ready func() error, log hclog.Logger) (*Server, error) {
+func Start(addr string, reg *prometheus.Registry, ready func() error, log hclog.Logger, opts ...Option) (*Server, error) {
+	var set settings
+	for _, o := range opts {
+		o(&set)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("health server: %w", err)
@@ -48,6 +61,15 @@ func Start(addr string, reg *prometheus.Registry, ready func() error, log hclog.
 		_, _ = fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if set.profiling {
+		// pprof.Index serves the named profiles (heap, goroutine, ...)
+		// under /debug/pprof/<name>; the others need their own handlers.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	h := &Server{
 		addr: ln.Addr().String(),
 		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},

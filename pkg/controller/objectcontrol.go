@@ -1,0 +1,180 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/kplane/kplane/pkg/apiutil"
+	"github.com/kplane/kplane/pkg/client"
+	"github.com/kplane/kplane/pkg/informer"
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+// ObjectControl creates and deletes the objects an owner controls (pods,
+// for a ReplicaSet or a Job) and keeps the owner's Expectations in step
+// with every call, as Kubernetes' PodControl does: expectations are raised
+// before the calls (their watch events may arrive before the calls
+// return), lowered for calls that fail or are never attempted, and every
+// call's revision is recorded so that SatisfiedAt can release the owner
+// once the cache has caught up. Its Observe* methods are the other half:
+// call them from the owned kind's informer handler, before queueing the
+// owner, so the reconcile the event triggers sees the expectation met.
+type ObjectControl struct {
+	// API is the apiserver client.
+	API kplanev1.ResourcesClient
+	// Expectations of the owners; required.
+	Expectations *Expectations
+	// OwnerKey maps an owned object to its owner's work queue key; false
+	// when the object is not controlled by an owner of this controller.
+	OwnerKey func(obj *kplanev1.Object) (string, bool)
+	// InitialBatch is the first slow-start batch of Create (default 1).
+	InitialBatch int
+	// Calls, optional, is told of every create and delete call and its
+	// outcome (for metrics).
+	Calls func(op string, err error)
+}
+
+// Create creates n objects for the owner with queue key key, each made by
+// newObj, in slow-start batches (1, 2, 4, ...; see SlowStartBatch) so that
+// a systematic failure costs a handful of calls. It returns how many were
+// created and the first error.
+func (c *ObjectControl) Create(ctx context.Context, key string, n int, newObj func() (*kplanev1.Object, error)) (int, error) {
+	exp := c.Expectations
+	exp.ExpectCreations(key, n)
+	var failed atomic.Int32
+	ok, err := SlowStartBatch(n, max(c.InitialBatch, 1), func() error {
+		obj, err := newObj()
+		exp.WriteIssued(key)
+		var resp *kplanev1.CreateResponse
+		if err == nil {
+			resp, err = c.API.Create(ctx, &kplanev1.CreateRequest{Object: obj})
+		}
+		exp.WriteAcknowledged(key, revisionOf(resp.GetObject(), err))
+		c.called("create", err)
+		if err != nil {
+			failed.Add(1)
+			exp.CreationFailed(key)
+			return err
+		}
+		return nil
+	})
+	for range n - ok - int(failed.Load()) {
+		exp.CreationObserved(key) // never attempted: no event will come
+	}
+	return ok, err
+}
+
+// Delete deletes victims concurrently, each only if it is still the object
+// with that uid (DeleteIfSameUID). A victim already gone or replaced counts
+// as deleted by someone else: its expectation is met at once. It returns
+// how many this call deleted and the joined errors.
+func (c *ObjectControl) Delete(ctx context.Context, key string, victims []*kplanev1.Object, opts client.DeleteOptions) (int, error) {
+	exp := c.Expectations
+	keys := make([]string, len(victims))
+	for i, v := range victims {
+		keys[i] = v.Key()
+	}
+	exp.ExpectDeletions(key, keys)
+	for range victims {
+		exp.WriteIssued(key)
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		done atomic.Int32
+	)
+	for i, v := range victims {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, deleted, err := DeleteIfSameUID(ctx, c.API, v, opts)
+			exp.WriteAcknowledged(key, revisionOf(out, err))
+			c.called("delete", err)
+			switch {
+			case deleted:
+				done.Add(1)
+			case err == nil:
+				// Already gone or replaced; its deletion event may never
+				// reach us as ours.
+				exp.DeletionObserved(key, keys[i])
+			default:
+				exp.DeletionFailed(key, keys[i])
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return int(done.Load()), errors.Join(errs...)
+}
+
+func (c *ObjectControl) called(op string, err error) {
+	if c.Calls != nil {
+		c.Calls(op, err)
+	}
+}
+
+// ObserveAdd counts an owned object's appearance in the cache against its
+// owner's expectations.
+func (c *ObjectControl) ObserveAdd(obj *kplanev1.Object) {
+	key, ok := c.OwnerKey(obj)
+	if !ok {
+		return
+	}
+	if obj.Meta().GetDeletionTimestamp() != nil {
+		// Seen for the first time already being deleted (e.g. after a
+		// relist): that is the deletion the owner may be waiting for.
+		c.Expectations.DeletionObserved(key, obj.Key())
+		return
+	}
+	c.Expectations.CreationObserved(key)
+}
+
+// ObserveUpdate counts the start of a graceful deletion (the object stays
+// until, e.g., its node agent is done, but for the owner it is gone now).
+func (c *ObjectControl) ObserveUpdate(oldObj, newObj *kplanev1.Object) {
+	key, ok := c.OwnerKey(newObj)
+	if ok && newObj.Meta().GetDeletionTimestamp() != nil && oldObj.Meta().GetDeletionTimestamp() == nil {
+		c.Expectations.DeletionObserved(key, newObj.Key())
+	}
+}
+
+// ObserveDelete counts an owned object's deletion; obj is the informer's
+// OnDelete argument (an object or a tombstone).
+func (c *ObjectControl) ObserveDelete(obj any) {
+	o, ok := informer.ObjectOf(obj)
+	if !ok {
+		return
+	}
+	if key, ok := c.OwnerKey(o); ok {
+		c.Expectations.DeletionObserved(key, o.Key())
+	}
+}
+
+// revisionOf is the revision a successful write returned, 0 otherwise (0
+// keeps the revision rule from releasing the owner early).
+func revisionOf(obj *kplanev1.Object, err error) int64 {
+	if err != nil || obj == nil {
+		return 0
+	}
+	rv, perr := apiutil.ParseResourceVersion(obj.Meta().GetResourceVersion())
+	if perr != nil {
+		return 0
+	}
+	return rv
+}
+
+// CacheRevision is the revision an informer's cache has caught up to, for
+// Expectations.SatisfiedAt; an unparsable revision is an error.
+func CacheRevision(inf *informer.Informer) (int64, error) {
+	rv, err := apiutil.ParseResourceVersion(inf.LastSyncResourceVersion())
+	if err != nil {
+		return 0, fmt.Errorf("%s informer: %w", inf.Kind(), err)
+	}
+	return rv, nil
+}
