@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 

@@ -6,16 +6,7 @@ package main
 
 import (
 	"github.com/kplane/kplane/pkg/app"
+	"github.com/kplane/kplane/services/gcctl/garbagecollector"
 )
 
-func main() {
-	g := &collector{}
-	app.Main(app.Service{
-		Name:          "gcctl",
-		HealthAddr:    ":10259",
-		LeaderElected: true,
-		Workers:       4,
-		Watches:       g.watches(),
-		Setup:         g.setup,
-	})
-}
+func main() { app.Main(garbagecollector.NewService()) }

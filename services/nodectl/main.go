@@ -10,8 +10,7 @@ package main
 
 import (
 	"github.com/kplane/kplane/pkg/app"
+	"github.com/kplane/kplane/services/nodectl/nodelifecycle"
 )
 
-func main() {
-	app.Main(newController().service())
-}
+func main() { app.Main(nodelifecycle.NewService()) }

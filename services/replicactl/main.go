@@ -6,8 +6,9 @@
 // Like every kplane controller it is its own leader-elected process.
 package main
 
-import "github.com/kplane/kplane/pkg/app"
+import (
+	"github.com/kplane/kplane/pkg/app"
+	"github.com/kplane/kplane/services/replicactl/replicaset"
+)
 
-func main() {
-	app.Main(newReplicaController().service())
-}
+func main() { app.Main(replicaset.NewService()) }

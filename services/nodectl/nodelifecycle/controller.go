@@ -1,4 +1,4 @@
-package main
+package nodelifecycle
 
 import (
 	"context"
@@ -13,8 +13,10 @@ import (
 	"golang.org/x/time/rate"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/pkg/apiutil"
 	"github.com/kplane/kplane/pkg/app"
 	"github.com/kplane/kplane/pkg/client"
+	"github.com/kplane/kplane/pkg/controller"
 	"github.com/kplane/kplane/pkg/informer"
 	"github.com/kplane/kplane/pkg/record"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -24,7 +26,7 @@ import (
 // check runs just after the deadline rather than a hair before it.
 const recheckSlack = 50 * time.Millisecond
 
-// controller is the node controller. Its work queue keys are node names.
+// nodeController is the node controller. Its work queue keys are node names.
 //
 // Every timing decision derives from objects, so that a restart or a
 // failover neither forgets nor hurries anything: the eviction window of a
@@ -34,7 +36,7 @@ const recheckSlack = 50 * time.Millisecond
 // this process last saw each lease change (judged by its own clock, so
 // clock skew between hosts does not matter); a fresh process therefore
 // gives every node a full grace period.
-type controller struct {
+type nodeController struct {
 	cfg   config
 	now   func() time.Time
 	api   *client.Client
@@ -56,8 +58,11 @@ type controller struct {
 	halted     bool                 // evictions stopped: too many nodes unready
 }
 
-func newController() *controller {
-	return &controller{
+// NewService returns nodectl: the binary's main runs it with app.Main.
+func NewService() app.Service { return newController().service() }
+
+func newController() *nodeController {
+	return &nodeController{
 		now:        time.Now,
 		heartbeats: map[string]heartbeat{},
 		granted:    map[string]string{},
@@ -67,7 +72,7 @@ func newController() *controller {
 }
 
 // service describes the binary; tests run it with app.Run.
-func (c *controller) service() app.Service {
+func (c *nodeController) service() app.Service {
 	return app.Service{
 		Name:          "nodectl",
 		HealthAddr:    ":10253",
@@ -76,7 +81,7 @@ func (c *controller) service() app.Service {
 		AddFlags:      c.cfg.addFlags,
 		Watches: []app.Watch{
 			{Kind: "Node"},
-			{Kind: "Lease", Namespace: leaseNamespace},
+			{Kind: "Lease", Namespace: kplanev1.NamespaceNodeLease},
 			{Kind: "Pod", MapToKey: func(o *kplanev1.Object) []string {
 				if n := o.GetPod().GetSpec().GetNodeName(); n != "" {
 					return []string{n}
@@ -89,7 +94,7 @@ func (c *controller) service() app.Service {
 	}
 }
 
-func (c *controller) setup(ac *app.Context) (app.Reconciler, error) {
+func (c *nodeController) setup(ac *app.Context) (app.Reconciler, error) {
 	if err := c.cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -105,7 +110,7 @@ func (c *controller) setup(ac *app.Context) (app.Reconciler, error) {
 	c.rec = record.New(ac.Client, "nodectl", host, ac.Logger)
 	c.limiter = rate.NewLimiter(rate.Limit(c.cfg.evictionRate), 1)
 	c.nodes = ac.Informers.ForKind("Node")
-	if c.lease, err = ac.Informers.For(informer.Selection{Kind: "Lease", Namespace: leaseNamespace}); err != nil {
+	if c.lease, err = ac.Informers.For(informer.Selection{Kind: "Lease", Namespace: kplanev1.NamespaceNodeLease}); err != nil {
 		return nil, fmt.Errorf("lease informer: %w", err)
 	}
 	c.pods = ac.Informers.ForKind("Pod")
@@ -143,7 +148,7 @@ func (c *controller) setup(ac *app.Context) (app.Reconciler, error) {
 }
 
 // observe records a lease's renewTime as seen at now.
-func (c *controller) observe(node string, spec *kplanev1.LeaseSpec, now time.Time) heartbeat {
+func (c *nodeController) observe(node string, spec *kplanev1.LeaseSpec, now time.Time) heartbeat {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	hb := c.heartbeats[node].observe(spec.GetRenewTime(), now)
@@ -153,7 +158,7 @@ func (c *controller) observe(node string, spec *kplanev1.LeaseSpec, now time.Tim
 
 // heartbeat returns what was seen of node's lease; a node never seen
 // before (no lease yet, or a fresh process) starts its grace period now.
-func (c *controller) heartbeat(node string, now time.Time) heartbeat {
+func (c *nodeController) heartbeat(node string, now time.Time) heartbeat {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	hb, ok := c.heartbeats[node]
@@ -165,20 +170,21 @@ func (c *controller) heartbeat(node string, now time.Time) heartbeat {
 }
 
 // leaseOf returns the cached lease spec of node (nil without a lease).
-func (c *controller) leaseOf(node string) *kplanev1.LeaseSpec {
-	o, ok := c.lease.Store().GetByName(leaseNamespace, node)
+func (c *nodeController) leaseOf(node string) *kplanev1.LeaseSpec {
+	o, ok := c.lease.Store().GetByName(kplanev1.NamespaceNodeLease, node)
 	if !ok {
 		return nil
 	}
 	return o.GetLease().GetSpec()
 }
 
-func (c *controller) podsOn(node string) []*kplanev1.Pod {
+func (c *nodeController) podsOn(node string) []*kplanev1.Pod {
 	objs, err := c.pods.Store().ByIndex(informer.PodNodeNameIndex, node)
 	if err != nil {
-		// The factory gives every pod informer this index; its absence
-		// is a programming error that would silently disable eviction.
-		panic(fmt.Sprintf("nodectl: pod index: %v", err))
+		// Cannot happen: the factory gives every pod informer this index.
+		// Say so loudly, but keep the process (and every other node) going.
+		c.log.Error("pods by node index missing; treating the node as having no pods", "node", node, "error", err)
+		return nil
 	}
 	out := make([]*kplanev1.Pod, 0, len(objs))
 	for _, o := range objs {
@@ -191,7 +197,7 @@ func (c *controller) podsOn(node string) []*kplanev1.Pod {
 // node (and every vanished node that pods still name), refreshes the
 // metrics and re-judges whether evictions must stop. Reconciles also
 // requeue themselves for their own deadlines; this is the safety net.
-func (c *controller) run(ctx context.Context, _ *app.Context) error {
+func (c *nodeController) run(ctx context.Context, _ *app.Context) error {
 	t := time.NewTicker(c.cfg.monitorPeriod)
 	defer t.Stop()
 	c.monitor()
@@ -205,10 +211,10 @@ func (c *controller) run(ctx context.Context, _ *app.Context) error {
 	}
 }
 
-func (c *controller) monitor() {
-	counts := map[string]int{statusTrue: 0, statusFalse: 0, statusUnknown: 0, "None": 0}
+func (c *nodeController) monitor() {
+	counts := map[string]int{kplanev1.ConditionTrue: 0, kplanev1.ConditionFalse: 0, kplanev1.ConditionUnknown: 0, "None": 0}
 	for _, o := range c.nodes.Store().List() {
-		s := findCondition(o.GetNode().GetStatus().GetConditions(), conditionReady).GetStatus()
+		s := apiutil.FindCondition(o.GetNode().GetStatus().GetConditions(), kplanev1.NodeReady).GetStatus()
 		if s == "" {
 			s = "None"
 		}
@@ -234,13 +240,13 @@ func (c *controller) monitor() {
 
 // unready counts the nodes whose Ready condition is not True or whose
 // lease this controller already judges stale (before the write lands).
-func (c *controller) unready(now time.Time) (unready, total int) {
+func (c *nodeController) unready(now time.Time) (unready, total int) {
 	for _, o := range c.nodes.Store().List() {
 		name := o.Meta().GetName()
 		total++
 		hb := c.heartbeat(name, now)
 		if now.Sub(hb.seenAt) > c.cfg.gracePeriod ||
-			findCondition(o.GetNode().GetStatus().GetConditions(), conditionReady).GetStatus() != statusTrue {
+			apiutil.FindCondition(o.GetNode().GetStatus().GetConditions(), kplanev1.NodeReady).GetStatus() != kplanev1.ConditionTrue {
 			unready++
 		}
 	}
@@ -249,7 +255,7 @@ func (c *controller) unready(now time.Time) (unready, total int) {
 
 // evictionsHalted reports whether too many nodes are unready to evict,
 // logging only when that changes, not on every check.
-func (c *controller) evictionsHalted(now time.Time) bool {
+func (c *nodeController) evictionsHalted(now time.Time) bool {
 	unready, total := c.unready(now)
 	h := disrupted(unready, total, c.cfg.unhealthyThreshold)
 	c.mu.Lock()
@@ -271,7 +277,7 @@ func (c *controller) evictionsHalted(now time.Time) bool {
 
 // Reconcile brings one node in line with its heartbeat: Ready condition,
 // taints, its pods' readiness, and evictions that are due.
-func (c *controller) Reconcile(ctx context.Context, name string) error {
+func (c *nodeController) Reconcile(ctx context.Context, name string) error {
 	obj, ok := c.nodes.Store().GetByName("", name)
 	if !ok {
 		return c.reconcileGone(ctx, name)
@@ -308,43 +314,13 @@ func (c *controller) Reconcile(ctx context.Context, name string) error {
 	return nil
 }
 
-// update runs a compare-and-swap write of a node, starting from the cached
-// object and rereading it after a conflict; mutate returns the object to
-// write, or nil when the (fresh) object needs nothing. Deciding again on
-// the reread object is what makes a second replica or a restarted process
-// write nothing twice.
-func (c *controller) update(ctx context.Context, node *kplanev1.Node, mutate func(cur *kplanev1.Node) *kplanev1.Node,
-	write func(context.Context, *kplanev1.Node) (*kplanev1.Node, error)) (*kplanev1.Node, bool, error) {
-	cur, wrote := node, false
-	err := client.RetryOnConflict(ctx, client.DefaultRetry, func() error {
-		upd := mutate(cur)
-		if upd == nil {
-			return nil
-		}
-		out, err := write(ctx, upd)
-		if err == nil {
-			cur, wrote = out, true
-			return nil
-		}
-		if client.IsConflict(err) {
-			fresh, gerr := client.Nodes(c.api).Get(ctx, "", node.GetMetadata().GetName())
-			if gerr != nil {
-				return gerr
-			}
-			cur = fresh
-		}
-		return err
-	})
-	return cur, wrote, err
-}
-
-func (c *controller) syncReady(ctx context.Context, node *kplanev1.Node, spec *kplanev1.LeaseSpec, hb heartbeat, now time.Time) (*kplanev1.Node, time.Duration, error) {
+func (c *nodeController) syncReady(ctx context.Context, node *kplanev1.Node, spec *kplanev1.LeaseSpec, hb heartbeat, now time.Time) (*kplanev1.Node, time.Duration, error) {
 	d := decideReady(node, spec.GetRenewTime(), hb, now, c.cfg.gracePeriod)
 	if d.cond == nil {
 		return node, d.staleIn, nil
 	}
 	var cond *kplanev1.Condition
-	cur, wrote, err := c.update(ctx, node, func(cur *kplanev1.Node) *kplanev1.Node {
+	cur, wrote, err := controller.UpdateStatus(ctx, c.api, node, func(cur *kplanev1.Node) *kplanev1.Node {
 		dd := decideReady(cur, spec.GetRenewTime(), hb, now, c.cfg.gracePeriod)
 		if dd.cond == nil {
 			return nil
@@ -354,11 +330,14 @@ func (c *controller) syncReady(ctx context.Context, node *kplanev1.Node, spec *k
 		if upd.Status == nil {
 			upd.Status = &kplanev1.NodeStatus{}
 		}
-		upd.Status.Conditions = withCondition(upd.Status.Conditions, dd.cond)
+		upd.Status.Conditions = apiutil.SetCondition(upd.Status.Conditions, dd.cond)
 		return upd
-	}, client.Nodes(c.api).UpdateStatus)
+	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("set Ready condition of node %s: %w", node.GetMetadata().GetName(), err)
+	}
+	if cur == nil {
+		return nil, 0, nil // deleted or replaced meanwhile: its own events follow
 	}
 	if wrote {
 		c.log.Info("node Ready condition changed", "node", node.GetMetadata().GetName(), "status", cond.GetStatus(), "reason", cond.GetReason())
@@ -366,13 +345,13 @@ func (c *controller) syncReady(ctx context.Context, node *kplanev1.Node, spec *k
 	return cur, d.staleIn, nil
 }
 
-func (c *controller) syncTaints(ctx context.Context, node *kplanev1.Node, now time.Time) (*kplanev1.Node, error) {
+func (c *nodeController) syncTaints(ctx context.Context, node *kplanev1.Node, now time.Time) (*kplanev1.Node, error) {
 	if _, ch := desiredTaints(node, now); !ch.changed() {
 		c.forgetGrantIfClean(node)
 		return node, nil
 	}
 	var change taintChange
-	cur, wrote, err := c.update(ctx, node, func(cur *kplanev1.Node) *kplanev1.Node {
+	cur, wrote, err := controller.Update(ctx, c.api, node, func(cur *kplanev1.Node) *kplanev1.Node {
 		taints, ch := desiredTaints(cur, now)
 		if !ch.changed() {
 			return nil
@@ -384,10 +363,13 @@ func (c *controller) syncTaints(ctx context.Context, node *kplanev1.Node, now ti
 		}
 		upd.Spec.Taints = taints
 		return upd
-	}, client.Nodes(c.api).Update)
+	})
 	name := node.GetMetadata().GetName()
 	if err != nil {
 		return nil, fmt.Errorf("update taints of node %s: %w", name, err)
+	}
+	if cur == nil {
+		return nil, nil // deleted or replaced meanwhile: its own events follow
 	}
 	c.forgetGrantIfClean(cur)
 	if !wrote {
@@ -395,12 +377,12 @@ func (c *controller) syncTaints(ctx context.Context, node *kplanev1.Node, now ti
 	}
 	c.log.Info("node taints changed", "node", name, "added", change.added, "removed", change.removed)
 	obj := kplanev1.MustWrap(cur)
-	ready := findCondition(cur.GetStatus().GetConditions(), conditionReady)
+	ready := apiutil.FindCondition(cur.GetStatus().GetConditions(), kplanev1.NodeReady)
 	switch {
 	case len(change.added) > 0:
 		c.rec.Eventf(ctx, obj, record.Normal, "NodeNotReady", "Node %s status is now %s (%s); tainted %s",
 			name, ready.GetStatus(), ready.GetReason(), strings.Join(change.added, ", "))
-	case len(change.removed) > 0 && ready.GetStatus() == statusTrue:
+	case len(change.removed) > 0 && ready.GetStatus() == kplanev1.ConditionTrue:
 		c.rec.Eventf(ctx, obj, record.Normal, "NodeReady", "Node %s is ready again; removed taints %s",
 			name, strings.Join(change.removed, ", "))
 	}
@@ -410,8 +392,8 @@ func (c *controller) syncTaints(ctx context.Context, node *kplanev1.Node, now ti
 // markPodsNotReady sets Ready=False on every pod of a node that is not
 // ready, at once, so that endpoints stop routing to them long before they
 // are evicted.
-func (c *controller) markPodsNotReady(ctx context.Context, node *kplanev1.Node, now time.Time) error {
-	if s := findCondition(node.GetStatus().GetConditions(), conditionReady).GetStatus(); s == statusTrue || s == "" {
+func (c *nodeController) markPodsNotReady(ctx context.Context, node *kplanev1.Node, now time.Time) error {
+	if s := apiutil.FindCondition(node.GetStatus().GetConditions(), kplanev1.NodeReady).GetStatus(); s == kplanev1.ConditionTrue || s == "" {
 		return nil
 	}
 	name := node.GetMetadata().GetName()
@@ -420,28 +402,16 @@ func (c *controller) markPodsNotReady(ctx context.Context, node *kplanev1.Node, 
 		if podNotReady(pod, name, now) == nil {
 			continue
 		}
-		cur := pod
-		err := client.RetryOnConflict(ctx, client.DefaultRetry, func() error {
+		_, _, err := controller.UpdateStatus(ctx, c.api, pod, func(cur *kplanev1.Pod) *kplanev1.Pod {
 			st := podNotReady(cur, name, now)
 			if st == nil {
 				return nil
 			}
 			upd := proto.Clone(cur).(*kplanev1.Pod)
 			upd.Status = st
-			_, err := client.Pods(c.api).UpdateStatus(ctx, upd)
-			if client.IsConflict(err) {
-				fresh, gerr := client.Pods(c.api).Get(ctx, pod.GetMetadata().GetNamespace(), pod.GetMetadata().GetName())
-				if gerr != nil {
-					return gerr
-				}
-				if fresh.GetMetadata().GetUid() != pod.GetMetadata().GetUid() {
-					return nil // a new pod of the same name: not ours to mark
-				}
-				cur = fresh
-			}
-			return err
+			return upd
 		})
-		if err != nil && !client.IsNotFound(err) {
+		if err != nil {
 			errs = append(errs, fmt.Errorf("mark pod %s/%s not ready: %w", pod.GetMetadata().GetNamespace(), pod.GetMetadata().GetName(), err))
 		}
 	}
@@ -453,7 +423,7 @@ func (c *controller) markPodsNotReady(ctx context.Context, node *kplanev1.Node, 
 func episode(node *kplanev1.Node) string {
 	var first *kplanev1.Taint
 	for _, t := range node.GetSpec().GetTaints() {
-		if t.GetEffect() == effectNoExecute && t.GetTimeAdded() != nil &&
+		if t.GetEffect() == kplanev1.TaintEffectNoExecute && t.GetTimeAdded() != nil &&
 			(first == nil || t.GetTimeAdded().AsTime().Before(first.GetTimeAdded().AsTime())) {
 			first = t
 		}
@@ -464,7 +434,7 @@ func episode(node *kplanev1.Node) string {
 	return node.GetMetadata().GetUid() + "@" + first.GetTimeAdded().AsTime().Format(time.RFC3339Nano)
 }
 
-func (c *controller) forgetGrantIfClean(node *kplanev1.Node) {
+func (c *nodeController) forgetGrantIfClean(node *kplanev1.Node) {
 	if episode(node) == "" {
 		c.mu.Lock()
 		delete(c.granted, node.GetMetadata().GetName())
@@ -475,7 +445,7 @@ func (c *controller) forgetGrantIfClean(node *kplanev1.Node) {
 // grant asks the eviction rate limiter for a node's eviction episode; a
 // node let through evicts every pod that falls due in that episode. It
 // returns how long to wait when the limiter says not yet.
-func (c *controller) grant(node, ep string, now time.Time) time.Duration {
+func (c *nodeController) grant(node, ep string, now time.Time) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.granted[node] == ep {
@@ -492,13 +462,13 @@ func (c *controller) grant(node, ep string, now time.Time) time.Duration {
 
 // evict force-deletes the pods of a NoExecute-tainted node whose eviction
 // deadline has passed, and returns how long until the next one falls due.
-func (c *controller) evict(ctx context.Context, node *kplanev1.Node, now time.Time) (time.Duration, error) {
+func (c *nodeController) evict(ctx context.Context, node *kplanev1.Node, now time.Time) (time.Duration, error) {
 	name := node.GetMetadata().GetName()
 	taints := node.GetSpec().GetTaints()
 	var due []*kplanev1.Pod
 	var next time.Time
 	for _, pod := range c.podsOn(name) {
-		if terminal(pod) {
+		if apiutil.IsPodTerminal(pod) {
 			continue
 		}
 		dl, ok := evictionDeadline(taints, pod, c.cfg.evictionTimeout)
@@ -545,27 +515,17 @@ func (c *controller) evict(ctx context.Context, node *kplanev1.Node, now time.Ti
 // forceDelete deletes a pod at once (its agent is gone, so nobody would
 // finish a graceful deletion), only if it is still the pod that was judged
 // (uid precondition). It reports whether this call deleted it.
-func (c *controller) forceDelete(ctx context.Context, pod *kplanev1.Pod) (bool, error) {
+func (c *nodeController) forceDelete(ctx context.Context, pod *kplanev1.Pod) (bool, error) {
 	zero := int64(0)
-	_, err := client.Pods(c.api).Delete(ctx, pod.GetMetadata().GetNamespace(), pod.GetMetadata().GetName(), client.DeleteOptions{
-		Preconditions:      &kplanev1.Preconditions{Uid: pod.GetMetadata().GetUid()},
-		GracePeriodSeconds: &zero,
-	})
-	switch {
-	case err == nil:
-		return true, nil
-	case client.IsNotFound(err), client.IsConflict(err):
-		// Gone already, or replaced by a new pod of the same name.
-		return false, nil
-	}
-	return false, err
+	_, deleted, err := controller.DeleteIfSameUID(ctx, c.api, kplanev1.MustWrap(pod), client.DeleteOptions{GracePeriodSeconds: &zero})
+	return deleted, err
 }
 
 // reconcileGone deletes the pods of a node that no longer exists. A node
 // whose deletion this process watched is handled at once; one merely found
 // missing (e.g. deleted while nodectl was down, or a pod naming a node not
 // created yet) gets a grace period first, confirmed against the apiserver.
-func (c *controller) reconcileGone(ctx context.Context, name string) error {
+func (c *nodeController) reconcileGone(ctx context.Context, name string) error {
 	pods := c.podsOn(name)
 	if len(pods) == 0 {
 		c.mu.Lock()

@@ -1,4 +1,4 @@
-package main
+package replicaset
 
 import (
 	"errors"
@@ -53,7 +53,7 @@ func mkPod(name string, opts ...podOpt) *kplanev1.Pod {
 			OwnerReferences:   []*kplanev1.OwnerReference{{Kind: kindReplicaSet, Name: "web", Uid: rsUID, Controller: true}},
 		},
 		Spec:   &kplanev1.PodSpec{Containers: []*kplanev1.Container{{Name: "c", Image: "busybox"}}},
-		Status: &kplanev1.PodStatus{Phase: phasePending},
+		Status: &kplanev1.PodStatus{Phase: kplanev1.PodPending},
 	}
 	for _, o := range opts {
 		o(p)
@@ -75,12 +75,12 @@ func ownedBy(kind, name, uid string) podOpt {
 }
 func readySince(t time.Time) podOpt {
 	return func(p *kplanev1.Pod) {
-		p.Status.Phase = phaseRunning
-		p.Status.Conditions = append(p.Status.Conditions, &kplanev1.Condition{Type: conditionReady, Status: "True", LastTransitionTime: timestamppb.New(t)})
+		p.Status.Phase = kplanev1.PodRunning
+		p.Status.Conditions = append(p.Status.Conditions, &kplanev1.Condition{Type: kplanev1.PodReady, Status: "True", LastTransitionTime: timestamppb.New(t)})
 	}
 }
 func notReady(p *kplanev1.Pod) {
-	p.Status.Conditions = append(p.Status.Conditions, &kplanev1.Condition{Type: conditionReady, Status: "False"})
+	p.Status.Conditions = append(p.Status.Conditions, &kplanev1.Condition{Type: kplanev1.PodReady, Status: "False"})
 }
 func restarts(n int32) podOpt {
 	return func(p *kplanev1.Pod) {
@@ -93,7 +93,7 @@ func created(t time.Time) podOpt {
 func noCreationTime(p *kplanev1.Pod) { p.Metadata.CreationTimestamp = nil }
 func cost(c int) podOpt {
 	return func(p *kplanev1.Pod) {
-		p.Metadata.Annotations = map[string]string{annotationDeletionCost: strconv.Itoa(c)}
+		p.Metadata.Annotations = map[string]string{kplanev1.AnnotationPodDeletionCost: strconv.Itoa(c)}
 	}
 }
 
@@ -141,7 +141,7 @@ func TestDecide(t *testing.T) {
 		{name: "pod of an earlier namesake owner is not ours", owner: testRS(1),
 			pods: []*kplanev1.Pod{mkPod("old", ownedBy(kindReplicaSet, "web", "old-uid"))}, manage: true, create: 1},
 		{name: "finished pods do not count and are replaced", owner: testRS(2),
-			pods: []*kplanev1.Pod{mkPod("ok", phase(phaseRunning)), mkPod("done", phase(phaseSucceeded)), mkPod("bad", phase(phaseFailed))}, manage: true, create: 1, owned: 1},
+			pods: []*kplanev1.Pod{mkPod("ok", phase(kplanev1.PodRunning)), mkPod("done", phase(kplanev1.PodSucceeded)), mkPod("bad", phase(kplanev1.PodFailed))}, manage: true, create: 1, owned: 1},
 		{name: "pods being deleted do not count", owner: testRS(2),
 			pods: []*kplanev1.Pod{mkPod("a"), mkPod("b", deleting), mkPod("c", deleting, orphan)}, manage: true, create: 1, owned: 1},
 		{name: "owner being deleted neither adopts nor manages", owner: testRS(3, func(rs *kplanev1.ReplicaSet) { rs.Metadata.DeletionTimestamp = timestamppb.New(t0) }),
@@ -232,11 +232,11 @@ func TestVictimRanking(t *testing.T) {
 		others      []*kplanev1.Pod // extra pods of the owner (for co-location)
 	}{
 		{rule: "unscheduled before scheduled", first: mkPod("a"), then: mkPod("b", onNode("n1"))},
-		{rule: "pending before running", first: mkPod("a", onNode("n1")), then: mkPod("b", onNode("n2"), phase(phaseRunning))},
-		{rule: "pending before unknown", first: mkPod("a", onNode("n1")), then: mkPod("b", onNode("n2"), phase(phaseUnknown))},
-		{rule: "unknown before running", first: mkPod("a", onNode("n1"), phase(phaseUnknown)), then: mkPod("b", onNode("n2"), phase(phaseRunning))},
-		{rule: "not ready before ready", first: mkPod("a", onNode("n1"), phase(phaseRunning), notReady), then: mkPod("b", onNode("n2"), readySince(older))},
-		{rule: "no ready condition before ready", first: mkPod("a", onNode("n1"), phase(phaseRunning)), then: mkPod("b", onNode("n2"), readySince(older))},
+		{rule: "pending before running", first: mkPod("a", onNode("n1")), then: mkPod("b", onNode("n2"), phase(kplanev1.PodRunning))},
+		{rule: "pending before unknown", first: mkPod("a", onNode("n1")), then: mkPod("b", onNode("n2"), phase(kplanev1.PodUnknown))},
+		{rule: "unknown before running", first: mkPod("a", onNode("n1"), phase(kplanev1.PodUnknown)), then: mkPod("b", onNode("n2"), phase(kplanev1.PodRunning))},
+		{rule: "not ready before ready", first: mkPod("a", onNode("n1"), phase(kplanev1.PodRunning), notReady), then: mkPod("b", onNode("n2"), readySince(older))},
+		{rule: "no ready condition before ready", first: mkPod("a", onNode("n1"), phase(kplanev1.PodRunning)), then: mkPod("b", onNode("n2"), readySince(older))},
 		{rule: "lower deletion cost first", first: mkPod("a", onNode("n1"), readySince(older), cost(-5)), then: mkPod("b", onNode("n2"), readySince(newer))},
 		{rule: "crowded node first", first: mkPod("a", onNode("n1"), readySince(older)), then: mkPod("b", onNode("n2"), readySince(newer)),
 			others: []*kplanev1.Pod{mkPod("c", onNode("n1"), readySince(older))}},
@@ -244,8 +244,8 @@ func TestVictimRanking(t *testing.T) {
 		{rule: "more restarts first", first: mkPod("a", onNode("n1"), readySince(older), restarts(7)), then: mkPod("b", onNode("n2"), readySince(older), restarts(2))},
 		{rule: "newer before older", first: mkPod("a", onNode("n1"), readySince(older), created(newer)), then: mkPod("b", onNode("n2"), readySince(older), created(older))},
 		{rule: "unknown creation time first", first: mkPod("a", onNode("n1"), noCreationTime), then: mkPod("b", onNode("n2"), created(newer))},
-		{rule: "scheduling outranks everything later", first: mkPod("a", readySince(older), restarts(0), created(older)), then: mkPod("b", onNode("n1"), phase(phaseRunning), notReady, restarts(9))},
-		{rule: "readiness outranks restarts and age", first: mkPod("a", onNode("n1"), phase(phaseRunning), notReady, created(older)), then: mkPod("b", onNode("n2"), readySince(older), restarts(9), created(newer))},
+		{rule: "scheduling outranks everything later", first: mkPod("a", readySince(older), restarts(0), created(older)), then: mkPod("b", onNode("n1"), phase(kplanev1.PodRunning), notReady, restarts(9))},
+		{rule: "readiness outranks restarts and age", first: mkPod("a", onNode("n1"), phase(kplanev1.PodRunning), notReady, created(older)), then: mkPod("b", onNode("n2"), readySince(older), restarts(9), created(newer))},
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
@@ -264,7 +264,7 @@ func TestVictimRanking(t *testing.T) {
 		mkPod("unscheduled", created(older)),
 		mkPod("ready-now", onNode("n2"), readySince(newer)),
 		mkPod("pending-bound", onNode("n3")),
-		mkPod("running-not-ready", onNode("n4"), phase(phaseRunning), notReady),
+		mkPod("running-not-ready", onNode("n4"), phase(kplanev1.PodRunning), notReady),
 	}
 	want := []string{"unscheduled", "pending-bound", "running-not-ready", "ready-now", "long-ready"}
 	if got := names(Victims(pods, 10)); !slices.Equal(got, want) {
@@ -307,7 +307,7 @@ func TestComputeStatus(t *testing.T) {
 		t.Fatalf("conditions %v", st.Conditions)
 	}
 	c := st.Conditions[0]
-	if c.Type != conditionReplicaFailure || c.Status != "True" || c.Reason != reasonFailedCreate || c.Message != boom.Error() {
+	if c.Type != kplanev1.ReplicaSetReplicaFailure || c.Status != "True" || c.Reason != reasonFailedCreate || c.Message != boom.Error() {
 		t.Fatalf("condition %v", c)
 	}
 	failing := testRS(1, func(rs *kplanev1.ReplicaSet) { rs.Status = st })

@@ -1,4 +1,4 @@
-package main
+package replicaset
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplane/kplane/pkg/apiutil"
 	"github.com/kplane/kplane/pkg/controller"
 	"github.com/kplane/kplane/pkg/labels"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -22,24 +23,10 @@ const (
 	kindReplicationController = "ReplicationController"
 )
 
-// Pod phases, condition types and the annotation the ranking reads, as in
-// Kubernetes.
+// Reasons of the ReplicaFailure condition and its Events.
 const (
-	phasePending   = "Pending"
-	phaseRunning   = "Running"
-	phaseUnknown   = "Unknown"
-	phaseSucceeded = "Succeeded"
-	phaseFailed    = "Failed"
-
-	conditionReady          = "Ready"
-	conditionReplicaFailure = "ReplicaFailure"
-
 	reasonFailedCreate = "FailedCreate"
 	reasonFailedDelete = "FailedDelete"
-
-	// annotationDeletionCost lets users rank pods for scale-down: lower cost
-	// goes first.
-	annotationDeletionCost = "controller.kubernetes.io/pod-deletion-cost"
 )
 
 // Owner is the part of a ReplicaSet or ReplicationController that the
@@ -184,8 +171,7 @@ func Decide(owner *Owner, pods []*kplanev1.Pod, manage bool, burst int) Plan {
 // isActive reports whether pod counts as a replica: not finished and not
 // being deleted.
 func isActive(pod *kplanev1.Pod) bool {
-	phase := pod.GetStatus().GetPhase()
-	return phase != phaseSucceeded && phase != phaseFailed && pod.GetMetadata().GetDeletionTimestamp() == nil
+	return !apiutil.IsPodTerminal(pod) && pod.GetMetadata().GetDeletionTimestamp() == nil
 }
 
 // Victims returns the n pods to delete first, ranked as Kubernetes does
@@ -285,18 +271,18 @@ func afterOrZero(a, b time.Time) bool {
 
 func phaseOrdinal(p *kplanev1.Pod) int {
 	switch p.GetStatus().GetPhase() {
-	case phasePending, "":
+	case kplanev1.PodPending, "":
 		return 0
-	case phaseUnknown:
+	case kplanev1.PodUnknown:
 		return 1
-	case phaseRunning:
+	case kplanev1.PodRunning:
 		return 2
 	}
 	return 3
 }
 
 func deletionCost(p *kplanev1.Pod) int64 {
-	v, ok := p.GetMetadata().GetAnnotations()[annotationDeletionCost]
+	v, ok := p.GetMetadata().GetAnnotations()[kplanev1.AnnotationPodDeletionCost]
 	if !ok {
 		return 0
 	}
@@ -317,19 +303,15 @@ func maxRestarts(p *kplanev1.Pod) int32 {
 
 // readyTime reports whether the pod is ready and since when.
 func readyTime(p *kplanev1.Pod) (bool, time.Time) {
-	for _, c := range p.GetStatus().GetConditions() {
-		if c.GetType() == conditionReady {
-			if c.GetStatus() != "True" {
-				return false, time.Time{}
-			}
-			var t time.Time
-			if c.GetLastTransitionTime() != nil {
-				t = c.GetLastTransitionTime().AsTime()
-			}
-			return true, t
-		}
+	c := apiutil.FindCondition(p.GetStatus().GetConditions(), kplanev1.PodReady)
+	if c.GetStatus() != kplanev1.ConditionTrue {
+		return false, time.Time{}
 	}
-	return false, time.Time{}
+	var t time.Time
+	if c.GetLastTransitionTime() != nil {
+		t = c.GetLastTransitionTime().AsTime()
+	}
+	return true, t
 }
 
 // available reports whether a pod has been ready for minReady at now, and
@@ -382,23 +364,18 @@ func ComputeStatus(owner *Owner, owned []*kplanev1.Pod, manageErr error, reason 
 		}
 	}
 	for _, c := range owner.Status.GetConditions() {
-		if c.GetType() != conditionReplicaFailure {
+		if c.GetType() != kplanev1.ReplicaSetReplicaFailure {
 			st.Conditions = append(st.Conditions, c)
 		}
 	}
-	var old *kplanev1.Condition
-	for _, c := range owner.Status.GetConditions() {
-		if c.GetType() == conditionReplicaFailure {
-			old = c
-		}
-	}
+	old := apiutil.FindCondition(owner.Status.GetConditions(), kplanev1.ReplicaSetReplicaFailure)
 	if manageErr != nil {
 		msg := manageErr.Error()
-		if old != nil && old.GetStatus() == "True" && old.GetReason() == reason && old.GetMessage() == msg {
+		if old != nil && old.GetStatus() == kplanev1.ConditionTrue && old.GetReason() == reason && old.GetMessage() == msg {
 			st.Conditions = append(st.Conditions, old)
 		} else {
 			st.Conditions = append(st.Conditions, &kplanev1.Condition{
-				Type: conditionReplicaFailure, Status: "True", Reason: reason, Message: msg,
+				Type: kplanev1.ReplicaSetReplicaFailure, Status: "True", Reason: reason, Message: msg,
 				LastTransitionTime: timestamppb.New(now),
 			})
 		}
@@ -439,7 +416,7 @@ func NewPod(owner *Owner) *kplanev1.Pod {
 		Annotations:  maps.Clone(t.GetMetadata().GetAnnotations()),
 		Finalizers:   append([]string(nil), t.GetMetadata().GetFinalizers()...),
 		OwnerReferences: []*kplanev1.OwnerReference{{
-			ApiVersion:         apiVersion(owner.Kind),
+			ApiVersion:         kplanev1.APIVersion(owner.Kind),
 			Kind:               owner.Kind,
 			Name:               owner.Meta.GetName(),
 			Uid:                owner.Meta.GetUid(),
@@ -457,16 +434,7 @@ func NewPod(owner *Owner) *kplanev1.Pod {
 // ownerRef is the controller reference adoption adds.
 func ownerRef(owner *Owner) *kplanev1.OwnerReference {
 	return &kplanev1.OwnerReference{
-		ApiVersion: apiVersion(owner.Kind), Kind: owner.Kind, Name: owner.Meta.GetName(),
+		ApiVersion: kplanev1.APIVersion(owner.Kind), Kind: owner.Kind, Name: owner.Meta.GetName(),
 		Uid: owner.Meta.GetUid(), Controller: true, BlockOwnerDeletion: true,
 	}
-}
-
-// apiVersion is the Kubernetes group/version of the kind, kept in owner
-// references so manifests read like Kubernetes'.
-func apiVersion(kind string) string {
-	if kind == kindReplicationController {
-		return "v1"
-	}
-	return "apps/v1"
 }

@@ -1,4 +1,4 @@
-package main
+package replicaset
 
 import (
 	"context"
@@ -308,11 +308,11 @@ func (h *harness) deleteRandomPods(n int) {
 // markSomeReady plays the node agent for a random part of the pods.
 func (h *harness) markSomeReady() {
 	for _, p := range h.listPods() {
-		if p.GetStatus().GetPhase() != phasePending || h.rng.IntN(2) == 0 {
+		if p.GetStatus().GetPhase() != kplanev1.PodPending || h.rng.IntN(2) == 0 {
 			continue
 		}
-		p.Status.Phase = phaseRunning
-		p.Status.Conditions = []*kplanev1.Condition{{Type: conditionReady, Status: "True", LastTransitionTime: timestamppb.Now()}}
+		p.Status.Phase = kplanev1.PodRunning
+		p.Status.Conditions = []*kplanev1.Condition{{Type: kplanev1.PodReady, Status: "True", LastTransitionTime: timestamppb.Now()}}
 		_, err := h.api.UpdateStatus(h.ctx, &kplanev1.UpdateStatusRequest{Object: kplanev1.MustWrap(p)})
 		if err != nil && status.Code(err) != codes.Aborted && status.Code(err) != codes.NotFound {
 			h.t.Fatalf("mark pod ready: %v", err)
@@ -646,8 +646,8 @@ func TestAvailabilityHonoursMinReadySeconds(t *testing.T) {
 	readyAt := time.Now()
 	for _, o := range pods.GetItems() {
 		p := o.GetPod()
-		p.Status.Phase = phaseRunning
-		p.Status.Conditions = []*kplanev1.Condition{{Type: conditionReady, Status: "True", LastTransitionTime: timestamppb.New(readyAt)}}
+		p.Status.Phase = kplanev1.PodRunning
+		p.Status.Conditions = []*kplanev1.Condition{{Type: kplanev1.PodReady, Status: "True", LastTransitionTime: timestamppb.New(readyAt)}}
 		if _, err := api.UpdateStatus(ctx, &kplanev1.UpdateStatusRequest{Object: o}); err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package main
+package nodelifecycle
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplane/kplane/pkg/apiutil"
 	"github.com/kplane/kplane/pkg/app"
 	"github.com/kplane/kplane/pkg/client"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -72,13 +73,13 @@ func (c *cluster) addNode(name string, pods int) {
 		c.t.Fatal(err)
 	}
 	n.Status = &kplanev1.NodeStatus{Conditions: []*kplanev1.Condition{{
-		Type: conditionReady, Status: statusTrue, Reason: "AgentReady", LastTransitionTime: timestamppb.Now(),
+		Type: kplanev1.NodeReady, Status: kplanev1.ConditionTrue, Reason: "AgentReady", LastTransitionTime: timestamppb.Now(),
 	}}}
 	if _, err := client.Nodes(c.api).UpdateStatus(c.ctx, n); err != nil {
 		c.t.Fatal(err)
 	}
 	if _, err := client.Leases(c.api).Create(c.ctx, &kplanev1.Lease{
-		Metadata: &kplanev1.ObjectMeta{Name: name, Namespace: leaseNamespace},
+		Metadata: &kplanev1.ObjectMeta{Name: name, Namespace: kplanev1.NamespaceNodeLease},
 		Spec:     &kplanev1.LeaseSpec{HolderIdentity: name, LeaseDurationSeconds: 2, RenewTime: timestamppb.Now()},
 	}); err != nil {
 		c.t.Fatal(err)
@@ -99,7 +100,7 @@ func (c *cluster) addPod(name, node string, tols ...*kplanev1.Toleration) *kplan
 		c.t.Fatal(err)
 	}
 	p.Status.Phase = "Running"
-	p.Status.Conditions = []*kplanev1.Condition{{Type: conditionReady, Status: statusTrue, LastTransitionTime: timestamppb.Now()}}
+	p.Status.Conditions = []*kplanev1.Condition{{Type: kplanev1.NodeReady, Status: kplanev1.ConditionTrue, LastTransitionTime: timestamppb.Now()}}
 	p, err = client.Pods(c.api).UpdateStatus(c.ctx, p)
 	if err != nil {
 		c.t.Fatal(err)
@@ -133,7 +134,7 @@ func (c *cluster) renewLoop(ctx context.Context) {
 		c.mu.Unlock()
 		for _, n := range names {
 			_ = client.RetryOnConflict(ctx, client.DefaultRetry, func() error {
-				l, err := client.Leases(c.api).Get(ctx, leaseNamespace, n)
+				l, err := client.Leases(c.api).Get(ctx, kplanev1.NamespaceNodeLease, n)
 				if err != nil {
 					return err
 				}
@@ -209,7 +210,7 @@ func (c *cluster) events(reason string) []*kplanev1.Event {
 }
 
 func readyOf(n *kplanev1.Node) *kplanev1.Condition {
-	return findCondition(n.GetStatus().GetConditions(), conditionReady)
+	return apiutil.FindCondition(n.GetStatus().GetConditions(), kplanev1.NodeReady)
 }
 
 func taint(n *kplanev1.Node, key, effect string) *kplanev1.Taint {
@@ -223,12 +224,12 @@ func taint(n *kplanev1.Node, key, effect string) *kplanev1.Taint {
 }
 
 func unreachableTainted(n *kplanev1.Node) bool {
-	return taint(n, taintUnreachable, effectNoSchedule) != nil && taint(n, taintUnreachable, effectNoExecute) != nil
+	return taint(n, kplanev1.TaintNodeUnreachable, kplanev1.TaintEffectNoSchedule) != nil && taint(n, kplanev1.TaintNodeUnreachable, kplanev1.TaintEffectNoExecute) != nil
 }
 
 // nodectlProc is nodectl running in-process.
 type nodectlProc struct {
-	ctl    *controller
+	ctl    *nodeController
 	cancel context.CancelFunc
 	done   chan error
 	once   sync.Once
@@ -309,10 +310,10 @@ func watchNodes(c *cluster) *nodeHistory {
 			name := n.GetMetadata().GetName()
 			prev := last[name]
 			h.mu.Lock()
-			if readyOf(n).GetStatus() == statusUnknown && readyOf(prev).GetStatus() != statusUnknown {
+			if readyOf(n).GetStatus() == kplanev1.ConditionUnknown && readyOf(prev).GetStatus() != kplanev1.ConditionUnknown {
 				h.toUnknown[name]++
 			}
-			if taint(n, taintUnreachable, effectNoExecute) != nil && taint(prev, taintUnreachable, effectNoExecute) == nil {
+			if taint(n, kplanev1.TaintNodeUnreachable, kplanev1.TaintEffectNoExecute) != nil && taint(prev, kplanev1.TaintNodeUnreachable, kplanev1.TaintEffectNoExecute) == nil {
 				h.taintsAdded[name]++
 			}
 			h.mu.Unlock()
@@ -334,27 +335,27 @@ func (h *nodeHistory) counts(node string) (int, int) {
 
 func TestLeaseStopsNodeUnknownTaintedPodsNotReadyThenEvicted(t *testing.T) {
 	c := newCluster(t, 3, 2)
-	tolerant := c.addPod("n0-tolerant", "n0", &kplanev1.Toleration{Key: taintUnreachable, Operator: "Exists", Effect: effectNoExecute})
+	tolerant := c.addPod("n0-tolerant", "n0", &kplanev1.Toleration{Key: kplanev1.TaintNodeUnreachable, Operator: "Exists", Effect: kplanev1.TaintEffectNoExecute})
 	hist := watchNodes(c)
 	nc := startNodectl(t, c.srv.Addr(), "--pod-eviction-timeout", "3s", "--leader-elect=false")
 
 	c.setAlive("n0", false)
 	c.eventually("n0 is Unknown and tainted unreachable", func() bool {
 		n := c.node("n0")
-		return readyOf(n).GetStatus() == statusUnknown && unreachableTainted(n)
+		return readyOf(n).GetStatus() == kplanev1.ConditionUnknown && unreachableTainted(n)
 	})
 	n0 := c.node("n0")
 	ready := readyOf(n0)
 	if ready.GetReason() != reasonStatusUnknown || ready.GetMessage() == "" || ready.GetLastTransitionTime() == nil {
 		t.Fatalf("Ready condition %v", ready)
 	}
-	added := taint(n0, taintUnreachable, effectNoExecute).GetTimeAdded()
-	if added == nil || taint(n0, taintUnreachable, effectNoSchedule).GetTimeAdded() == nil {
+	added := taint(n0, kplanev1.TaintNodeUnreachable, kplanev1.TaintEffectNoExecute).GetTimeAdded()
+	if added == nil || taint(n0, kplanev1.TaintNodeUnreachable, kplanev1.TaintEffectNoSchedule).GetTimeAdded() == nil {
 		t.Fatalf("taints without timeAdded: %v", n0.GetSpec().GetTaints())
 	}
 	c.eventually("n0's pods are not ready", func() bool {
 		for _, p := range c.podsOf("n0") {
-			if findCondition(p.GetStatus().GetConditions(), conditionReady).GetStatus() != statusFalse {
+			if apiutil.FindCondition(p.GetStatus().GetConditions(), kplanev1.NodeReady).GetStatus() != kplanev1.ConditionFalse {
 				return false
 			}
 		}
@@ -387,7 +388,7 @@ func TestLeaseStopsNodeUnknownTaintedPodsNotReadyThenEvicted(t *testing.T) {
 	}
 	for _, name := range []string{"n1", "n2"} {
 		n := c.node(name)
-		if readyOf(n).GetStatus() != statusTrue || len(n.GetSpec().GetTaints()) != 0 || len(c.podsOf(name)) != 2 {
+		if readyOf(n).GetStatus() != kplanev1.ConditionTrue || len(n.GetSpec().GetTaints()) != 0 || len(c.podsOf(name)) != 2 {
 			t.Fatalf("healthy node %s touched: %v", name, n)
 		}
 	}
@@ -419,7 +420,7 @@ func TestLeaseStopsNodeUnknownTaintedPodsNotReadyThenEvicted(t *testing.T) {
 				continue
 			}
 			for _, m := range mf.GetMetric() {
-				if m.GetLabel()[0].GetValue() == statusUnknown && m.GetGauge().GetValue() == 1 {
+				if m.GetLabel()[0].GetValue() == kplanev1.ConditionUnknown && m.GetGauge().GetValue() == 1 {
 					return true
 				}
 			}
@@ -436,12 +437,12 @@ func TestLeaseResumesBeforeTimeout(t *testing.T) {
 	c.setAlive("n0", false)
 	c.eventually("n0 is Unknown and tainted", func() bool {
 		n := c.node("n0")
-		return readyOf(n).GetStatus() == statusUnknown && unreachableTainted(n)
+		return readyOf(n).GetStatus() == kplanev1.ConditionUnknown && unreachableTainted(n)
 	})
 	c.setAlive("n0", true)
 	c.eventually("n0 is Ready again without taints", func() bool {
 		n := c.node("n0")
-		return readyOf(n).GetStatus() == statusTrue && len(n.GetSpec().GetTaints()) == 0
+		return readyOf(n).GetStatus() == kplanev1.ConditionTrue && len(n.GetSpec().GetTaints()) == 0
 	})
 	after := c.podsOf("n0")
 	if len(after) != len(before) {
@@ -471,10 +472,10 @@ func TestThresholdStopsEvictionsAndRateLimits(t *testing.T) {
 	c.eventually("7 of 10 nodes are Unknown and tainted", func() bool {
 		for _, name := range down {
 			n := c.node(name)
-			if readyOf(n).GetStatus() != statusUnknown || !unreachableTainted(n) {
+			if readyOf(n).GetStatus() != kplanev1.ConditionUnknown || !unreachableTainted(n) {
 				return false
 			}
-			if at := taint(n, taintUnreachable, effectNoExecute).GetTimeAdded().AsTime(); at.After(lastAdded) {
+			if at := taint(n, kplanev1.TaintNodeUnreachable, kplanev1.TaintEffectNoExecute).GetTimeAdded().AsTime(); at.After(lastAdded) {
 				lastAdded = at
 			}
 		}
@@ -532,7 +533,7 @@ func TestRestartMidWindow(t *testing.T) {
 	c.eventually("n0 is tainted", func() bool { return unreachableTainted(c.node("n0")) })
 	marked := c.node("n0")
 	first.stop(t)
-	deadline := taint(marked, taintUnreachable, effectNoExecute).GetTimeAdded().AsTime().Add(timeout)
+	deadline := taint(marked, kplanev1.TaintNodeUnreachable, kplanev1.TaintEffectNoExecute).GetTimeAdded().AsTime().Add(timeout)
 	if !time.Now().Before(deadline) {
 		t.Skip("the machine is too slow to stop nodectl within the eviction window")
 	}
@@ -558,7 +559,7 @@ func TestRestartMidWindow(t *testing.T) {
 		t.Fatalf("n0 marked Unknown %d times, tainted %d times; want once each", u, a)
 	}
 	for _, name := range []string{"n1", "n2"} {
-		if n := c.node(name); readyOf(n).GetStatus() != statusTrue || len(n.GetSpec().GetTaints()) != 0 {
+		if n := c.node(name); readyOf(n).GetStatus() != kplanev1.ConditionTrue || len(n.GetSpec().GetTaints()) != 0 {
 			t.Fatalf("healthy node %s marked after the restart", name)
 		}
 	}

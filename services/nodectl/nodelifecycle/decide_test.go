@@ -1,4 +1,4 @@
-package main
+package nodelifecycle
 
 import (
 	"testing"
@@ -7,6 +7,7 @@ import (
 	"golang.org/x/time/rate"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplane/kplane/pkg/apiutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
@@ -23,7 +24,7 @@ func nodeWith(ready *kplanev1.Condition, taints ...*kplanev1.Taint) *kplanev1.No
 }
 
 func cond(status, reason string, heartbeat *timestamppb.Timestamp) *kplanev1.Condition {
-	return &kplanev1.Condition{Type: conditionReady, Status: status, Reason: reason, LastTransitionTime: ts(-time.Hour), LastHeartbeatTime: heartbeat}
+	return &kplanev1.Condition{Type: kplanev1.NodeReady, Status: status, Reason: reason, LastTransitionTime: ts(-time.Hour), LastHeartbeatTime: heartbeat}
 }
 
 func TestHeartbeatObserve(t *testing.T) {
@@ -56,16 +57,16 @@ func TestDecideReady(t *testing.T) {
 		wantReason string
 		wantStale  time.Duration
 	}{
-		{name: "fresh ready node: nothing", node: nodeWith(cond(statusTrue, "AgentReady", nil)), renew: renew, hb: fresh, wantStale: 30 * time.Second},
-		{name: "exactly at grace: not yet", node: nodeWith(cond(statusTrue, "", nil)), renew: renew, hb: heartbeat{renewTime: renew, seenAt: t0.Add(-grace)}},
-		{name: "stale ready node: Unknown", node: nodeWith(cond(statusTrue, "AgentReady", nil)), renew: renew, hb: stale, wantStatus: statusUnknown, wantReason: reasonStatusUnknown},
-		{name: "stale not-ready node: Unknown", node: nodeWith(cond(statusFalse, "AgentNotReady", nil)), renew: renew, hb: stale, wantStatus: statusUnknown, wantReason: reasonStatusUnknown},
-		{name: "stale node without conditions: Unknown", node: nodeWith(nil), renew: nil, hb: stale, wantStatus: statusUnknown, wantReason: reasonStatusUnknown},
-		{name: "stale and already Unknown: no second mark", node: nodeWith(cond(statusUnknown, reasonStatusUnknown, renew)), renew: renew, hb: stale},
-		{name: "fresh start, marked, not renewed since: stays Unknown", node: nodeWith(cond(statusUnknown, reasonStatusUnknown, renew)), renew: renew, hb: fresh, wantStale: 30 * time.Second},
-		{name: "renewed since marked: True", node: nodeWith(cond(statusUnknown, reasonStatusUnknown, renew)), renew: ts(time.Second), hb: heartbeat{renewTime: ts(time.Second), seenAt: t0}, wantStatus: statusTrue, wantReason: reasonLeaseRenewed, wantStale: grace},
-		{name: "lease created after marking without one: True", node: nodeWith(cond(statusUnknown, reasonStatusUnknown, nil)), renew: ts(0), hb: heartbeat{renewTime: ts(0), seenAt: t0}, wantStatus: statusTrue, wantReason: reasonLeaseRenewed, wantStale: grace},
-		{name: "Unknown reported by someone else is not ours to lift", node: nodeWith(cond(statusUnknown, "AgentSaysSo", nil)), renew: ts(0), hb: heartbeat{renewTime: ts(0), seenAt: t0}, wantStale: grace},
+		{name: "fresh ready node: nothing", node: nodeWith(cond(kplanev1.ConditionTrue, "AgentReady", nil)), renew: renew, hb: fresh, wantStale: 30 * time.Second},
+		{name: "exactly at grace: not yet", node: nodeWith(cond(kplanev1.ConditionTrue, "", nil)), renew: renew, hb: heartbeat{renewTime: renew, seenAt: t0.Add(-grace)}},
+		{name: "stale ready node: Unknown", node: nodeWith(cond(kplanev1.ConditionTrue, "AgentReady", nil)), renew: renew, hb: stale, wantStatus: kplanev1.ConditionUnknown, wantReason: reasonStatusUnknown},
+		{name: "stale not-ready node: Unknown", node: nodeWith(cond(kplanev1.ConditionFalse, "AgentNotReady", nil)), renew: renew, hb: stale, wantStatus: kplanev1.ConditionUnknown, wantReason: reasonStatusUnknown},
+		{name: "stale node without conditions: Unknown", node: nodeWith(nil), renew: nil, hb: stale, wantStatus: kplanev1.ConditionUnknown, wantReason: reasonStatusUnknown},
+		{name: "stale and already Unknown: no second mark", node: nodeWith(cond(kplanev1.ConditionUnknown, reasonStatusUnknown, renew)), renew: renew, hb: stale},
+		{name: "fresh start, marked, not renewed since: stays Unknown", node: nodeWith(cond(kplanev1.ConditionUnknown, reasonStatusUnknown, renew)), renew: renew, hb: fresh, wantStale: 30 * time.Second},
+		{name: "renewed since marked: True", node: nodeWith(cond(kplanev1.ConditionUnknown, reasonStatusUnknown, renew)), renew: ts(time.Second), hb: heartbeat{renewTime: ts(time.Second), seenAt: t0}, wantStatus: kplanev1.ConditionTrue, wantReason: reasonLeaseRenewed, wantStale: grace},
+		{name: "lease created after marking without one: True", node: nodeWith(cond(kplanev1.ConditionUnknown, reasonStatusUnknown, nil)), renew: ts(0), hb: heartbeat{renewTime: ts(0), seenAt: t0}, wantStatus: kplanev1.ConditionTrue, wantReason: reasonLeaseRenewed, wantStale: grace},
+		{name: "Unknown reported by someone else is not ours to lift", node: nodeWith(cond(kplanev1.ConditionUnknown, "AgentSaysSo", nil)), renew: ts(0), hb: heartbeat{renewTime: ts(0), seenAt: t0}, wantStale: grace},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,7 +85,7 @@ func TestDecideReady(t *testing.T) {
 				if !d.cond.LastTransitionTime.AsTime().Equal(t0) {
 					t.Fatalf("lastTransitionTime %v", d.cond.LastTransitionTime.AsTime())
 				}
-				if tc.wantStatus == statusUnknown && d.cond.LastHeartbeatTime.AsTime() != tc.renew.AsTime() {
+				if tc.wantStatus == kplanev1.ConditionUnknown && d.cond.LastHeartbeatTime.AsTime() != tc.renew.AsTime() {
 					t.Fatalf("Unknown must record the last renewTime seen, got %v", d.cond.LastHeartbeatTime)
 				}
 			}
@@ -105,37 +106,37 @@ func ids(taints []*kplanev1.Taint) []string {
 
 func TestDesiredTaints(t *testing.T) {
 	old := ts(-time.Minute)
-	userNoExec := &kplanev1.Taint{Key: "dedicated", Value: "db", Effect: effectNoExecute}
+	userNoExec := &kplanev1.Taint{Key: "dedicated", Value: "db", Effect: kplanev1.TaintEffectNoExecute}
 	cases := []struct {
 		name        string
 		node        *kplanev1.Node
 		want        []string
 		wantChanged bool
 	}{
-		{name: "ready, untainted", node: nodeWith(cond(statusTrue, "", nil)), want: nil},
-		{name: "unknown: unreachable added", node: nodeWith(cond(statusUnknown, reasonStatusUnknown, nil)),
-			want: []string{taintUnreachable + ":NoSchedule", taintUnreachable + ":NoExecute"}, wantChanged: true},
+		{name: "ready, untainted", node: nodeWith(cond(kplanev1.ConditionTrue, "", nil)), want: nil},
+		{name: "unknown: unreachable added", node: nodeWith(cond(kplanev1.ConditionUnknown, reasonStatusUnknown, nil)),
+			want: []string{kplanev1.TaintNodeUnreachable + ":NoSchedule", kplanev1.TaintNodeUnreachable + ":NoExecute"}, wantChanged: true},
 		{name: "unknown, already tainted: untouched",
-			node: nodeWith(cond(statusUnknown, reasonStatusUnknown, nil),
-				&kplanev1.Taint{Key: taintUnreachable, Effect: effectNoSchedule, TimeAdded: old},
-				&kplanev1.Taint{Key: taintUnreachable, Effect: effectNoExecute, TimeAdded: old}),
-			want: []string{taintUnreachable + ":NoSchedule", taintUnreachable + ":NoExecute"}},
+			node: nodeWith(cond(kplanev1.ConditionUnknown, reasonStatusUnknown, nil),
+				&kplanev1.Taint{Key: kplanev1.TaintNodeUnreachable, Effect: kplanev1.TaintEffectNoSchedule, TimeAdded: old},
+				&kplanev1.Taint{Key: kplanev1.TaintNodeUnreachable, Effect: kplanev1.TaintEffectNoExecute, TimeAdded: old}),
+			want: []string{kplanev1.TaintNodeUnreachable + ":NoSchedule", kplanev1.TaintNodeUnreachable + ":NoExecute"}},
 		{name: "false: not-ready swapped in for unreachable",
-			node: nodeWith(cond(statusFalse, "", nil),
-				&kplanev1.Taint{Key: "keep", Effect: effectNoSchedule},
-				&kplanev1.Taint{Key: taintUnreachable, Effect: effectNoSchedule, TimeAdded: old},
-				&kplanev1.Taint{Key: taintUnreachable, Effect: effectNoExecute, TimeAdded: old}),
-			want: []string{"keep:NoSchedule", taintNotReady + ":NoSchedule", taintNotReady + ":NoExecute"}, wantChanged: true},
+			node: nodeWith(cond(kplanev1.ConditionFalse, "", nil),
+				&kplanev1.Taint{Key: "keep", Effect: kplanev1.TaintEffectNoSchedule},
+				&kplanev1.Taint{Key: kplanev1.TaintNodeUnreachable, Effect: kplanev1.TaintEffectNoSchedule, TimeAdded: old},
+				&kplanev1.Taint{Key: kplanev1.TaintNodeUnreachable, Effect: kplanev1.TaintEffectNoExecute, TimeAdded: old}),
+			want: []string{"keep:NoSchedule", kplanev1.TaintNodeNotReady + ":NoSchedule", kplanev1.TaintNodeNotReady + ":NoExecute"}, wantChanged: true},
 		{name: "true again: ours removed, others kept",
-			node: nodeWith(cond(statusTrue, "", nil),
-				&kplanev1.Taint{Key: taintUnreachable, Effect: effectNoSchedule, TimeAdded: old},
-				&kplanev1.Taint{Key: "keep", Effect: effectNoSchedule},
-				&kplanev1.Taint{Key: taintUnreachable, Effect: effectNoExecute, TimeAdded: old}),
+			node: nodeWith(cond(kplanev1.ConditionTrue, "", nil),
+				&kplanev1.Taint{Key: kplanev1.TaintNodeUnreachable, Effect: kplanev1.TaintEffectNoSchedule, TimeAdded: old},
+				&kplanev1.Taint{Key: "keep", Effect: kplanev1.TaintEffectNoSchedule},
+				&kplanev1.Taint{Key: kplanev1.TaintNodeUnreachable, Effect: kplanev1.TaintEffectNoExecute, TimeAdded: old}),
 			want: []string{"keep:NoSchedule"}, wantChanged: true},
 		{name: "no Ready condition: ours left alone",
-			node: nodeWith(nil, &kplanev1.Taint{Key: taintNotReady, Effect: effectNoSchedule, TimeAdded: old}),
-			want: []string{taintNotReady + ":NoSchedule"}},
-		{name: "a NoExecute taint without timeAdded is stamped", node: nodeWith(cond(statusTrue, "", nil), userNoExec),
+			node: nodeWith(nil, &kplanev1.Taint{Key: kplanev1.TaintNodeNotReady, Effect: kplanev1.TaintEffectNoSchedule, TimeAdded: old}),
+			want: []string{kplanev1.TaintNodeNotReady + ":NoSchedule"}},
+		{name: "a NoExecute taint without timeAdded is stamped", node: nodeWith(cond(kplanev1.ConditionTrue, "", nil), userNoExec),
 			want: []string{"dedicated:NoExecute"}, wantChanged: true},
 	}
 	for _, tc := range cases {
@@ -152,10 +153,10 @@ func TestDesiredTaints(t *testing.T) {
 				t.Fatal("the input node was modified")
 			}
 			for _, tt := range got {
-				if tt.GetEffect() == effectNoExecute && tt.GetTimeAdded() == nil {
+				if tt.GetEffect() == kplanev1.TaintEffectNoExecute && tt.GetTimeAdded() == nil {
 					t.Fatalf("NoExecute taint %s without timeAdded", taintID(tt))
 				}
-				if tt.GetKey() == taintUnreachable || tt.GetKey() == taintNotReady {
+				if tt.GetKey() == kplanev1.TaintNodeUnreachable || tt.GetKey() == kplanev1.TaintNodeNotReady {
 					// Kept taints keep their timeAdded; new ones get now.
 					if at := tt.GetTimeAdded().AsTime(); !at.Equal(t0) && !at.Equal(old.AsTime()) {
 						t.Fatalf("timeAdded %v", at)
@@ -165,7 +166,7 @@ func TestDesiredTaints(t *testing.T) {
 		})
 	}
 	// Idempotence: applying the result again changes nothing.
-	n := nodeWith(cond(statusUnknown, reasonStatusUnknown, nil))
+	n := nodeWith(cond(kplanev1.ConditionUnknown, reasonStatusUnknown, nil))
 	n.Spec.Taints, _ = desiredTaints(n, t0)
 	if _, ch := desiredTaints(n, t0.Add(time.Minute)); ch.changed() {
 		t.Fatalf("second pass changed %+v", ch)
@@ -192,9 +193,9 @@ func podWith(tols ...*kplanev1.Toleration) *kplanev1.Pod {
 
 func TestEvictionDeadline(t *testing.T) {
 	const timeout = 5 * time.Minute
-	unreachable := &kplanev1.Taint{Key: taintUnreachable, Effect: effectNoExecute, TimeAdded: ts(0)}
-	noSched := &kplanev1.Taint{Key: taintUnreachable, Effect: effectNoSchedule, TimeAdded: ts(0)}
-	later := &kplanev1.Taint{Key: "dedicated", Value: "x", Effect: effectNoExecute, TimeAdded: ts(time.Minute)}
+	unreachable := &kplanev1.Taint{Key: kplanev1.TaintNodeUnreachable, Effect: kplanev1.TaintEffectNoExecute, TimeAdded: ts(0)}
+	noSched := &kplanev1.Taint{Key: kplanev1.TaintNodeUnreachable, Effect: kplanev1.TaintEffectNoSchedule, TimeAdded: ts(0)}
+	later := &kplanev1.Taint{Key: "dedicated", Value: "x", Effect: kplanev1.TaintEffectNoExecute, TimeAdded: ts(time.Minute)}
 	cases := []struct {
 		name   string
 		taints []*kplanev1.Taint
@@ -205,18 +206,18 @@ func TestEvictionDeadline(t *testing.T) {
 		{name: "no taints", pod: podWith(), never: true},
 		{name: "NoSchedule only", taints: []*kplanev1.Taint{noSched}, pod: podWith(), never: true},
 		{name: "not tolerated: timeout", taints: []*kplanev1.Taint{noSched, unreachable}, pod: podWith(), want: timeout},
-		{name: "tolerated with seconds", taints: []*kplanev1.Taint{unreachable}, pod: podWith(&kplanev1.Toleration{Key: taintUnreachable, Operator: "Exists", Effect: effectNoExecute, TolerationSeconds: secs(30)}), want: 30 * time.Second},
-		{name: "tolerated forever", taints: []*kplanev1.Taint{unreachable}, pod: podWith(&kplanev1.Toleration{Key: taintUnreachable, Operator: "Exists"}), never: true},
+		{name: "tolerated with seconds", taints: []*kplanev1.Taint{unreachable}, pod: podWith(&kplanev1.Toleration{Key: kplanev1.TaintNodeUnreachable, Operator: "Exists", Effect: kplanev1.TaintEffectNoExecute, TolerationSeconds: secs(30)}), want: 30 * time.Second},
+		{name: "tolerated forever", taints: []*kplanev1.Taint{unreachable}, pod: podWith(&kplanev1.Toleration{Key: kplanev1.TaintNodeUnreachable, Operator: "Exists"}), never: true},
 		{name: "wildcard toleration", taints: []*kplanev1.Taint{unreachable}, pod: podWith(&kplanev1.Toleration{Operator: "Exists"}), never: true},
 		{name: "smallest seconds wins over forever", taints: []*kplanev1.Taint{unreachable}, pod: podWith(
-			&kplanev1.Toleration{Key: taintUnreachable, Operator: "Exists"},
-			&kplanev1.Toleration{Key: taintUnreachable, Operator: "Exists", Effect: effectNoExecute, TolerationSeconds: secs(600)},
-			&kplanev1.Toleration{Operator: "Exists", Effect: effectNoExecute, TolerationSeconds: secs(60)}), want: time.Minute},
-		{name: "negative seconds: at once", taints: []*kplanev1.Taint{unreachable}, pod: podWith(&kplanev1.Toleration{Key: taintUnreachable, Operator: "Exists", Effect: effectNoExecute, TolerationSeconds: secs(-5)}), want: 0},
-		{name: "toleration for another taint does not help", taints: []*kplanev1.Taint{unreachable}, pod: podWith(&kplanev1.Toleration{Key: taintNotReady, Operator: "Exists"}), want: timeout},
-		{name: "Equal needs the value", taints: []*kplanev1.Taint{later}, pod: podWith(&kplanev1.Toleration{Key: "dedicated", Value: "y", Effect: effectNoExecute, TolerationSeconds: secs(1)}), want: time.Minute + timeout},
-		{name: "earliest taint deadline wins", taints: []*kplanev1.Taint{later, unreachable}, pod: podWith(&kplanev1.Toleration{Key: "dedicated", Value: "x", TolerationSeconds: secs(1), Effect: effectNoExecute}), want: time.Minute + time.Second},
-		{name: "taint without timeAdded is not judged", taints: []*kplanev1.Taint{{Key: "k", Effect: effectNoExecute}}, pod: podWith(), never: true},
+			&kplanev1.Toleration{Key: kplanev1.TaintNodeUnreachable, Operator: "Exists"},
+			&kplanev1.Toleration{Key: kplanev1.TaintNodeUnreachable, Operator: "Exists", Effect: kplanev1.TaintEffectNoExecute, TolerationSeconds: secs(600)},
+			&kplanev1.Toleration{Operator: "Exists", Effect: kplanev1.TaintEffectNoExecute, TolerationSeconds: secs(60)}), want: time.Minute},
+		{name: "negative seconds: at once", taints: []*kplanev1.Taint{unreachable}, pod: podWith(&kplanev1.Toleration{Key: kplanev1.TaintNodeUnreachable, Operator: "Exists", Effect: kplanev1.TaintEffectNoExecute, TolerationSeconds: secs(-5)}), want: 0},
+		{name: "toleration for another taint does not help", taints: []*kplanev1.Taint{unreachable}, pod: podWith(&kplanev1.Toleration{Key: kplanev1.TaintNodeNotReady, Operator: "Exists"}), want: timeout},
+		{name: "Equal needs the value", taints: []*kplanev1.Taint{later}, pod: podWith(&kplanev1.Toleration{Key: "dedicated", Value: "y", Effect: kplanev1.TaintEffectNoExecute, TolerationSeconds: secs(1)}), want: time.Minute + timeout},
+		{name: "earliest taint deadline wins", taints: []*kplanev1.Taint{later, unreachable}, pod: podWith(&kplanev1.Toleration{Key: "dedicated", Value: "x", TolerationSeconds: secs(1), Effect: kplanev1.TaintEffectNoExecute}), want: time.Minute + time.Second},
+		{name: "taint without timeAdded is not judged", taints: []*kplanev1.Taint{{Key: "k", Effect: kplanev1.TaintEffectNoExecute}}, pod: podWith(), never: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -234,21 +235,21 @@ func TestEvictionDeadline(t *testing.T) {
 func TestPodNotReady(t *testing.T) {
 	readyPod := func(status, phase string) *kplanev1.Pod {
 		return &kplanev1.Pod{Status: &kplanev1.PodStatus{Phase: phase, Conditions: []*kplanev1.Condition{
-			{Type: "PodScheduled", Status: statusTrue},
-			{Type: conditionReady, Status: status, LastTransitionTime: ts(-time.Hour)},
+			{Type: "PodScheduled", Status: kplanev1.ConditionTrue},
+			{Type: kplanev1.NodeReady, Status: status, LastTransitionTime: ts(-time.Hour)},
 		}}}
 	}
-	st := podNotReady(readyPod(statusTrue, "Running"), "n1", t0)
+	st := podNotReady(readyPod(kplanev1.ConditionTrue, "Running"), "n1", t0)
 	if st == nil {
 		t.Fatal("a ready pod on a lost node was not marked")
 	}
-	c := findCondition(st.Conditions, conditionReady)
-	if c.Status != statusFalse || !c.LastTransitionTime.AsTime().Equal(t0) || len(st.Conditions) != 2 || st.Phase != "Running" {
+	c := apiutil.FindCondition(st.Conditions, kplanev1.NodeReady)
+	if c.Status != kplanev1.ConditionFalse || !c.LastTransitionTime.AsTime().Equal(t0) || len(st.Conditions) != 2 || st.Phase != "Running" {
 		t.Fatalf("marked status %v", st)
 	}
 	for name, p := range map[string]*kplanev1.Pod{
-		"already not ready": readyPod(statusFalse, "Running"),
-		"finished":          readyPod(statusTrue, phaseSucceeded),
+		"already not ready": readyPod(kplanev1.ConditionFalse, "Running"),
+		"finished":          readyPod(kplanev1.ConditionTrue, kplanev1.PodSucceeded),
 		"no Ready":          {Status: &kplanev1.PodStatus{Phase: "Pending"}},
 	} {
 		if podNotReady(p, "n1", t0) != nil {

@@ -1,4 +1,4 @@
-package main
+package nodelifecycle
 
 import (
 	"fmt"
@@ -7,18 +7,12 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplane/kplane/pkg/apiutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
-// Names shared with the node agents, the scheduler and users, as in Kubernetes.
+// Reasons this controller writes on conditions.
 const (
-	leaseNamespace = "kplane-node-lease"
-
-	conditionReady = "Ready"
-	statusTrue     = "True"
-	statusFalse    = "False"
-	statusUnknown  = "Unknown"
-
 	// reasonStatusUnknown marks a Ready condition this controller set
 	// because the node's lease went stale.
 	reasonStatusUnknown = "NodeStatusUnknown"
@@ -26,14 +20,6 @@ const (
 	// to True because the lease was renewed after it went stale.
 	reasonLeaseRenewed = "NodeLeaseRenewed"
 	reasonPodNodeLost  = "NodeNotReady"
-
-	taintUnreachable = "node.kubernetes.io/unreachable"
-	taintNotReady    = "node.kubernetes.io/not-ready"
-	effectNoSchedule = "NoSchedule"
-	effectNoExecute  = "NoExecute"
-
-	phaseSucceeded = "Succeeded"
-	phaseFailed    = "Failed"
 )
 
 // heartbeat is what this controller has seen of a node's lease. The lease's
@@ -64,16 +50,6 @@ type readyDecision struct {
 	staleIn time.Duration
 }
 
-// findCondition returns the condition of type typ, or nil.
-func findCondition(conds []*kplanev1.Condition, typ string) *kplanev1.Condition {
-	for _, c := range conds {
-		if c.GetType() == typ {
-			return c
-		}
-	}
-	return nil
-}
-
 // decideReady judges a node's Ready condition from its lease. renew is the
 // lease's current renewTime (nil when there is no lease), hb what this
 // controller has seen of it.
@@ -85,15 +61,15 @@ func findCondition(conds []*kplanev1.Condition, typ string) *kplanev1.Condition 
 // from "still silent" (keep it, without bumping lastTransitionTime) using
 // only the objects, not memory.
 func decideReady(node *kplanev1.Node, renew *timestamppb.Timestamp, hb heartbeat, now time.Time, grace time.Duration) readyDecision {
-	ready := findCondition(node.GetStatus().GetConditions(), conditionReady)
+	ready := apiutil.FindCondition(node.GetStatus().GetConditions(), kplanev1.NodeReady)
 	age := now.Sub(hb.seenAt)
 	if age > grace {
-		if ready.GetStatus() == statusUnknown {
+		if ready.GetStatus() == kplanev1.ConditionUnknown {
 			return readyDecision{}
 		}
 		return readyDecision{cond: &kplanev1.Condition{
-			Type:               conditionReady,
-			Status:             statusUnknown,
+			Type:               kplanev1.NodeReady,
+			Status:             kplanev1.ConditionUnknown,
 			Reason:             reasonStatusUnknown,
 			Message:            fmt.Sprintf("Node agent stopped posting heartbeats: lease not renewed for more than %v.", grace),
 			LastTransitionTime: timestamppb.New(now),
@@ -101,11 +77,11 @@ func decideReady(node *kplanev1.Node, renew *timestamppb.Timestamp, hb heartbeat
 		}}
 	}
 	d := readyDecision{staleIn: grace - age}
-	if ready.GetStatus() == statusUnknown && ready.GetReason() == reasonStatusUnknown &&
+	if ready.GetStatus() == kplanev1.ConditionUnknown && ready.GetReason() == reasonStatusUnknown &&
 		!proto.Equal(ready.GetLastHeartbeatTime(), renew) {
 		d.cond = &kplanev1.Condition{
-			Type:               conditionReady,
-			Status:             statusTrue,
+			Type:               kplanev1.NodeReady,
+			Status:             kplanev1.ConditionTrue,
 			Reason:             reasonLeaseRenewed,
 			Message:            "Node agent renewed its lease.",
 			LastTransitionTime: timestamppb.New(now),
@@ -113,25 +89,6 @@ func decideReady(node *kplanev1.Node, renew *timestamppb.Timestamp, hb heartbeat
 		}
 	}
 	return d
-}
-
-// withCondition returns conds with c replacing the condition of its type
-// (or appended).
-func withCondition(conds []*kplanev1.Condition, c *kplanev1.Condition) []*kplanev1.Condition {
-	out := make([]*kplanev1.Condition, 0, len(conds)+1)
-	replaced := false
-	for _, o := range conds {
-		if o.GetType() == c.GetType() {
-			out = append(out, c)
-			replaced = true
-			continue
-		}
-		out = append(out, o)
-	}
-	if !replaced {
-		out = append(out, c)
-	}
-	return out
 }
 
 // taintChange describes what desiredTaints did.
@@ -153,13 +110,13 @@ func taintID(t *kplanev1.Taint) string { return t.GetKey() + ":" + t.GetEffect()
 // timeAdded are stamped now so that eviction timing lives in the object.
 func desiredTaints(node *kplanev1.Node, now time.Time) ([]*kplanev1.Taint, taintChange) {
 	var want, drop []string
-	switch findCondition(node.GetStatus().GetConditions(), conditionReady).GetStatus() {
-	case statusUnknown:
-		want, drop = []string{taintUnreachable}, []string{taintNotReady}
-	case statusFalse:
-		want, drop = []string{taintNotReady}, []string{taintUnreachable}
-	case statusTrue:
-		drop = []string{taintUnreachable, taintNotReady}
+	switch apiutil.FindCondition(node.GetStatus().GetConditions(), kplanev1.NodeReady).GetStatus() {
+	case kplanev1.ConditionUnknown:
+		want, drop = []string{kplanev1.TaintNodeUnreachable}, []string{kplanev1.TaintNodeNotReady}
+	case kplanev1.ConditionFalse:
+		want, drop = []string{kplanev1.TaintNodeNotReady}, []string{kplanev1.TaintNodeUnreachable}
+	case kplanev1.ConditionTrue:
+		drop = []string{kplanev1.TaintNodeUnreachable, kplanev1.TaintNodeNotReady}
 	}
 	in := func(key string, keys []string) bool {
 		for _, k := range keys {
@@ -173,11 +130,11 @@ func desiredTaints(node *kplanev1.Node, now time.Time) ([]*kplanev1.Taint, taint
 	var out []*kplanev1.Taint
 	have := map[string]bool{}
 	for _, t := range node.GetSpec().GetTaints() {
-		if in(t.GetKey(), drop) && (t.GetEffect() == effectNoSchedule || t.GetEffect() == effectNoExecute) {
+		if in(t.GetKey(), drop) && (t.GetEffect() == kplanev1.TaintEffectNoSchedule || t.GetEffect() == kplanev1.TaintEffectNoExecute) {
 			ch.removed = append(ch.removed, taintID(t))
 			continue
 		}
-		if t.GetEffect() == effectNoExecute && t.GetTimeAdded() == nil {
+		if t.GetEffect() == kplanev1.TaintEffectNoExecute && t.GetTimeAdded() == nil {
 			t = proto.Clone(t).(*kplanev1.Taint)
 			t.TimeAdded = timestamppb.New(now)
 			ch.stamped = true
@@ -186,7 +143,7 @@ func desiredTaints(node *kplanev1.Node, now time.Time) ([]*kplanev1.Taint, taint
 		out = append(out, t)
 	}
 	for _, key := range want {
-		for _, effect := range []string{effectNoSchedule, effectNoExecute} {
+		for _, effect := range []string{kplanev1.TaintEffectNoSchedule, kplanev1.TaintEffectNoExecute} {
 			t := &kplanev1.Taint{Key: key, Effect: effect, TimeAdded: timestamppb.New(now)}
 			if !have[taintID(t)] {
 				out = append(out, t)
@@ -195,25 +152,6 @@ func desiredTaints(node *kplanev1.Node, now time.Time) ([]*kplanev1.Taint, taint
 		}
 	}
 	return out, ch
-}
-
-// tolerates reports whether tol tolerates taint, with Kubernetes' rules:
-// an empty effect matches every effect, an empty key with Exists matches
-// every key, Exists ignores the value, Equal (the default) compares it.
-func tolerates(tol *kplanev1.Toleration, taint *kplanev1.Taint) bool {
-	if tol.GetEffect() != "" && tol.GetEffect() != taint.GetEffect() {
-		return false
-	}
-	if tol.GetKey() != "" && tol.GetKey() != taint.GetKey() {
-		return false
-	}
-	switch tol.GetOperator() {
-	case "Exists":
-		return true
-	case "", "Equal":
-		return tol.GetKey() != "" && tol.GetValue() == taint.GetValue()
-	}
-	return false
 }
 
 // evictionDeadline returns when pod must leave a node with taints: for
@@ -225,14 +163,14 @@ func tolerates(tol *kplanev1.Toleration, taint *kplanev1.Taint) bool {
 // skipped: desiredTaints stamps them first.
 func evictionDeadline(taints []*kplanev1.Taint, pod *kplanev1.Pod, timeout time.Duration) (deadline time.Time, ok bool) {
 	for _, t := range taints {
-		if t.GetEffect() != effectNoExecute || t.GetTimeAdded() == nil {
+		if t.GetEffect() != kplanev1.TaintEffectNoExecute || t.GetTimeAdded() == nil {
 			continue
 		}
 		wait := timeout
 		tolerated, forever := false, false
 		var minSeconds int64
 		for _, tol := range pod.GetSpec().GetTolerations() {
-			if !tolerates(tol, t) {
+			if !apiutil.Tolerates(tol, t) {
 				continue
 			}
 			if tol.TolerationSeconds == nil {
@@ -262,26 +200,19 @@ func evictionDeadline(taints []*kplanev1.Taint, pod *kplanev1.Pod, timeout time.
 	return deadline, ok
 }
 
-// terminal reports whether a pod has finished: it runs nowhere, so there
-// is nothing to move or mark.
-func terminal(pod *kplanev1.Pod) bool {
-	p := pod.GetStatus().GetPhase()
-	return p == phaseSucceeded || p == phaseFailed
-}
-
 // podNotReady returns pod's status with its Ready condition set to False
 // because its node is not ready, or nil when there is nothing to change
 // (no Ready condition, already False, or the pod finished). A pod without
 // a Ready condition never ran, so nothing routes to it yet.
 func podNotReady(pod *kplanev1.Pod, node string, now time.Time) *kplanev1.PodStatus {
-	ready := findCondition(pod.GetStatus().GetConditions(), conditionReady)
-	if terminal(pod) || ready == nil || ready.GetStatus() == statusFalse {
+	ready := apiutil.FindCondition(pod.GetStatus().GetConditions(), kplanev1.NodeReady)
+	if apiutil.IsPodTerminal(pod) || ready == nil || ready.GetStatus() == kplanev1.ConditionFalse {
 		return nil
 	}
 	st := proto.Clone(pod.GetStatus()).(*kplanev1.PodStatus)
-	st.Conditions = withCondition(st.Conditions, &kplanev1.Condition{
-		Type:               conditionReady,
-		Status:             statusFalse,
+	st.Conditions = apiutil.SetCondition(st.Conditions, &kplanev1.Condition{
+		Type:               kplanev1.NodeReady,
+		Status:             kplanev1.ConditionFalse,
 		Reason:             reasonPodNodeLost,
 		Message:            fmt.Sprintf("Node %s is not ready.", node),
 		LastTransitionTime: timestamppb.New(now),

@@ -1,4 +1,4 @@
-package main
+package replicaset
 
 import (
 	"context"
@@ -6,9 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/pkg/apiutil"
 	"github.com/kplane/kplane/pkg/app"
 	"github.com/kplane/kplane/pkg/client"
 	"github.com/kplane/kplane/pkg/controller"
@@ -29,11 +28,6 @@ import (
 // these.
 const defaultBurstReplicas = 500
 
-// catchUpLimit bounds how long a new leader waits for its cache to show
-// what the apiserver held when it took over; past it, work starts anyway
-// (expectations and the next resync still protect the outcome).
-const catchUpLimit = 10 * time.Second
-
 // replicaController reconciles ReplicaSets and ReplicationControllers.
 type replicaController struct {
 	burst int
@@ -45,22 +39,25 @@ type replicaController struct {
 	pods     *informer.Informer
 	owners   map[string]*informer.Informer // by kind
 	exp      *controller.Expectations
+	control  *controller.ObjectControl // creates and deletes pods, minding exp
 	now      func() time.Time
 
 	// Counters behind the /metrics series registered in setup (and read
 	// by tests).
 	createCalls, createFailures, createRounds, deleteCalls atomic.Int64
-
-	// fresh is true while this term's cache has caught up with the
-	// apiserver (see run); reconciles do nothing until then.
-	fresh atomic.Bool
 }
+
+// NewService returns replicactl: the binary's main runs it with app.Main.
+func NewService() app.Service { return newReplicaController().service() }
 
 func newReplicaController() *replicaController {
 	return &replicaController{burst: defaultBurstReplicas, exp: controller.NewExpectations(0), now: time.Now}
 }
 
 // service describes the binary; tests run it in-process with app.Run.
+// Pods are not an app.Watch (see setup); a new leadership term queues
+// every owner once its caches have caught up with the apiserver, which
+// pkg/app does for every leader-elected service.
 func (r *replicaController) service() app.Service {
 	return app.Service{
 		Name:          "replicactl",
@@ -75,7 +72,6 @@ func (r *replicaController) service() app.Service {
 			fs.IntVar(&r.burst, "burst-replicas", defaultBurstReplicas, "most pods one reconcile creates or deletes (created in slow-start batches 1, 2, 4, ...)")
 		},
 		Setup: r.setup,
-		Run:   r.run,
 	}
 }
 
@@ -106,6 +102,20 @@ func (r *replicaController) setup(c *app.Context) (app.Reconciler, error) {
 		}
 	}
 	r.recorder = record.New(c.Client, "replicaset-controller", c.Identity, c.Logger)
+	r.control = &controller.ObjectControl{
+		API: c.Client, Expectations: r.exp, OwnerKey: controllerKey,
+		Calls: func(op string, err error) {
+			switch op {
+			case "create":
+				r.createCalls.Add(1)
+				if err != nil {
+					r.createFailures.Add(1)
+				}
+			case "delete":
+				r.deleteCalls.Add(1)
+			}
+		},
+	}
 	r.pods = c.Informers.ForKind("Pod")
 	r.owners = map[string]*informer.Informer{
 		kindReplicaSet:            c.Informers.ForKind(kindReplicaSet),
@@ -128,65 +138,6 @@ func (r *replicaController) setup(c *app.Context) (app.Reconciler, error) {
 		}})
 	}
 	return r, nil
-}
-
-// run holds the work of each leadership term until the cache has caught
-// up with the apiserver. A standby's informers run all along, but may lag
-// behind the writes of the leader it replaces (whose in-flight creates can
-// land just before it let go); acting on such a cache would create pods
-// twice. So a new term lists what exists now (a quorum read) and waits
-// until its informers have applied at least that, then queues everything.
-func (r *replicaController) run(ctx context.Context, c *app.Context) error {
-	defer r.fresh.Store(false)
-	start := time.Now()
-	catchCtx, cancel := context.WithTimeout(ctx, catchUpLimit)
-	err := r.catchUp(catchCtx)
-	cancel()
-	if ctx.Err() != nil {
-		return nil
-	}
-	if err != nil {
-		r.log.Warn("cache did not catch up with the apiserver in time; starting anyway", "error", err)
-	}
-	r.fresh.Store(true)
-	r.log.Info("leading: cache caught up", "wait", time.Since(start))
-	for kind, inf := range r.owners {
-		for _, o := range inf.Store().List() {
-			c.Enqueue(ownerKey(kind, o.Meta().GetNamespace(), o.Meta().GetName()))
-		}
-	}
-	<-ctx.Done()
-	return nil
-}
-
-// catchUp waits until each informer has applied the newest write among
-// the objects a fresh list returns.
-func (r *replicaController) catchUp(ctx context.Context) error {
-	infs := []*informer.Informer{r.pods, r.owners[kindReplicaSet], r.owners[kindReplicationController]}
-	for _, inf := range infs {
-		var newest int64
-		_, err := client.ListPages(ctx, r.api, &kplanev1.ListRequest{Kind: inf.Kind(), Limit: 5000}, func(items []*kplanev1.Object) error {
-			for _, o := range items {
-				if rv, err := strconv.ParseInt(o.Meta().GetResourceVersion(), 10, 64); err == nil {
-					newest = max(newest, rv)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("catch up: %w", err)
-		}
-		for {
-			seen, _ := strconv.ParseInt(inf.LastSyncResourceVersion(), 10, 64)
-			if seen >= newest {
-				break
-			}
-			if err := client.Sleep(ctx, 5*time.Millisecond); err != nil {
-				return fmt.Errorf("catch up: %s informer at revision %d, apiserver at %d: %w", inf.Kind(), seen, newest, err)
-			}
-		}
-	}
-	return nil
 }
 
 // ownersOf returns the keys of the owners a pod event concerns: its
@@ -234,24 +185,12 @@ func controllerKey(pod *kplanev1.Object) (string, bool) {
 }
 
 func (r *replicaController) podAdded(pod *kplanev1.Object) {
-	if key, ok := controllerKey(pod); ok {
-		if pod.Meta().GetDeletionTimestamp() != nil {
-			// Seen for the first time already being deleted (e.g. after a
-			// relist): that is the deletion we may be waiting for.
-			r.exp.DeletionObserved(key, pod.Key())
-		} else {
-			r.exp.CreationObserved(key)
-		}
-	}
+	r.control.ObserveAdd(pod)
 	r.enqueue(r.ownersOf(pod))
 }
 
 func (r *replicaController) podUpdated(oldPod, newPod *kplanev1.Object) {
-	if key, ok := controllerKey(newPod); ok && newPod.Meta().GetDeletionTimestamp() != nil && oldPod.Meta().GetDeletionTimestamp() == nil {
-		// A graceful deletion: the pod stays until its node agent is done,
-		// but for us it is gone now.
-		r.exp.DeletionObserved(key, newPod.Key())
-	}
+	r.control.ObserveUpdate(oldPod, newPod)
 	keys := r.ownersOf(newPod)
 	if oldPod != newPod {
 		keys = append(keys, r.ownersOf(oldPod)...)
@@ -260,14 +199,10 @@ func (r *replicaController) podUpdated(oldPod, newPod *kplanev1.Object) {
 }
 
 func (r *replicaController) podDeleted(obj any) {
-	pod, ok := informer.ObjectOf(obj)
-	if !ok {
-		return
+	r.control.ObserveDelete(obj)
+	if pod, ok := informer.ObjectOf(obj); ok {
+		r.enqueue(r.ownersOf(pod))
 	}
-	if key, ok := controllerKey(pod); ok {
-		r.exp.DeletionObserved(key, pod.Key())
-	}
-	r.enqueue(r.ownersOf(pod))
 }
 
 func (r *replicaController) enqueue(keys []string) {
@@ -291,9 +226,6 @@ func splitOwnerKey(key string) (kind, namespace, name string, err error) {
 
 // Reconcile implements app.Reconciler.
 func (r *replicaController) Reconcile(ctx context.Context, key string) error {
-	if !r.fresh.Load() {
-		return nil // run queues every owner once the cache has caught up
-	}
 	kind, namespace, name, err := splitOwnerKey(key)
 	if err != nil {
 		r.log.Error("dropping key", "key", key, "error", err)
@@ -312,7 +244,11 @@ func (r *replicaController) Reconcile(ctx context.Context, key string) error {
 	}
 	// Sample expectations before reading pods: a creation observed in
 	// between then shows in the pods we read, never the other way round.
-	manage := r.exp.SatisfiedAt(key, cacheRevision(r.pods))
+	rev, err := controller.CacheRevision(r.pods)
+	if err != nil {
+		return err
+	}
+	manage := r.exp.SatisfiedAt(key, rev)
 	plan := Decide(owner, r.candidates(owner), manage, r.burst)
 
 	if err := r.claim(ctx, owner, plan); err != nil {
@@ -346,10 +282,8 @@ func (r *replicaController) Reconcile(ctx context.Context, key string) error {
 }
 
 func failureCondition(st *kplanev1.ReplicaSetStatus) *kplanev1.Condition {
-	for _, c := range st.GetConditions() {
-		if c.GetType() == conditionReplicaFailure && c.GetStatus() == "True" {
-			return c
-		}
+	if c := apiutil.FindCondition(st.GetConditions(), kplanev1.ReplicaSetReplicaFailure); c.GetStatus() == kplanev1.ConditionTrue {
+		return c
 	}
 	return nil
 }
@@ -420,49 +354,13 @@ func (r *replicaController) updatePod(ctx context.Context, p *kplanev1.Pod) erro
 	return err
 }
 
-// revisionOf is the revision a successful write returned, 0 otherwise.
-func revisionOf(obj *kplanev1.Object, err error) int64 {
-	if err != nil || obj == nil {
-		return 0
-	}
-	rv, _ := strconv.ParseInt(obj.Meta().GetResourceVersion(), 10, 64)
-	return rv
-}
-
-// cacheRevision is the revision the informer's cache has caught up to.
-func cacheRevision(inf *informer.Informer) int64 {
-	rv, _ := strconv.ParseInt(inf.LastSyncResourceVersion(), 10, 64)
-	return rv
-}
-
-// create creates n pods in slow-start batches. Expectations are raised
-// first, since watch events may arrive before the calls return, and
-// lowered for every create that failed or was never attempted.
+// create creates n pods in slow-start batches, with expectations raised
+// first and lowered for every create that failed or was never attempted
+// (controller.ObjectControl).
 func (r *replicaController) create(ctx context.Context, owner *Owner, n int) error {
 	key := owner.Key()
-	r.exp.ExpectCreations(key, n)
 	r.createRounds.Add(1)
-	var failed atomic.Int32
-	ok, err := controller.SlowStartBatch(n, 1, func() error {
-		r.createCalls.Add(1)
-		pod, werr := kplanev1.Wrap(NewPod(owner))
-		r.exp.WriteIssued(key)
-		var resp *kplanev1.CreateResponse
-		if werr == nil {
-			resp, werr = r.api.Create(ctx, &kplanev1.CreateRequest{Object: pod})
-		}
-		r.exp.WriteAcknowledged(key, revisionOf(resp.GetObject(), werr))
-		if werr != nil {
-			failed.Add(1)
-			r.createFailures.Add(1)
-			r.exp.CreationFailed(key)
-			return werr
-		}
-		return nil
-	})
-	for range n - ok - int(failed.Load()) {
-		r.exp.CreationObserved(key) // never attempted: no event will come
-	}
+	ok, err := r.control.Create(ctx, key, n, func() (*kplanev1.Object, error) { return kplanev1.Wrap(NewPod(owner)) })
 	if ok > 0 {
 		r.recorder.Eventf(ctx, owner.Object, record.Normal, "SuccessfulCreate", "Created %d pod(s)", ok)
 	}
@@ -478,50 +376,15 @@ func (r *replicaController) create(ctx context.Context, owner *Owner, n int) err
 // namesake pod created meanwhile is never hit.
 func (r *replicaController) delete(ctx context.Context, owner *Owner, victims []*kplanev1.Pod) error {
 	key := owner.Key()
-	keys := make([]string, len(victims))
+	objs := make([]*kplanev1.Object, len(victims))
 	for i, p := range victims {
-		keys[i] = kplanev1.MetaKey(p.GetMetadata().GetNamespace(), p.GetMetadata().GetName())
+		objs[i] = kplanev1.MustWrap(p)
 	}
-	r.exp.ExpectDeletions(key, keys)
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-		done atomic.Int32
-	)
-	for range victims {
-		r.exp.WriteIssued(key)
-	}
-	for i, p := range victims {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			m := p.GetMetadata()
-			r.deleteCalls.Add(1)
-			resp, err := r.api.Delete(ctx, &kplanev1.DeleteRequest{
-				Kind: "Pod", Namespace: m.GetNamespace(), Name: m.GetName(),
-				Preconditions: &kplanev1.Preconditions{Uid: m.GetUid()},
-			})
-			r.exp.WriteAcknowledged(key, revisionOf(resp.GetObject(), err))
-			switch {
-			case err == nil:
-				done.Add(1)
-			case client.IsNotFound(err):
-				// Already gone; its deletion event may never reach us as ours.
-				r.exp.DeletionObserved(key, keys[i])
-			default:
-				r.exp.DeletionFailed(key, keys[i])
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("delete pod %s: %w", m.GetName(), err))
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if n := done.Load(); n > 0 {
+	n, err := r.control.Delete(ctx, key, objs, client.DeleteOptions{})
+	if n > 0 {
 		r.recorder.Eventf(ctx, owner.Object, record.Normal, "SuccessfulDelete", "Deleted %d pod(s)", n)
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		r.recorder.Eventf(ctx, owner.Object, record.Warning, reasonFailedDelete, "Error deleting: %v", err)
 		return fmt.Errorf("delete pods of %s: %w", key, err)
 	}
@@ -535,29 +398,14 @@ func (r *replicaController) updateStatus(ctx context.Context, owner *Owner, st *
 	if statusEqual(owner.Status, st) {
 		return nil
 	}
-	cur := owner.Object
-	err := client.RetryOnConflict(ctx, client.DefaultRetry, func() error {
+	_, _, err := controller.UpdateStatus(ctx, r.api, owner.Object, func(cur *kplanev1.Object) *kplanev1.Object {
+		if fresh, err := OwnerOf(cur); err == nil && statusEqual(fresh.Status, st) {
+			return nil
+		}
 		next := proto.Clone(cur).(*kplanev1.Object)
 		setStatus(next, st)
-		_, err := r.api.UpdateStatus(ctx, &kplanev1.UpdateStatusRequest{Object: next})
-		if client.IsConflict(err) {
-			resp, gerr := r.api.Get(ctx, &kplanev1.GetRequest{Kind: owner.Kind, Namespace: owner.Meta.GetNamespace(), Name: owner.Meta.GetName()})
-			if gerr != nil {
-				return gerr
-			}
-			if resp.GetObject().Meta().GetUid() != owner.Meta.GetUid() {
-				return nil // replaced by a namesake: its own reconcile will follow
-			}
-			cur = resp.GetObject()
-			if fresh, ferr := OwnerOf(cur); ferr == nil && statusEqual(fresh.Status, st) {
-				return nil
-			}
-		}
-		return err
+		return next
 	})
-	if client.IsNotFound(err) {
-		return nil
-	}
 	if err != nil {
 		return fmt.Errorf("update status of %s: %w", owner.Key(), err)
 	}

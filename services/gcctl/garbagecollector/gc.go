@@ -1,8 +1,9 @@
-package main
+package garbagecollector
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,20 +12,31 @@ import (
 
 	"github.com/kplane/kplane/pkg/app"
 	"github.com/kplane/kplane/pkg/client"
+	"github.com/kplane/kplane/pkg/controller"
 	"github.com/kplane/kplane/pkg/informer"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
-)
-
-// The finalizers the apiserver adds for Orphan and Foreground deletes.
-const (
-	finalizerOrphan     = "orphan"
-	finalizerForeground = "foregroundDeletion"
 )
 
 // foregroundRecheck re-examines an owner waiting for its dependents to go,
 // in case a dependent's deletion event is missed (the cache is the truth,
 // but events are hints).
 const foregroundRecheck = 2 * time.Second
+
+// NewService returns gcctl: the binary's main runs it with app.Main, and
+// other modules' tests run it in-process (controllertest) to have owner
+// references honoured.
+func NewService() app.Service { return (&collector{}).service() }
+
+func (g *collector) service() app.Service {
+	return app.Service{
+		Name:          "gcctl",
+		HealthAddr:    ":10259",
+		LeaderElected: true,
+		Workers:       4,
+		Watches:       g.watches(),
+		Setup:         g.setup,
+	}
+}
 
 // collector is the reconciler. Its keys are "Kind/namespace/name" (or
 // "Kind/name"), since it handles every kind.
@@ -133,9 +145,9 @@ func (g *collector) Reconcile(ctx context.Context, key string) error {
 	meta := obj.Meta()
 	if meta.GetDeletionTimestamp() != nil {
 		switch {
-		case hasFinalizer(meta, finalizerOrphan):
+		case hasFinalizer(meta, kplanev1.FinalizerOrphanDependents):
 			return g.orphanDependents(ctx, kind, obj)
-		case hasFinalizer(meta, finalizerForeground):
+		case hasFinalizer(meta, kplanev1.FinalizerForegroundDeletion):
 			return g.deleteDependents(ctx, kind, obj)
 		}
 		return nil
@@ -151,22 +163,11 @@ func (g *collector) Reconcile(ctx context.Context, key string) error {
 func (g *collector) orphanDependents(ctx context.Context, kind string, owner *kplanev1.Object) error {
 	uid := owner.Meta().GetUid()
 	for _, d := range g.dependents(uid) {
-		err := g.mutate(ctx, d.kind, d.obj, func(m *kplanev1.ObjectMeta) bool {
-			refs := m.OwnerReferences[:0]
-			for _, r := range m.OwnerReferences {
-				if r.GetUid() != uid {
-					refs = append(refs, r)
-				}
-			}
-			changed := len(refs) != len(m.OwnerReferences)
-			m.OwnerReferences = refs
-			return changed
-		})
-		if err != nil {
+		if err := g.mutate(ctx, d.obj, dropOwnerRefs(uid)); err != nil {
 			return fmt.Errorf("orphan %s: %w", d.key, err)
 		}
 	}
-	if err := g.removeFinalizer(ctx, kind, owner, finalizerOrphan); err != nil {
+	if err := g.removeFinalizer(ctx, owner, kplanev1.FinalizerOrphanDependents); err != nil {
 		return err
 	}
 	g.log.Info("orphaned dependents", "owner", objectKey(kind, owner))
@@ -181,14 +182,14 @@ func (g *collector) deleteDependents(ctx context.Context, kind string, owner *kp
 		if d.obj.Meta().GetDeletionTimestamp() != nil {
 			continue
 		}
-		if err := g.delete(ctx, d.kind, d.obj); err != nil {
+		if err := g.delete(ctx, d.obj); err != nil {
 			return fmt.Errorf("delete dependent %s: %w", d.key, err)
 		}
 	}
 	if len(deps) > 0 {
 		return app.RequeueAfter(foregroundRecheck)
 	}
-	if err := g.removeFinalizer(ctx, kind, owner, finalizerForeground); err != nil {
+	if err := g.removeFinalizer(ctx, owner, kplanev1.FinalizerForegroundDeletion); err != nil {
 		return err
 	}
 	g.log.Info("foreground deletion finished", "owner", objectKey(kind, owner))
@@ -213,23 +214,13 @@ func (g *collector) collectIfOrphaned(ctx context.Context, kind string, obj *kpl
 	case len(gone) == 0:
 		return nil
 	case len(gone) == len(meta.GetOwnerReferences()):
-		if err := g.delete(ctx, kind, obj); err != nil {
+		if err := g.delete(ctx, obj); err != nil {
 			return fmt.Errorf("collect %s: %w", objectKey(kind, obj), err)
 		}
 		g.log.Info("deleted object whose owners are gone", "object", objectKey(kind, obj))
 		return nil
 	default:
-		return g.mutate(ctx, kind, obj, func(m *kplanev1.ObjectMeta) bool {
-			refs := m.OwnerReferences[:0]
-			for _, r := range m.OwnerReferences {
-				if !contains(gone, r.GetUid()) {
-					refs = append(refs, r)
-				}
-			}
-			changed := len(refs) != len(m.OwnerReferences)
-			m.OwnerReferences = refs
-			return changed
-		})
+		return g.mutate(ctx, obj, dropOwnerRefs(gone...))
 	}
 }
 
@@ -255,66 +246,45 @@ func (g *collector) ownerExists(ctx context.Context, dep *kplanev1.ObjectMeta, r
 }
 
 // delete deletes obj in the background, only if it is still the same object.
-func (g *collector) delete(ctx context.Context, kind string, obj *kplanev1.Object) error {
-	meta := obj.Meta()
-	_, err := g.api.Delete(ctx, &kplanev1.DeleteRequest{
-		Kind: kind, Namespace: meta.GetNamespace(), Name: meta.GetName(),
-		Preconditions:     &kplanev1.Preconditions{Uid: meta.GetUid()},
-		PropagationPolicy: "Background",
-	})
-	if client.IsNotFound(err) || client.IsConflict(err) {
-		return nil // gone already, or replaced by a new object of that name
-	}
+func (g *collector) delete(ctx context.Context, obj *kplanev1.Object) error {
+	_, _, err := controller.DeleteIfSameUID(ctx, g.api, obj, client.DeleteOptions{PropagationPolicy: kplanev1.DeletePropagationBackground})
 	return err
 }
 
-// mutate applies change to a fresh copy of obj's metadata and updates it,
-// retrying on conflicts. change reports whether it changed anything.
-func (g *collector) mutate(ctx context.Context, kind string, obj *kplanev1.Object, change func(*kplanev1.ObjectMeta) bool) error {
-	meta := obj.Meta()
-	return client.RetryOnConflict(ctx, client.DefaultRetry, func() error {
-		resp, err := g.api.Get(ctx, &kplanev1.GetRequest{Kind: kind, Namespace: meta.GetNamespace(), Name: meta.GetName()})
-		if client.IsNotFound(err) {
+// mutate applies change to a copy of obj's metadata and updates it with
+// compare-and-swap, rereading on conflicts. change reports whether it
+// changed anything.
+func (g *collector) mutate(ctx context.Context, obj *kplanev1.Object, change func(*kplanev1.ObjectMeta) bool) error {
+	_, _, err := controller.Update(ctx, g.api, obj, func(cur *kplanev1.Object) *kplanev1.Object {
+		next := proto.Clone(cur).(*kplanev1.Object)
+		if !change(next.Meta()) {
 			return nil
 		}
-		if err != nil {
-			return err
-		}
-		fresh := proto.Clone(resp.GetObject()).(*kplanev1.Object)
-		if fresh.Meta().GetUid() != meta.GetUid() || !change(fresh.Meta()) {
-			return nil
-		}
-		_, err = g.api.Update(ctx, &kplanev1.UpdateRequest{Object: fresh})
-		if client.IsNotFound(err) {
-			return nil
-		}
-		return err
+		return next
 	})
+	return err
 }
 
-func (g *collector) removeFinalizer(ctx context.Context, kind string, obj *kplanev1.Object, finalizer string) error {
-	return g.mutate(ctx, kind, obj, func(m *kplanev1.ObjectMeta) bool {
-		out := m.Finalizers[:0]
-		for _, f := range m.Finalizers {
-			if f != finalizer {
-				out = append(out, f)
-			}
-		}
-		changed := len(out) != len(m.Finalizers)
-		m.Finalizers = out
-		return changed
+// dropOwnerRefs is a metadata change that removes the owner references
+// to the given uids.
+func dropOwnerRefs(uids ...string) func(*kplanev1.ObjectMeta) bool {
+	return func(m *kplanev1.ObjectMeta) bool {
+		n := len(m.OwnerReferences)
+		m.OwnerReferences = slices.DeleteFunc(m.OwnerReferences, func(r *kplanev1.OwnerReference) bool {
+			return slices.Contains(uids, r.GetUid())
+		})
+		return len(m.OwnerReferences) != n
+	}
+}
+
+func (g *collector) removeFinalizer(ctx context.Context, obj *kplanev1.Object, finalizer string) error {
+	return g.mutate(ctx, obj, func(m *kplanev1.ObjectMeta) bool {
+		n := len(m.Finalizers)
+		m.Finalizers = slices.DeleteFunc(m.Finalizers, func(f string) bool { return f == finalizer })
+		return len(m.Finalizers) != n
 	})
 }
 
 func hasFinalizer(meta *kplanev1.ObjectMeta, f string) bool {
-	return contains(meta.GetFinalizers(), f)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(meta.GetFinalizers(), f)
 }
