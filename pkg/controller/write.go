@@ -105,15 +105,16 @@ func cas[T proto.Message](ctx context.Context, api kplanev1.ResourcesClient, obj
 
 // DeleteIfSameUID deletes obj only if the object of that name is still the
 // one with obj's uid (a uid precondition), so a namesake created meanwhile
-// is never hit. opts.Preconditions is set from obj. NotFound (gone
-// already) and a failed uid precondition (replaced) count as done: it
-// returns deleted=false and no error. On success it returns the object as
+// is never hit. A resourceVersion in opts.Preconditions narrows it to that
+// very version (for a decision that a later change may undo). NotFound
+// (gone already) and a failed precondition (replaced or changed) count as
+// done: it returns deleted=false and no error. On success it returns the object as
 // the server returned it (deleted, or marked for deletion).
 func DeleteIfSameUID(ctx context.Context, api kplanev1.ResourcesClient, obj *kplanev1.Object, opts client.DeleteOptions) (*kplanev1.Object, bool, error) {
 	meta := obj.Meta()
 	resp, err := api.Delete(ctx, &kplanev1.DeleteRequest{
 		Kind: obj.KindName(), Namespace: meta.GetNamespace(), Name: meta.GetName(),
-		Preconditions:      &kplanev1.Preconditions{Uid: meta.GetUid()},
+		Preconditions:      &kplanev1.Preconditions{Uid: meta.GetUid(), ResourceVersion: opts.Preconditions.GetResourceVersion()},
 		PropagationPolicy:  opts.PropagationPolicy,
 		GracePeriodSeconds: opts.GracePeriodSeconds,
 	})

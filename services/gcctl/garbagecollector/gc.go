@@ -214,7 +214,13 @@ func (g *collector) collectIfOrphaned(ctx context.Context, kind string, obj *kpl
 	case len(gone) == 0:
 		return nil
 	case len(gone) == len(meta.GetOwnerReferences()):
-		if err := g.delete(ctx, obj); err != nil {
+		// Only the version judged: if an owner reference was dropped
+		// meanwhile (an orphaning), that change is judged again instead.
+		_, _, err := controller.DeleteIfSameUID(ctx, g.api, obj, client.DeleteOptions{
+			PropagationPolicy: kplanev1.DeletePropagationBackground,
+			Preconditions:     &kplanev1.Preconditions{ResourceVersion: meta.GetResourceVersion()},
+		})
+		if err != nil {
 			return fmt.Errorf("collect %s: %w", objectKey(kind, obj), err)
 		}
 		g.log.Info("deleted object whose owners are gone", "object", objectKey(kind, obj))
