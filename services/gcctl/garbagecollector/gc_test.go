@@ -8,30 +8,12 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kplane/kplane/pkg/app"
+	"github.com/kplane/kplane/pkg/controllertest"
+	"github.com/kplane/kplane/pkg/testutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
-	"github.com/kplane/kplane/services/apiserver/testserver"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// startCollector runs gcctl in-process against srv until the test ends.
-func startCollector(t *testing.T, srv *testserver.Server) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	g := &collector{}
-	go func() {
-		done <- app.Run(ctx, app.Service{Name: "gcctl", LeaderElected: true, Workers: 2, Watches: g.watches(), Setup: g.setup},
-			[]string{"--apiserver", srv.Addr(), "--health-addr", "127.0.0.1:0", "--leader-elect=false", "--log-level", "warn"})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("gcctl exited with %v", err)
-		}
-	})
-}
 
 func replicaSet(name string) *kplanev1.Object {
 	labels := map[string]string{"app": name}
@@ -64,11 +46,10 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
-	srv := testserver.Start(t)
-	startCollector(t, srv)
+	api, _ := controllertest.Start(t, NewService())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	return &fixture{t: t, api: srv.Client(), ctx: ctx}
+	return &fixture{t: t, api: api, ctx: ctx}
 }
 
 func (f *fixture) create(o *kplanev1.Object) *kplanev1.Object {
@@ -92,17 +73,7 @@ func (f *fixture) get(kind, name string) (*kplanev1.Object, bool) {
 // eventually polls cond until it holds or the deadline passes.
 func (f *fixture) eventually(what string, cond func() bool) {
 	f.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			f.t.Fatalf("timed out waiting until %s", what)
-		}
-		select {
-		case <-f.ctx.Done():
-			f.t.Fatalf("waiting until %s: %v", what, f.ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	testutil.Eventually(f.t, 20*time.Second, what, cond)
 }
 
 func (f *fixture) delete(kind, name, propagation string) {

@@ -14,6 +14,7 @@ import (
 	"github.com/kplane/kplane/pkg/apiutil"
 	"github.com/kplane/kplane/pkg/app"
 	"github.com/kplane/kplane/pkg/client"
+	"github.com/kplane/kplane/pkg/controllertest"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 	"github.com/kplane/kplane/services/apiserver/testserver"
 )
@@ -229,53 +230,26 @@ func unreachableTainted(n *kplanev1.Node) bool {
 
 // nodectlProc is nodectl running in-process.
 type nodectlProc struct {
-	ctl    *nodeController
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
-	setup  chan *app.Context // receives the Context once Setup ran
+	*controllertest.Controller
+	ctl *nodeController
 }
 
-// context returns the process's app.Context once Setup ran; the channel
-// orders the test's reads after Setup's writes.
-func (p *nodectlProc) context(t *testing.T) *app.Context {
-	t.Helper()
-	select {
-	case ac := <-p.setup:
-		p.setup <- ac
-		return ac
-	case <-time.After(30 * time.Second):
-		t.Fatal("nodectl never finished its setup")
-		return nil
+// context returns the process's app.Context once Setup ran.
+func (p nodectlProc) context(t *testing.T) *app.Context { return p.Context(t) }
+
+func (p nodectlProc) stop(t *testing.T) {
+	if err := p.Stop(); err != nil {
+		t.Errorf("nodectl: %v", err)
 	}
 }
 
-func startNodectl(t *testing.T, api string, args ...string) *nodectlProc {
+// startNodectl runs nodectl with the fast timings; args override them.
+// Leader election is on unless args turn it off.
+func startNodectl(t *testing.T, api string, args ...string) nodectlProc {
 	t.Helper()
+	all := append(append([]string{"--leader-elect=true"}, fastArgs...), args...)
 	ctl := newController()
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &nodectlProc{ctl: ctl, cancel: cancel, done: make(chan error, 1), setup: make(chan *app.Context, 1)}
-	all := append([]string{"--apiserver", api, "--health-addr", ""}, fastArgs...)
-	all = append(all, args...)
-	svc := ctl.service()
-	setup := svc.Setup
-	svc.Setup = func(ac *app.Context) (app.Reconciler, error) {
-		r, err := setup(ac)
-		p.setup <- ac
-		return r, err
-	}
-	go func() { p.done <- app.Run(ctx, svc, all) }()
-	t.Cleanup(func() { p.stop(t) })
-	return p
-}
-
-func (p *nodectlProc) stop(t *testing.T) {
-	p.once.Do(func() {
-		p.cancel()
-		if err := <-p.done; err != nil {
-			t.Errorf("nodectl exited with %v", err)
-		}
-	})
+	return nodectlProc{controllertest.Run(t, api, ctl.service(), all...), ctl}
 }
 
 // nodeHistory watches Nodes and counts, per node, how often its Ready

@@ -128,7 +128,7 @@ func TestOnlyTheLeaderWrites(t *testing.T) {
 		"--leader-elect-lease-duration", "2s", "--leader-elect-renew-deadline", "1500ms",
 		"--leader-elect-retry-period", "200ms", "--shutdown-grace-period", "1s",
 	}
-	replicas := map[string]*nodectlProc{}
+	replicas := map[string]nodectlProc{}
 	for _, id := range []string{"r1", "r2"} {
 		addr := startProxy(t, id, c.srv.Client(), log)
 		replicas[id] = startNodectl(t, addr, append([]string{"--id", id}, election...)...)

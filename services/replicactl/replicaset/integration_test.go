@@ -18,7 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/kplane/kplane/pkg/app"
+	"github.com/kplane/kplane/pkg/controllertest"
 	"github.com/kplane/kplane/pkg/labels"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 	"github.com/kplane/kplane/services/apiserver/testserver"
@@ -26,41 +26,23 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// instance is one replicactl running in-process.
+// instance is one replicactl running in-process, leader-elected with
+// short leases so that hand-overs are quick.
 type instance struct {
-	id     string
-	cancel context.CancelFunc
-	done   chan error
+	id  string
+	ctl *controllertest.Controller
 }
 
-// startInstance runs replicactl with app.Run against srv, leader-elected
-// with short leases so that hand-overs are quick.
 func startInstance(t *testing.T, addr, id string) *instance {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	in := &instance{id: id, cancel: cancel, done: make(chan error, 1)}
-	svc := newReplicaController().service()
-	go func() {
-		in.done <- app.Run(ctx, svc, []string{
-			"--apiserver", addr, "--health-addr", "", "--log-level", "warn", "--id", id,
-			"--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s",
-			"--leader-elect-retry-period", "100ms", "--shutdown-grace-period", "1s",
-		})
-	}()
-	return in
+	return &instance{id: id, ctl: controllertest.Run(t, addr, NewService(), controllertest.LeaderElection(id)...)}
 }
 
 // stop is the in-process SIGTERM: in-flight work finishes, the lease is released.
 func (in *instance) stop(t *testing.T) {
 	t.Helper()
-	in.cancel()
-	select {
-	case err := <-in.done:
-		if err != nil {
-			t.Errorf("replicactl %s exited with %v", in.id, err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("replicactl %s did not stop", in.id)
+	if err := in.ctl.Stop(); err != nil {
+		t.Errorf("replicactl %s: %v", in.id, err)
 	}
 }
 
@@ -508,18 +490,8 @@ func TestRandomisedConvergence(t *testing.T) {
 // startSingle runs one replicactl without leader election.
 func startSingle(t *testing.T, addr string) *replicaController {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
 	rc := newReplicaController()
-	go func() {
-		done <- app.Run(ctx, rc.service(), []string{"--apiserver", addr, "--health-addr", "", "--leader-elect=false", "--log-level", "error"})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("replicactl exited with %v", err)
-		}
-	})
+	controllertest.Run(t, addr, rc.service(), "--log-level", "error")
 	return rc
 }
 

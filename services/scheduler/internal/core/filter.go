@@ -5,6 +5,9 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/kplane/kplane/pkg/apiutil"
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
 // Failure reasons, worded as Kubernetes words them so that users recognise
@@ -66,7 +69,7 @@ func FilterUnschedulable(pod *PodInfo, node *NodeInfo) []string {
 		return nil
 	}
 	for _, t := range pod.Tolerations {
-		if tolerates(t, "node.kubernetes.io/unschedulable", "", TaintEffectNoSchedule) {
+		if apiutil.ToleratesTaint(t, kplanev1.TaintNodeUnschedulable, "", kplanev1.TaintEffectNoSchedule) {
 			return nil
 		}
 	}
@@ -78,7 +81,7 @@ func FilterUnschedulable(pod *PodInfo, node *NodeInfo) []string {
 // PreferNoSchedule taints only lower the score (ScoreTaints).
 func FilterTaints(pod *PodInfo, node *NodeInfo) []string {
 	for _, taint := range node.Taints {
-		if taint.GetEffect() != TaintEffectNoSchedule && taint.GetEffect() != TaintEffectNoExecute {
+		if taint.GetEffect() != kplanev1.TaintEffectNoSchedule && taint.GetEffect() != kplanev1.TaintEffectNoExecute {
 			continue
 		}
 		if !tolerated(pod, taint.GetKey(), taint.GetValue(), taint.GetEffect()) {
@@ -117,30 +120,9 @@ func FilterResources(pod *PodInfo, node *NodeInfo) []string {
 
 func tolerated(pod *PodInfo, key, value, effect string) bool {
 	for _, t := range pod.Tolerations {
-		if tolerates(t, key, value, effect) {
+		if apiutil.ToleratesTaint(t, key, value, effect) {
 			return true
 		}
-	}
-	return false
-}
-
-// tolerates applies Kubernetes' matching rules: an empty effect matches
-// every effect, operator Exists with an empty key matches every taint,
-// Exists ignores the value, Equal (the default) compares it.
-func tolerates(t interface {
-	GetKey() string
-	GetOperator() string
-	GetValue() string
-	GetEffect() string
-}, key, value, effect string) bool {
-	if t.GetEffect() != "" && t.GetEffect() != effect {
-		return false
-	}
-	switch t.GetOperator() {
-	case TolerationOpExists:
-		return t.GetKey() == "" || t.GetKey() == key
-	case TolerationOpEqual, "":
-		return t.GetKey() == key && t.GetValue() == value
 	}
 	return false
 }

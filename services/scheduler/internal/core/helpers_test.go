@@ -20,7 +20,7 @@ func testNode(name, cpu, mem string, pods int, mods ...func(*kplanev1.Node)) *kp
 		Spec:     &kplanev1.NodeSpec{},
 		Status: &kplanev1.NodeStatus{
 			Capacity: alloc, Allocatable: alloc,
-			Conditions: []*kplanev1.Condition{{Type: ConditionReady, Status: "True"}},
+			Conditions: []*kplanev1.Condition{{Type: kplanev1.NodeReady, Status: "True"}},
 		},
 	}
 	for _, m := range mods {

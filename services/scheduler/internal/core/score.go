@@ -1,6 +1,10 @@
 package core
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
 
 // MaxNodeScore is the best score a scorer gives a node.
 const MaxNodeScore = 100
@@ -80,7 +84,7 @@ func ScoreOwnerSpread(pod *PodInfo, node *NodeInfo) int64 {
 func ScoreTaints(pod *PodInfo, node *NodeInfo) int64 {
 	var n int64
 	for _, t := range node.Taints {
-		if t.GetEffect() == TaintEffectPreferNoSchedule && !tolerated(pod, t.GetKey(), t.GetValue(), t.GetEffect()) {
+		if t.GetEffect() == kplanev1.TaintEffectPreferNoSchedule && !tolerated(pod, t.GetKey(), t.GetValue(), t.GetEffect()) {
 			n++
 		}
 	}

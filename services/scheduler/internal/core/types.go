@@ -10,6 +10,7 @@ package core
 import (
 	"fmt"
 
+	"github.com/kplane/kplane/pkg/apiutil"
 	"github.com/kplane/kplane/pkg/quantity"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
@@ -19,22 +20,6 @@ const (
 	ResourceCPU    = "cpu"
 	ResourceMemory = "memory"
 	ResourcePods   = "pods"
-
-	// DefaultSchedulerName is the spec.schedulerName this scheduler serves
-	// (an empty name means the same).
-	DefaultSchedulerName = "default-scheduler"
-
-	// ConditionReady is the node condition the node agent keeps up to date.
-	ConditionReady = "Ready"
-	// ConditionPodScheduled is the pod condition the scheduler sets.
-	ConditionPodScheduled = "PodScheduled"
-
-	TaintEffectNoSchedule       = "NoSchedule"
-	TaintEffectPreferNoSchedule = "PreferNoSchedule"
-	TaintEffectNoExecute        = "NoExecute"
-
-	TolerationOpExists = "Exists"
-	TolerationOpEqual  = "Equal"
 )
 
 // Requests that scoring assumes for a container that asks for nothing, so
@@ -172,14 +157,13 @@ func containerRequests(c *kplanev1.Container) (req, nonZero Resources, err error
 // default scheduler (or none).
 func ResponsibleFor(pod *kplanev1.Pod) bool {
 	n := pod.GetSpec().GetSchedulerName()
-	return n == "" || n == DefaultSchedulerName
+	return n == "" || n == kplanev1.DefaultSchedulerName
 }
 
 // Terminal reports whether pod has finished: it no longer uses its node's
 // resources.
 func Terminal(pod *kplanev1.Pod) bool {
-	p := pod.GetStatus().GetPhase()
-	return p == "Succeeded" || p == "Failed"
+	return apiutil.IsPodTerminal(pod)
 }
 
 // NeedsScheduling reports whether pod waits for this scheduler: no node
@@ -233,11 +217,7 @@ func NewNodeState(node *kplanev1.Node) NodeState {
 	if q, ok := get(ResourcePods); ok {
 		st.Allocatable.Pods = q.Value()
 	}
-	for _, c := range node.GetStatus().GetConditions() {
-		if c.GetType() == ConditionReady {
-			st.Ready = c.GetStatus() == "True"
-		}
-	}
+	st.Ready = apiutil.IsNodeReady(node)
 	return st
 }
 

@@ -10,8 +10,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplane/kplane/pkg/apiutil"
 	"github.com/kplane/kplane/pkg/app"
 	"github.com/kplane/kplane/pkg/client"
+	"github.com/kplane/kplane/pkg/controller"
 	"github.com/kplane/kplane/pkg/record"
 	"github.com/kplane/kplane/pkg/workqueue"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -28,7 +30,7 @@ const (
 // run is one leadership term: it schedules until ctx ends (lease lost or
 // shutdown), then stops every goroutine it started and hands back what is
 // in flight (assumed pods whose binding was not written are forgotten).
-func (s *Scheduler) run(ctx context.Context, _ *app.Context) error {
+func (s *Scheduler) run(ctx context.Context, ac *app.Context) error {
 	t := &term{
 		queue:  workqueue.New(workqueue.Config{Name: Name, MetricsProvider: s.qmp}),
 		status: workqueue.New(workqueue.Config{Name: Name + "-status", MetricsProvider: s.qmp}),
@@ -57,21 +59,8 @@ func (s *Scheduler) run(ctx context.Context, _ *app.Context) error {
 			s.bind(ctx, t, b)
 		}
 	})
-	spawn(statusWorkers, func() {
-		for {
-			key, shutdown := t.status.Get()
-			if shutdown {
-				return
-			}
-			if err := s.writeStatus(ctx, key); err != nil && ctx.Err() == nil {
-				s.log.Warn("could not write pod status; will retry", "pod", key, "error", err)
-				t.status.AddRateLimited(key)
-			} else {
-				t.status.Forget(key)
-			}
-			t.status.Done(key)
-		}
-	})
+	// Status writes fail and retry like any reconcile: pkg/app's workers.
+	spawn(1, func() { ac.RunWorkers(ctx, Name+"-status", t.status, statusWorkers, app.ReconcileFunc(s.writeStatus)) })
 	spawn(s.cfg.EventWorkers, func() {
 		for {
 			select {
@@ -90,14 +79,12 @@ func (s *Scheduler) run(ctx context.Context, _ *app.Context) error {
 		t.status.ShutDown()
 	})
 
-	for {
-		key, shutdown := t.queue.Get()
-		if shutdown {
-			break
-		}
+	// One worker decides, so decisions see each other's assumed pods;
+	// a pod's retries are paced by its own back-off (backoffLeftLocked).
+	ac.RunWorkers(ctx, Name, t.queue, 1, app.ReconcileFunc(func(ctx context.Context, key string) error {
 		s.scheduleOne(ctx, t, key)
-		t.queue.Done(key)
-	}
+		return nil
+	}))
 	close(t.binds) // binders forget what they did not write
 	wg.Wait()
 	s.log.Info("scheduling stopped")
@@ -231,7 +218,7 @@ func (s *Scheduler) bind(ctx context.Context, t *term, b bindTask) {
 		}
 		s.log.Trace("bound", "pod", key, "node", b.node)
 		s.event(t, b.obj, record.Normal, "Scheduled", fmt.Sprintf("Successfully assigned %s to %s", key, b.node))
-		if c := podScheduledCondition(b.obj.GetPod()); c != nil && c.GetStatus() != "True" {
+		if c := podScheduledCondition(b.obj.GetPod()); c != nil && c.GetStatus() != kplanev1.ConditionTrue {
 			s.wantStatus(t, key, statusWant{uid: uid, scheduled: true})
 		}
 		return
@@ -294,35 +281,19 @@ func (s *Scheduler) writeStatus(ctx context.Context, key string) error {
 	if !ok {
 		return nil
 	}
-	obj, _ := s.pods.Store().Get(key)
-	err := client.RetryOnConflict(ctx, client.DefaultRetry, func() error {
-		if obj == nil {
-			return nil
-		}
-		pod := proto.Clone(obj.GetPod()).(*kplanev1.Pod)
-		if pod.GetMetadata().GetUid() != w.uid || (!w.scheduled && pod.GetSpec().GetNodeName() != "") {
-			return nil // gone, replaced, or bound meanwhile
-		}
-		if !setPodScheduled(pod, w, s.now()) {
-			return nil
-		}
-		_, err := s.api.UpdateStatus(ctx, &kplanev1.UpdateStatusRequest{Object: kplanev1.MustWrap(pod)})
-		if client.IsConflict(err) {
-			// Our copy was stale: read the current one and try again.
-			resp, gerr := s.api.Get(ctx, &kplanev1.GetRequest{Kind: "Pod", Namespace: pod.Metadata.Namespace, Name: pod.Metadata.Name})
-			switch {
-			case client.IsNotFound(gerr):
-				obj = nil
-			case gerr != nil:
-				return fmt.Errorf("read pod: %w", gerr)
-			default:
-				obj = resp.GetObject()
+	obj, ok := s.pods.Store().Get(key)
+	var err error
+	if ok {
+		_, _, err = controller.UpdateStatus(ctx, s.api, obj.GetPod(), func(cur *kplanev1.Pod) *kplanev1.Pod {
+			if cur.GetMetadata().GetUid() != w.uid || (!w.scheduled && cur.GetSpec().GetNodeName() != "") {
+				return nil // gone, replaced, or bound meanwhile
 			}
-		}
-		return err
-	})
-	if client.IsNotFound(err) {
-		return nil
+			pod := proto.Clone(cur).(*kplanev1.Pod)
+			if !setPodScheduled(pod, w, s.now()) {
+				return nil
+			}
+			return pod
+		})
 	}
 	if err != nil {
 		s.mu.Lock()
@@ -336,26 +307,21 @@ func (s *Scheduler) writeStatus(ctx context.Context, key string) error {
 }
 
 func podScheduledCondition(pod *kplanev1.Pod) *kplanev1.Condition {
-	for _, c := range pod.GetStatus().GetConditions() {
-		if c.GetType() == core.ConditionPodScheduled {
-			return c
-		}
-	}
-	return nil
+	return apiutil.FindCondition(pod.GetStatus().GetConditions(), kplanev1.PodScheduled)
 }
 
 // setPodScheduled sets the pod's PodScheduled condition as wished and
 // reports whether that changed anything.
 func setPodScheduled(pod *kplanev1.Pod, w statusWant, now time.Time) bool {
-	want := &kplanev1.Condition{Type: core.ConditionPodScheduled, Status: "True"}
+	want := &kplanev1.Condition{Type: kplanev1.PodScheduled, Status: kplanev1.ConditionTrue}
 	if !w.scheduled {
-		want.Status, want.Reason, want.Message = "False", "Unschedulable", w.message
+		want.Status, want.Reason, want.Message = kplanev1.ConditionFalse, "Unschedulable", w.message
 	}
 	if pod.Status == nil {
 		pod.Status = &kplanev1.PodStatus{}
 	}
 	if pod.Status.Phase == "" {
-		pod.Status.Phase = "Pending"
+		pod.Status.Phase = kplanev1.PodPending
 	}
 	c := podScheduledCondition(pod)
 	if c != nil && c.Status == want.Status && c.Reason == want.Reason && c.Message == want.Message {

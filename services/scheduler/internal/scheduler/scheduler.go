@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kplane/kplane/pkg/app"
+	"github.com/kplane/kplane/pkg/client"
 	"github.com/kplane/kplane/pkg/informer"
 	"github.com/kplane/kplane/pkg/record"
 	"github.com/kplane/kplane/pkg/workqueue"
@@ -348,12 +349,8 @@ func (s *Scheduler) backoffLeftLocked(p *pendingPod) time.Duration {
 	if p.attempts == 0 {
 		return 0
 	}
-	d := s.cfg.InitialBackoff
-	for i := 1; i < p.attempts && d < s.cfg.MaxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, s.cfg.MaxBackoff)
-	return p.lastAttempt.Add(d).Sub(s.now())
+	b := client.Backoff{Duration: s.cfg.InitialBackoff, Factor: 2, Cap: s.cfg.MaxBackoff}
+	return p.lastAttempt.Add(b.Delay(p.attempts - 1)).Sub(s.now())
 }
 
 // pendingCounts returns the number of active and unschedulable pending pods.
