@@ -1,11 +1,12 @@
 package workqueue
 
 import (
-	"math"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/kplane/kplane/pkg/backoff"
 )
 
 // Defaults of the controller rate limiter, as in Kubernetes controllers.
@@ -67,13 +68,7 @@ func (r *exponentialRateLimiter) When(key string) time.Duration {
 	n := r.failures[key]
 	r.failures[key] = n + 1
 	r.mu.Unlock()
-	// Computed in floating point so that a long failure streak saturates
-	// at max instead of overflowing.
-	d := float64(r.base) * math.Pow(2, float64(n))
-	if d >= float64(r.max) {
-		return r.max
-	}
-	return time.Duration(d)
+	return backoff.Backoff{Duration: r.base, Factor: 2, Cap: r.max}.Delay(n)
 }
 
 func (r *exponentialRateLimiter) Forget(key string) {

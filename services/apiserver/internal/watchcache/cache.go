@@ -172,8 +172,10 @@ func (c *Cache) Snapshot() ([]*kplanev1.Object, int64) {
 // Run loads the kind and follows etcd until ctx is cancelled. A broken
 // etcd watch resumes from the last revision; a compacted one reloads.
 func (c *Cache) Run(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	pace := client.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Cap: 5 * time.Second}
+	failures := 0
 	for ctx.Err() == nil {
+		backoff := pace.Delay(failures)
 		if !c.isLoaded() {
 			if err := c.load(ctx); err != nil {
 				if ctx.Err() != nil {
@@ -183,7 +185,7 @@ func (c *Cache) Run(ctx context.Context) {
 				if client.Sleep(ctx, backoff) != nil {
 					return
 				}
-				backoff = min(2*backoff, 5*time.Second)
+				failures++
 				continue
 			}
 		}
@@ -202,7 +204,7 @@ func (c *Cache) Run(ctx context.Context) {
 		if client.Sleep(ctx, backoff) != nil {
 			return
 		}
-		backoff = min(2*backoff, 5*time.Second)
+		failures++
 	}
 }
 
