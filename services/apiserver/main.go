@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/kplane/kplane/pkg/health"
 	"github.com/kplane/kplane/pkg/logging"
 	"github.com/kplane/kplane/services/apiserver/internal/apiserver"
 )
@@ -40,6 +41,8 @@ func run(args []string) error {
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", cfg.MaxRequestBytes, "largest gRPC request accepted")
 	fs.IntVar(&cfg.MaxObjectBytes, "max-object-bytes", cfg.MaxObjectBytes, "largest object stored (encoded size)")
 	fs.StringVar(&cfg.HealthAddr, "health-addr", cfg.HealthAddr, "address of the HTTP server for /healthz, /readyz and /metrics (empty disables it)")
+	var profiling health.Profiling
+	profiling.AddFlag(fs)
 	var logOpts logging.Options
 	logOpts.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -54,6 +57,7 @@ func run(args []string) error {
 	if *endpoints != "" {
 		cfg.EtcdEndpoints = strings.Split(*endpoints, ",")
 	}
+	cfg.Profiling = profiling.Enabled(cfg.HealthAddr)
 	cfg.Logger = logOpts.New("apiserver", os.Stderr)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)

@@ -22,5 +22,5 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == shim.Command {
 		os.Exit(shim.Main(os.Args[2:]))
 	}
-	app.Main(agent.Service())
+	app.Main(agent.NewService())
 }

@@ -12,6 +12,4 @@ import (
 	"github.com/kplane/kplane/services/scheduler/internal/scheduler"
 )
 
-func main() {
-	app.Main(scheduler.NewService())
-}
+func main() { app.Main(scheduler.NewService()) }

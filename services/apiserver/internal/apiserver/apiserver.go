@@ -55,7 +55,9 @@ type Config struct {
 	UnsafeNoFsync bool
 	// HealthAddr serves /healthz, /readyz and /metrics over HTTP ("" = off).
 	HealthAddr string
-	Logger     hclog.Logger
+	// Profiling serves /debug/pprof/ on HealthAddr too.
+	Profiling bool
+	Logger    hclog.Logger
 }
 
 // Defaults are the flag defaults DESIGN.md gives.
@@ -196,7 +198,7 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	a.health.SetServingStatus(kplanev1.Resources_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 
 	if cfg.HealthAddr != "" {
-		a.httpSrv, err = httphealth.Start(cfg.HealthAddr, reg, a.ready, log.Named("http"))
+		a.httpSrv, err = httphealth.Start(cfg.HealthAddr, reg, a.ready, log.Named("http"), httphealth.WithProfiling(cfg.Profiling))
 		if err != nil {
 			_ = lis.Close()
 			return fail(err)

@@ -35,9 +35,9 @@ import (
 // Name of the service (binary, logs, events).
 const Name = "nodeagent"
 
-// Service returns the node agent's app.Service. Each call has its own
+// NewService returns the node agent's app.Service. Each call has its own
 // configuration, so tests can run several agents in one process.
-func Service() app.Service {
+func NewService() app.Service {
 	cfg := &Config{}
 	var a *Agent
 	return app.Service{

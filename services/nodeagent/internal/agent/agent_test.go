@@ -90,7 +90,7 @@ func (e *env) startAgent(args ...string) *agentHandle {
 	return h
 }
 
-func runService(ctx context.Context, args []string) error { return app.Run(ctx, Service(), args) }
+func runService(ctx context.Context, args []string) error { return app.Run(ctx, NewService(), args) }
 
 // killShims SIGKILLs the process group of every shim running for root.
 func killShims(root string) {

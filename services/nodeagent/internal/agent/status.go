@@ -12,21 +12,22 @@ import (
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
-// Pod phases, restart policies and condition types, as in Kubernetes.
+// Pod phases, restart policies and condition types: the API's names
+// (proto/kplane/v1), under the short names this package reads with.
 const (
-	PhasePending   = "Pending"
-	PhaseRunning   = "Running"
-	PhaseSucceeded = "Succeeded"
-	PhaseFailed    = "Failed"
+	PhasePending   = kplanev1.PodPending
+	PhaseRunning   = kplanev1.PodRunning
+	PhaseSucceeded = kplanev1.PodSucceeded
+	PhaseFailed    = kplanev1.PodFailed
 
-	RestartAlways    = "Always"
-	RestartOnFailure = "OnFailure"
-	RestartNever     = "Never"
+	RestartAlways    = kplanev1.RestartPolicyAlways
+	RestartOnFailure = kplanev1.RestartPolicyOnFailure
+	RestartNever     = kplanev1.RestartPolicyNever
 
-	CondPodScheduled    = "PodScheduled"
-	CondInitialized     = "Initialized"
-	CondContainersReady = "ContainersReady"
-	CondReady           = "Ready"
+	CondPodScheduled    = kplanev1.PodScheduled
+	CondInitialized     = kplanev1.PodInitialized
+	CondContainersReady = kplanev1.ContainersReady
+	CondReady           = kplanev1.PodReady
 
 	ReasonContainerCreating = "ContainerCreating"
 	ReasonCrashLoopBackOff  = "CrashLoopBackOff"
