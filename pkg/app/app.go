@@ -1,32 +1,57 @@
 // Package app is the common main of kplane's service binaries: flags,
-// logging, the apiserver client, shared informers, health and metrics over
-// HTTP, leader election, a rate-limited work queue feeding reconcile
-// workers, and SIGTERM handling. A controller binary is a short main:
+// logging, the apiserver client, shared informers, health, metrics and
+// (with --enable-profiling) pprof over HTTP, leader election, a
+// rate-limited work queue feeding reconcile workers, and SIGTERM handling.
+// A controller lives in an importable package that exports a constructor
+// of its Service; its binary's main is one line:
 //
-//	func main() {
-//		app.Main(app.Service{
-//			Name:          "replicactl",
-//			HealthAddr:    ":10252",
-//			LeaderElected: true,
-//			Workers:       4,
-//			Watches: []app.Watch{
-//				{Kind: "ReplicaSet"},
-//				{Kind: "Pod", MapToKey: app.OwnerKey("ReplicaSet")},
-//			},
-//			Setup: func(c *app.Context) (app.Reconciler, error) {
-//				return newReplicaController(c), nil
-//			},
-//		})
+//	func main() { app.Main(replicaset.NewService()) }
+//
+// The Service of an owner-of-pods controller (replicactl's, shortened)
+// watches its own kind through Watches, and the pods through a handler of
+// its own, which counts every event against the owner's expectations
+// before it queues the owner:
+//
+//	func (r *replicaController) service() app.Service {
+//		return app.Service{
+//			Name: "replicactl", HealthAddr: ":10252", LeaderElected: true, Workers: 5,
+//			Watches: []app.Watch{{Kind: "ReplicaSet"}},
+//			Setup:   r.setup,
+//		}
 //	}
+//
+//	func (r *replicaController) setup(c *app.Context) (app.Reconciler, error) {
+//		r.control = &controller.ObjectControl{API: c.Client, Expectations: r.exp, OwnerKey: controllerKey}
+//		r.pods = c.Informers.ForKind("Pod")
+//		r.pods.AddEventHandler(informer.Handler{
+//			OnAdd: func(pod *kplanev1.Object) {
+//				r.control.ObserveAdd(pod)   // first the expectation...
+//				r.enqueue(r.ownersOf(pod)) // ...then the owners' reconciles
+//			},
+//			// OnUpdate, OnDelete alike
+//		})
+//		return r, nil
+//	}
+//
+// Do not feed the owner's queue from the pods with Watch{Kind: "Pod",
+// MapToKey: app.OwnerKey("ReplicaSet")} in such a controller: that
+// handler runs apart from the one that observes expectations, so the
+// owner can be reconciled before its new pod is counted, and creates it
+// again. OwnerKey suits controllers that keep no expectations.
 //
 // Lifecycle: informers start at once in every replica, so a standby has a
 // warm cache. Reconcile workers run only while leading (or always, for
-// services that are not leader-elected). A new leadership term queues every
-// watched object, since events seen while standing by were not queued. When
-// the lease is lost the workers' context is cancelled at once. On SIGTERM or
-// SIGINT the process stops taking work, lets in-flight reconciles finish
-// (for at most --shutdown-grace-period), releases the lease so a standby
-// takes over immediately, and exits 0.
+// services that are not leader-elected). A new leadership term first waits
+// until the caches have caught up with what the apiserver holds (at most
+// CatchUpLimit), since the previous leader's last writes may not have
+// reached this replica yet, then queues every watched object once, since
+// events seen while standing by were not queued. A reconcile that panics
+// is recovered, logged with its stack, counted
+// (kplane_controller_reconcile_panics_total) and retried with backoff.
+// When the lease is lost the workers' context is cancelled at once. On
+// SIGTERM or SIGINT the process stops taking work, lets in-flight
+// reconciles finish (for at most --shutdown-grace-period), releases the
+// lease so a standby takes over immediately, and exits 0.
 package app
 
 import (
