@@ -40,7 +40,7 @@ type ObjectControl struct {
 // Create creates n objects for the owner with queue key key, each made by
 // newObj, in slow-start batches (1, 2, 4, ...; see SlowStartBatch) so that
 // a systematic failure costs a handful of calls. It returns how many were
-// created and the first error.
+// created and the first error. newObj and Calls run concurrently.
 func (c *ObjectControl) Create(ctx context.Context, key string, n int, newObj func() (*kplanev1.Object, error)) (int, error) {
 	exp := c.Expectations
 	exp.ExpectCreations(key, n)
