@@ -4,10 +4,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"golang.org/x/time/rate"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/kplane/kplane/pkg/apiutil"
+	"github.com/kplane/kplane/pkg/informer"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
@@ -312,5 +314,21 @@ func TestGrantRateLimitsNodes(t *testing.T) {
 	// A new episode of a node (tainted again) needs a new token.
 	if d := c.grant("a", "ua@2", t0.Add(10*time.Second)); d == 0 {
 		t.Fatal("a new episode got through without a token")
+	}
+}
+
+// TestPodsOnWithoutIndexDoesNotPanic: a pod informer without the
+// pods-by-node index (a programming error) is logged and read as "no
+// pods", like the other controllers' missing-index cases, instead of
+// taking the process down.
+func TestPodsOnWithoutIndexDoesNotPanic(t *testing.T) {
+	pods, err := informer.New(nil, informer.Options{Selection: informer.Selection{Kind: "Pod"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newController()
+	c.log, c.pods = hclog.NewNullLogger(), pods
+	if got := c.podsOn("n1"); len(got) != 0 {
+		t.Fatalf("podsOn without an index: %v", got)
 	}
 }
