@@ -22,11 +22,11 @@ type Object interface {
 	GetMetadata() *kplanev1.ObjectMeta
 }
 
-// Deletion propagation policies, as in Kubernetes.
+// Deletion propagation policies, as in Kubernetes (the API's names).
 const (
-	PropagationBackground = "Background"
-	PropagationForeground = "Foreground"
-	PropagationOrphan     = "Orphan"
+	PropagationBackground = kplanev1.DeletePropagationBackground
+	PropagationForeground = kplanev1.DeletePropagationForeground
+	PropagationOrphan     = kplanev1.DeletePropagationOrphan
 )
 
 // ListOptions select the objects List returns.
