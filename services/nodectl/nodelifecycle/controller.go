@@ -289,10 +289,10 @@ func (c *nodeController) Reconcile(ctx context.Context, name string) error {
 		hb = c.observe(name, spec, now)
 	}
 	node, staleIn, err := c.syncReady(ctx, obj.GetNode(), spec, hb, now)
-	if err != nil {
-		return err
+	if err != nil || node == nil {
+		return err // nil node: deleted or replaced meanwhile; its events follow
 	}
-	if node, err = c.syncTaints(ctx, node, now); err != nil {
+	if node, err = c.syncTaints(ctx, node, now); err != nil || node == nil {
 		return err
 	}
 	if err := c.markPodsNotReady(ctx, node, now); err != nil {
