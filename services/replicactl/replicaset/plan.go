@@ -375,7 +375,7 @@ func ComputeStatus(owner *Owner, owned []*kplanev1.Pod, manageErr error, reason 
 			st.Conditions = append(st.Conditions, old)
 		} else {
 			st.Conditions = append(st.Conditions, &kplanev1.Condition{
-				Type: kplanev1.ReplicaSetReplicaFailure, Status: "True", Reason: reason, Message: msg,
+				Type: kplanev1.ReplicaSetReplicaFailure, Status: kplanev1.ConditionTrue, Reason: reason, Message: msg,
 				LastTransitionTime: timestamppb.New(now),
 			})
 		}
