@@ -29,7 +29,7 @@ func startIPAM(t *testing.T, srv *testserver.Server, id string, args ...string) 
 	go func() {
 		done <- app.Run(ctx, newController().service(), append([]string{"--apiserver", srv.Addr(), "--health-addr", "127.0.0.1:0",
 			"--id", id, "--leader-elect-lease-duration", "2s", "--leader-elect-renew-deadline", "1s",
-			"--leader-elect-retry-period", "100ms", "--log-level", "warn"}, args...))
+			"--leader-elect-retry-period", "100ms", "--shutdown-grace-period", "1s", "--log-level", "warn"}, args...))
 	}()
 	var once sync.Once
 	stop = func() {

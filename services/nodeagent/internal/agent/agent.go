@@ -113,7 +113,7 @@ func New(c *app.Context, cfg *Config) (*Agent, error) {
 		backoff: Backoff{Base: cfg.BackoffBase, Max: cfg.BackoffMax, ResetAfter: 2 * cfg.BackoffMax},
 		nodes:   map[string]bool{},
 		ranges:  map[string]*nodeRange{}, netReady: make(chan struct{}, 1),
-		states:  map[string]*podState{}, byKey: map[string]map[string]bool{}, written: map[string]*kplanev1.Pod{},
+		states: map[string]*podState{}, byKey: map[string]map[string]bool{}, written: map[string]*kplanev1.Pod{},
 	}
 	for _, n := range cfg.nodeNames() {
 		a.nodes[n] = true
