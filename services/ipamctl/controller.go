@@ -302,7 +302,7 @@ func (c *controller) assign(ctx context.Context, cached *kplanev1.Node, cidr net
 		if next.Spec == nil {
 			next.Spec = &kplanev1.NodeSpec{}
 		}
-		next.Spec.PodCidr = cidr.String()
+		next.Spec.PodCidr, next.Spec.PodCidrs = cidr.String(), []string{cidr.String()}
 		out, err := nodes.Update(ctx, next)
 		if err != nil {
 			return err

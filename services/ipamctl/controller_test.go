@@ -114,6 +114,9 @@ func checkDistinct(t *testing.T, nodes map[string]*kplanev1.Node, cluster string
 		if s == "" {
 			continue
 		}
+		if got := n.GetSpec().GetPodCidrs(); len(got) != 1 || got[0] != s {
+			t.Errorf("node %s has podCIDRs %v, want [%s]", name, got, s)
+		}
 		p, err := netip.ParsePrefix(s)
 		if err != nil || p.Bits() != mask || !c.Contains(p.Addr()) || p != p.Masked() {
 			t.Errorf("node %s has pod CIDR %q, want a /%d range of %s", name, s, mask, cluster)

@@ -243,6 +243,9 @@ type NodeSpec struct {
 	// unschedulable is set by cordon.
 	Unschedulable bool     `protobuf:"varint,3,opt,name=unschedulable,proto3" json:"unschedulable,omitempty"`
 	Taints        []*Taint `protobuf:"bytes,4,rep,name=taints,proto3" json:"taints,omitempty"`
+	// pod_cidrs holds pod_cidr as its first (here: only) entry, as in
+	// Kubernetes; both are set once, by ipamctl or at registration.
+	PodCidrs      []string `protobuf:"bytes,5,rep,name=pod_cidrs,json=podCIDRs,proto3" json:"pod_cidrs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -301,6 +304,13 @@ func (x *NodeSpec) GetUnschedulable() bool {
 func (x *NodeSpec) GetTaints() []*Taint {
 	if x != nil {
 		return x.Taints
+	}
+	return nil
+}
+
+func (x *NodeSpec) GetPodCidrs() []string {
+	if x != nil {
+		return x.PodCidrs
 	}
 	return nil
 }
@@ -3293,13 +3303,14 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x04Node\x121\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12'\n" +
 	"\x04spec\x18\x02 \x01(\v2\x13.kplane.v1.NodeSpecR\x04spec\x12-\n" +
-	"\x06status\x18\x03 \x01(\v2\x15.kplane.v1.NodeStatusR\x06status\"\x96\x01\n" +
+	"\x06status\x18\x03 \x01(\v2\x15.kplane.v1.NodeStatusR\x06status\"\xb3\x01\n" +
 	"\bNodeSpec\x12\x19\n" +
 	"\bpod_cidr\x18\x01 \x01(\tR\apodCidr\x12\x1f\n" +
 	"\vprovider_id\x18\x02 \x01(\tR\n" +
 	"providerId\x12$\n" +
 	"\runschedulable\x18\x03 \x01(\bR\runschedulable\x12(\n" +
-	"\x06taints\x18\x04 \x03(\v2\x10.kplane.v1.TaintR\x06taints\"\x82\x01\n" +
+	"\x06taints\x18\x04 \x03(\v2\x10.kplane.v1.TaintR\x06taints\x12\x1b\n" +
+	"\tpod_cidrs\x18\x05 \x03(\tR\bpodCIDRs\"\x82\x01\n" +
 	"\x05Taint\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +

@@ -112,8 +112,9 @@ func New(c *app.Context, cfg *Config) (*Agent, error) {
 		cfg: cfg, log: c.Logger, c: c, api: c.Client, hostIP: cfg.NodeIP,
 		backoff: Backoff{Base: cfg.BackoffBase, Max: cfg.BackoffMax, ResetAfter: 2 * cfg.BackoffMax},
 		nodes:   map[string]bool{},
-		ranges:  map[string]*nodeRange{}, netReady: make(chan struct{}, 1),
-		states: map[string]*podState{}, byKey: map[string]map[string]bool{}, written: map[string]*kplanev1.Pod{},
+		ranges:  map[string]*nodeRange{},
+		states:  map[string]*podState{}, byKey: map[string]map[string]bool{}, written: map[string]*kplanev1.Pod{},
+		netReady: make(chan struct{}, 1),
 	}
 	for _, n := range cfg.nodeNames() {
 		a.nodes[n] = true
