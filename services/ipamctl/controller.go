@@ -161,7 +161,7 @@ func (c *controller) run(ctx context.Context, _ *app.Context) error {
 	defer c.fresh.Store(false)
 	start := time.Now()
 	catchCtx, cancel := context.WithTimeout(ctx, catchUpLimit)
-	err := c.catchUp(catchCtx)
+	err := informer.CatchUp(catchCtx, c.api, c.nodes)
 	cancel()
 	if ctx.Err() != nil {
 		return nil
@@ -176,25 +176,6 @@ func (c *controller) run(ctx context.Context, _ *app.Context) error {
 	c.log.Info("leading: cache caught up", "wait", time.Since(start), "nodes", c.nodes.Store().Len(), "ranges_used", c.used())
 	c.enqueueWaiting()
 	<-ctx.Done()
-	return nil
-}
-
-func (c *controller) catchUp(ctx context.Context) error {
-	var newest int64
-	_, err := client.ListPages(ctx, c.api, &kplanev1.ListRequest{Kind: "Node", Limit: 5000}, func(items []*kplanev1.Object) error {
-		for _, o := range items {
-			newest = max(newest, resourceVersion(o.Meta()))
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("list nodes: %w", err)
-	}
-	for c.cacheRevision() < newest {
-		if err := client.Sleep(ctx, 5*time.Millisecond); err != nil {
-			return fmt.Errorf("node cache at revision %d, apiserver at %d: %w", c.cacheRevision(), newest, err)
-		}
-	}
 	return nil
 }
 
