@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"slices"
 	"strconv"
+	"strings"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
@@ -39,11 +41,35 @@ func validateNamespace(ns *kplanev1.Namespace) validation.ErrorList {
 
 var nodeAddressTypes = []string{"InternalIP", "ExternalIP", "Hostname", "InternalDNS", "ExternalDNS"}
 
+// defaultNode keeps podCIDR and podCIDRs[0] the same, as Kubernetes does:
+// a client may set either.
+func defaultNode(n *kplanev1.Node) {
+	s := n.GetSpec()
+	switch {
+	case s == nil:
+	case s.PodCidr != "" && len(s.PodCidrs) == 0:
+		s.PodCidrs = []string{s.PodCidr}
+	case s.PodCidr == "" && len(s.PodCidrs) > 0:
+		s.PodCidr = s.PodCidrs[0]
+	}
+}
+
 func validateNode(n *kplanev1.Node) validation.ErrorList {
 	var errs validation.ErrorList
 	s := n.GetSpec()
 	if s.GetPodCidr() != "" {
 		errs.InvalidMsgs("spec.podCIDR", s.GetPodCidr(), validation.IsValidCIDR(s.GetPodCidr()))
+	}
+	for i, c := range s.GetPodCidrs() {
+		if i == 0 && c == s.GetPodCidr() {
+			continue // checked as spec.podCIDR
+		}
+		errs.InvalidMsgs(index("spec.podCIDRs", i), c, validation.IsValidCIDR(c))
+	}
+	if cs := s.GetPodCidrs(); len(cs) > 2 {
+		errs.Invalid("spec.podCIDRs", strings.Join(cs, ","), "may hold at most one CIDR per IP family")
+	} else if len(cs) > 0 && cs[0] != s.GetPodCidr() {
+		errs.Invalid("spec.podCIDRs[0]", cs[0], "must match spec.podCIDR")
 	}
 	seen := map[string]bool{}
 	for i, t := range s.GetTaints() {
@@ -86,6 +112,9 @@ func validateNodeUpdate(n, old *kplanev1.Node) validation.ErrorList {
 	var errs validation.ErrorList
 	if o := old.GetSpec().GetPodCidr(); o != "" && n.GetSpec().GetPodCidr() != o {
 		errs.Invalid("spec.podCIDR", n.GetSpec().GetPodCidr(), "field is immutable once set")
+	}
+	if o := old.GetSpec().GetPodCidrs(); len(o) > 0 && !slices.Equal(n.GetSpec().GetPodCidrs(), o) {
+		errs.Invalid("spec.podCIDRs", strings.Join(n.GetSpec().GetPodCidrs(), ","), "field is immutable once set")
 	}
 	return errs
 }

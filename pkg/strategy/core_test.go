@@ -1,6 +1,7 @@
 package strategy
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -58,6 +59,11 @@ func TestNode(t *testing.T) {
 		{"extended capacity", func(n *kplanev1.Node) { n.Status.Capacity["example.com/gpu"] = "2" }, nil},
 		{"pod CIDR", func(n *kplanev1.Node) { n.Spec.PodCidr = "10.244.1.0" },
 			[]string{`spec.podCIDR: Invalid value: "10.244.1.0": must be a valid CIDR value (e.g. 10.9.8.0/24 or 2001:db8::/64)`}},
+		{"pod CIDRs differ", func(n *kplanev1.Node) { n.Spec.PodCidrs = []string{"10.244.9.0/24"} },
+			[]string{`spec.podCIDRs[0]: Invalid value: "10.244.9.0/24": must match spec.podCIDR`}},
+		{"pod CIDRs", func(n *kplanev1.Node) { n.Spec.PodCidrs = []string{"10.244.1.0/24", "fd00::/64"} }, nil},
+		{"too many pod CIDRs", func(n *kplanev1.Node) { n.Spec.PodCidrs = []string{"10.244.1.0/24", "fd00::/64", "fd01::/64"} },
+			[]string{`spec.podCIDRs: Invalid value: "10.244.1.0/24,fd00::/64,fd01::/64": may hold at most one CIDR per IP family`}},
 		{"condition status", func(n *kplanev1.Node) { n.Status.Conditions[0].Status = "Yes" },
 			[]string{`status.conditions[0].status: Unsupported value: "Yes": supported values: "True", "False", "Unknown"`}},
 		{"address type", func(n *kplanev1.Node) { n.Status.Addresses[0].Type = "IP" },
@@ -68,7 +74,21 @@ func TestNode(t *testing.T) {
 		{"taint", func(n *kplanev1.Node) { n.Spec.Taints = nil }, nil},
 		{"pod CIDR", func(n *kplanev1.Node) { n.Spec.PodCidr = "10.244.2.0/24" },
 			[]string{`spec.podCIDR: Invalid value: "10.244.2.0/24": field is immutable once set`}},
+		{"pod CIDRs", func(n *kplanev1.Node) { n.Spec.PodCidr, n.Spec.PodCidrs = "10.244.2.0/24", []string{"10.244.2.0/24"} },
+			[]string{`spec.podCIDR: Invalid value: "10.244.2.0/24": field is immutable once set`,
+				`spec.podCIDRs: Invalid value: "10.244.2.0/24": field is immutable once set`}},
 	})
+	// The two fields follow each other.
+	n := &kplanev1.Node{Spec: &kplanev1.NodeSpec{PodCidr: "10.244.3.0/24"}}
+	defaultNode(n)
+	if !slices.Equal(n.Spec.PodCidrs, []string{"10.244.3.0/24"}) {
+		t.Errorf("podCIDRs defaulted to %v", n.Spec.PodCidrs)
+	}
+	n = &kplanev1.Node{Spec: &kplanev1.NodeSpec{PodCidrs: []string{"10.244.4.0/24"}}}
+	defaultNode(n)
+	if n.Spec.PodCidr != "10.244.4.0/24" {
+		t.Errorf("podCIDR defaulted to %q", n.Spec.PodCidr)
+	}
 }
 
 func validService() *kplanev1.Service {

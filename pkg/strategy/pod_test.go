@@ -235,6 +235,12 @@ func TestPodValidate(t *testing.T) {
 			[]string{`status.phase: Unsupported value: "Done": supported values: "Pending", "Running", "Succeeded", "Failed", "Unknown"`}},
 		{"status pod IP", func(p *kplanev1.Pod) { p.Status = &kplanev1.PodStatus{PodIp: "10.0.0"} },
 			[]string{`status.podIP: Invalid value: "10.0.0": must be a valid IP address (e.g. 10.9.8.7 or 2001:db8::ffff)`}},
+		{"status pod IPs", func(p *kplanev1.Pod) {
+			p.Status = &kplanev1.PodStatus{PodIp: "10.0.0.1", PodIps: []*kplanev1.PodIP{{Ip: "10.0.0.1"}, {Ip: "fd00::1"}}}
+		}, nil},
+		{"status pod IPs differ", func(p *kplanev1.Pod) {
+			p.Status = &kplanev1.PodStatus{PodIp: "10.0.0.1", PodIps: []*kplanev1.PodIP{{Ip: "10.0.0.2"}}}
+		}, []string{`status.podIPs[0].ip: Invalid value: "10.0.0.2": must match status.podIP`}},
 		{"generateName is enough", func(p *kplanev1.Pod) { p.Metadata.Name, p.Metadata.GenerateName = "", "web-" }, nil},
 	})
 }

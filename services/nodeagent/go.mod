@@ -8,6 +8,8 @@ require (
 	github.com/kplane/kplane/proto v0.0.0
 	github.com/kplane/kplane/services/apiserver v0.0.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/vishvananda/netlink v1.3.1
+	github.com/vishvananda/netns v0.0.5
 	go.uber.org/goleak v1.3.0
 	google.golang.org/protobuf v1.36.12
 )

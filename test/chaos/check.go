@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"sort"
 	"time"
 
@@ -12,7 +13,8 @@ import (
 // snapshot is what the invariants are checked against.
 type snapshot struct {
 	sets    []*kplanev1.ReplicaSet
-	pods    []*kplanev1.Pod
+	pods    []*kplanev1.Pod // in the workload's namespace
+	allPods []*kplanev1.Pod // in every namespace (pod IPs are cluster-wide)
 	nodes   []*kplanev1.Node
 	leases  map[string]*kplanev1.Lease // kplane-system, by name
 	secrets []*kplanev1.Secret
@@ -42,6 +44,12 @@ func takeSnapshot(ctx context.Context, api kplanev1.ResourcesClient, ns string) 
 	}
 	for _, o := range items {
 		s.pods = append(s.pods, o.GetPod())
+	}
+	if items, err = list(ctx, api, "Pod", ""); err != nil {
+		return nil, err
+	}
+	for _, o := range items {
+		s.allPods = append(s.allPods, o.GetPod())
 	}
 	if items, err = list(ctx, api, "Node", ""); err != nil {
 		return nil, err
@@ -170,6 +178,40 @@ func checkInvariants(s *snapshot, ns string, controllers []string, live func(con
 		actual[ledgerKey("Secret", ns, m.GetName())] = state{exists: true, uid: m.GetUid(), replicas: -1, data: string(sec.GetData()["payload"])}
 	}
 	out = append(out, l.Verify(actual)...)
+	out = append(out, checkPodIPs(s.allPods, s.nodes)...)
 	sort.Strings(out)
+	return out
+}
+
+// checkPodIPs: every Running pod has an IP, inside its node's podCIDR, and
+// no two Running pods share one, in any namespace.
+func checkPodIPs(pods []*kplanev1.Pod, nodes []*kplanev1.Node) []string {
+	var out []string
+	cidrs := map[string]netip.Prefix{}
+	for _, n := range nodes {
+		if p, err := netip.ParsePrefix(n.GetSpec().GetPodCidr()); err == nil {
+			cidrs[n.GetMetadata().GetName()] = p
+		}
+	}
+	holder := map[netip.Addr]string{}
+	for _, p := range pods {
+		if p.GetStatus().GetPhase() != "Running" || p.GetMetadata().GetDeletionTimestamp() != nil {
+			continue
+		}
+		name := p.GetMetadata().GetNamespace() + "/" + p.GetMetadata().GetName()
+		node := p.GetSpec().GetNodeName()
+		ip, err := netip.ParseAddr(p.GetStatus().GetPodIp())
+		if err != nil {
+			out = append(out, fmt.Sprintf("running pod %s has no valid podIP (%q)", name, p.GetStatus().GetPodIp()))
+			continue
+		}
+		if cidr, ok := cidrs[node]; !ok || !cidr.Contains(ip) {
+			out = append(out, fmt.Sprintf("running pod %s has IP %s, outside its node %s's podCIDR %q", name, ip, node, cidrs[node]))
+		}
+		if other, dup := holder[ip]; dup {
+			out = append(out, fmt.Sprintf("running pods %s and %s share IP %s", other, name, ip))
+		}
+		holder[ip] = name
+	}
 	return out
 }

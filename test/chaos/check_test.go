@@ -106,3 +106,41 @@ func TestCheckInvariants(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckPodIPs(t *testing.T) {
+	node := func(name, cidr string) *kplanev1.Node {
+		return &kplanev1.Node{Metadata: &kplanev1.ObjectMeta{Name: name}, Spec: &kplanev1.NodeSpec{PodCidr: cidr}}
+	}
+	withIP := func(p *kplanev1.Pod, ns, ip string) *kplanev1.Pod {
+		p.Metadata.Namespace, p.Status.PodIp = ns, ip
+		return p
+	}
+	nodes := []*kplanev1.Node{node("n1", "127.64.0.0/24"), node("n2", "127.64.1.0/24"), node("n3", "")}
+	good := []*kplanev1.Pod{
+		withIP(pod("a", "", "Running", "n1"), "ns", "127.64.0.1"),
+		withIP(pod("b", "", "Running", "n2"), "ns", "127.64.1.1"),
+		withIP(pod("old", "", "Succeeded", "n2"), "ns", "127.64.1.1"), // finished: its IP may be reused
+		withIP(pod("c", "", "Pending", "n1"), "ns", ""),
+	}
+	if v := checkPodIPs(good, nodes); len(v) != 0 {
+		t.Fatalf("valid pod IPs reported %v", v)
+	}
+	bad := []*kplanev1.Pod{
+		withIP(pod("a", "", "Running", "n1"), "ns", "127.64.0.1"),
+		withIP(pod("twin", "", "Running", "n1"), "other", "127.64.0.1"),
+		withIP(pod("stray", "", "Running", "n1"), "ns", "127.64.1.9"),
+		withIP(pod("nocidr", "", "Running", "n3"), "ns", "127.64.2.1"),
+		withIP(pod("noip", "", "Running", "n1"), "ns", ""),
+	}
+	v := strings.Join(checkPodIPs(bad, nodes), "\n")
+	for _, want := range []string{
+		"running pods ns/a and other/twin share IP 127.64.0.1",
+		"running pod ns/stray has IP 127.64.1.9, outside its node n1's podCIDR",
+		"running pod ns/nocidr has IP 127.64.2.1, outside its node n3's podCIDR",
+		"running pod ns/noip has no valid podIP",
+	} {
+		if !strings.Contains(v, want) {
+			t.Errorf("violations do not mention %q:\n%s", want, v)
+		}
+	}
+}

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -153,7 +156,7 @@ func TestCompose(t *testing.T) {
 	}
 	for name, pkg := range map[string]string{
 		"apiserver": "services/apiserver", "scheduler": "services/scheduler", "replicactl": "services/replicactl",
-		"nodectl": "services/nodectl", "gcctl": "services/gcctl", "nodeagent": "services/nodeagent",
+		"nodectl": "services/nodectl", "gcctl": "services/gcctl", "nodeagent": "services/nodeagent", "ipamctl": "services/ipamctl",
 		"kpctl": "cmd/kpctl", "healthcheck": "cmd/healthcheck",
 	} {
 		if err := ensureBinary(name, pkg); err != nil {
@@ -173,7 +176,9 @@ func TestCompose(t *testing.T) {
 		addr:    addr,
 	}
 	c.command = append(command, "-f", filepath.Join(root, "deploy", "compose", "compose.yaml"), "-p", c.project)
-	c.env = []string{"KPLANE_TAG=" + c.tag, "KPLANE_API_PORT=" + port, "KPLANE_NET=10.213." + strconv.Itoa(100+pid%100)}
+	// The compose network is KPLANE_NET.0.0/16; pod CIDRs are cut from its upper half.
+	network := "10." + strconv.Itoa(100+pid%100)
+	c.env = []string{"KPLANE_TAG=" + c.tag, "KPLANE_API_PORT=" + port, "KPLANE_NET=" + network}
 
 	build := exec.Command(filepath.Join(root, "deploy", "compose", "build-images.sh"))
 	build.Env = append(os.Environ(), "KPLANE_BIN="+binDir, "KPLANE_TAG="+c.tag)
@@ -190,7 +195,7 @@ func TestCompose(t *testing.T) {
 		if out, err := c.run(3*time.Minute, "down", "-v", "--remove-orphans", "--timeout", "10"); err != nil {
 			t.Errorf("compose down: %v\n%s", err, out)
 		}
-		for _, s := range []string{"apiserver", "scheduler", "replicactl", "nodectl", "gcctl", "nodeagent", "kpctl"} {
+		for _, s := range []string{"apiserver", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "nodeagent", "kpctl"} {
 			_ = exec.Command("docker", "image", "rm", "kplane/"+s+":"+c.tag).Run()
 		}
 	})
@@ -245,8 +250,10 @@ func TestCompose(t *testing.T) {
 	}
 	c.eventually("kpctl logs shows the pod's output", time.Minute, func() bool {
 		out, err := exec.Command(filepath.Join(binDir, "kpctl"), "--server", addr, "logs", pods.GetItems()[0].Meta().GetName()).CombinedOutput()
-		return err == nil && strings.Contains(string(out), "serving on 127.")
+		return err == nil && strings.Contains(string(out), "serving on "+network+".")
 	})
+
+	c.checkPodNetwork(kpctl, network)
 
 	// Kill the leader's container: the standby takes the lease once it
 	// expires and keeps the ReplicaSet converged.
@@ -293,4 +300,135 @@ func composeNodeReady(n *kplanev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// checkPodNetwork runs a web server pod on node-2 and node-3 and a client
+// pod on node-1 that fetches from both by pod IP (across containers, no
+// NAT); then restarts node-2's container (agent and pods with it) and
+// checks that its pod comes back with the same IP, reachable again.
+func (c *composeStack) checkPodNetwork(kpctl func(args ...string) string, network string) {
+	t := c.t
+	cluster := netip.MustParsePrefix(network + ".128.0/17")
+	nodeCIDR := map[string]netip.Prefix{}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := c.api.List(ctx, &kplanev1.ListRequest{Kind: "Node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range resp.GetItems() {
+		p, err := netip.ParsePrefix(o.GetNode().GetSpec().GetPodCidr())
+		if err != nil || !cluster.Contains(p.Addr()) || p.Bits() != 24 {
+			t.Fatalf("node %s has pod CIDR %q, want a /24 of %s", o.Meta().GetName(), o.GetNode().GetSpec().GetPodCidr(), cluster)
+		}
+		for other, q := range nodeCIDR {
+			if p.Overlaps(q) {
+				t.Fatalf("nodes %s and %s share pod CIDR %s", o.Meta().GetName(), other, p)
+			}
+		}
+		nodeCIDR[o.Meta().GetName()] = p
+	}
+
+	server := func(name, node string) *kplanev1.Object {
+		return kplanev1.MustWrap(&kplanev1.Pod{
+			Metadata: &kplanev1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: &kplanev1.PodSpec{NodeName: node, Containers: []*kplanev1.Container{{
+				Name: "httpd", Image: "busybox", Command: []string{"sh", "-c",
+					`echo "hello from $KPLANE_POD_NAME at $KPLANE_POD_IP" > index.html && exec httpd -f -p "$KPLANE_POD_IP:8080" -h .`},
+				ReadinessProbe: &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: 8080}, PeriodSeconds: 1},
+			}}},
+		})
+	}
+	for _, p := range []*kplanev1.Object{server("pn-2", "node-2"), server("pn-3", "node-3")} {
+		if _, err := c.api.Create(ctx, &kplanev1.CreateRequest{Object: p}); err != nil {
+			t.Fatalf("create %s: %v", p.Meta().GetName(), err)
+		}
+	}
+	ips := map[string]string{}
+	waitServer := func(name, node string) {
+		c.eventually(name+" Running and Ready with an IP of "+node+"'s range", 2*time.Minute, func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			resp, err := c.api.Get(ctx, &kplanev1.GetRequest{Kind: "Pod", Namespace: "default", Name: name})
+			p := resp.GetObject().GetPod()
+			ready := false
+			for _, cond := range p.GetStatus().GetConditions() {
+				ready = ready || (cond.GetType() == "Ready" && cond.GetStatus() == "True")
+			}
+			if err != nil || !ready {
+				return false
+			}
+			ip, err := netip.ParseAddr(p.GetStatus().GetPodIp())
+			if err != nil || !nodeCIDR[node].Contains(ip) {
+				t.Fatalf("%s has podIP %q, want one of %s's %s", name, p.GetStatus().GetPodIp(), node, nodeCIDR[node])
+			}
+			if old, ok := ips[name]; ok && old != ip.String() {
+				t.Fatalf("%s changed IP across its node's restart: %s -> %s", name, old, ip)
+			}
+			ips[name] = ip.String()
+			return true
+		})
+	}
+	waitServer("pn-2", "node-2")
+	waitServer("pn-3", "node-3")
+
+	// fetch runs a pod on node-1 that GETs each pod IP and prints the
+	// answers, then checks its log.
+	fetch := func(client string, servers ...string) {
+		var urls []string
+		for _, s := range servers {
+			urls = append(urls, "http://"+ips[s]+":8080/")
+		}
+		script := `for u in "$@"; do ok=; for i in 1 2 3 4 5 6 7 8 9 10; do if wget -qO- "$u"; then ok=1; break; fi; sleep 1; done; [ -n "$ok" ] || exit 1; done`
+		pod := kplanev1.MustWrap(&kplanev1.Pod{
+			Metadata: &kplanev1.ObjectMeta{Name: client, Namespace: "default"},
+			Spec: &kplanev1.PodSpec{NodeName: "node-1", RestartPolicy: "Never", Containers: []*kplanev1.Container{{
+				Name: "wget", Image: "busybox", Command: append([]string{"sh", "-c", script, "fetch"}, urls...)}}},
+		})
+		if _, err := c.api.Create(ctx, &kplanev1.CreateRequest{Object: pod}); err != nil {
+			t.Fatalf("create %s: %v", client, err)
+		}
+		c.eventually(client+" on node-1 finished", 2*time.Minute, func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			resp, err := c.api.Get(ctx, &kplanev1.GetRequest{Kind: "Pod", Namespace: "default", Name: client})
+			ph := resp.GetObject().GetPod().GetStatus().GetPhase()
+			return err == nil && (ph == "Succeeded" || ph == "Failed")
+		})
+		out := kpctl("logs", client)
+		for _, s := range servers {
+			if want := "hello from " + s + " at " + ips[s]; !strings.Contains(out, want) {
+				t.Fatalf("%s on node-1 printed %q, want %q", client, out, want)
+			}
+		}
+	}
+	fetch("pn-client", "pn-2", "pn-3")
+
+	// The Docker host is on the compose network too.
+	r, err := http.Get("http://" + ips["pn-3"] + ":8080/")
+	if err != nil {
+		t.Fatalf("the Docker host does not reach pn-3 at %s: %v", ips["pn-3"], err)
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	if !strings.Contains(string(body), "hello from pn-3") {
+		t.Fatalf("GET pn-3 from the host: %q", body)
+	}
+
+	// Restart node-2's container: the agent starts again, restarts its
+	// pod's container with the same IP and adds the address again.
+	ids := c.containers("nodeagent-2")
+	if len(ids) != 1 {
+		t.Fatalf("nodeagent-2 containers: %v", ids)
+	}
+	dockerOut(t, "restart", ids[0])
+	c.eventually("pn-2 restarted after its node's restart", 2*time.Minute, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := c.api.Get(ctx, &kplanev1.GetRequest{Kind: "Pod", Namespace: "default", Name: "pn-2"})
+		cs := resp.GetObject().GetPod().GetStatus().GetContainerStatuses()
+		return err == nil && len(cs) == 1 && cs[0].GetRestartCount() > 0
+	})
+	waitServer("pn-2", "node-2")
+	fetch("pn-client-2", "pn-2")
 }

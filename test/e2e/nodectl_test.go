@@ -20,6 +20,7 @@ func init() {
 	binaries["nodectl"] = "services/nodectl"
 	binaries["nodeagent"] = "services/nodeagent"
 	binaries["scheduler"] = "services/scheduler"
+	binaries["ipamctl"] = "services/ipamctl"
 }
 
 // Short node lifecycle timings, so that the tests take seconds.
@@ -62,6 +63,7 @@ func newNCCluster(t *testing.T, evictionTimeout time.Duration, nodes ...string) 
 	ncStart(t, "nodectl", "", "--apiserver", addr, "--log-level", "debug",
 		"--node-monitor-period", ncPeriod.String(), "--node-monitor-grace-period", ncGrace.String(),
 		"--pod-eviction-timeout", evictionTimeout.String())
+	ncStart(t, "ipamctl", "", "--apiserver", addr) // nodes are Ready once they have a pod CIDR
 	for _, n := range nodes {
 		logs, err := launcher.FreeAddr()
 		if err != nil {

@@ -18,7 +18,7 @@ import (
 //     a ReplicaSet of 1000 from its creation until all 1000 pods are
 //     Running (creation, scheduling and the agents' status included).
 func BenchmarkReplicaSet1000(b *testing.B) {
-	needBinaries(b, "replicactl", "scheduler", "nodeagent")
+	needBinaries(b, "replicactl", "scheduler", "nodeagent", "ipamctl")
 	const n = 1000
 	for range b.N {
 		c := startCluster(b)
@@ -53,6 +53,7 @@ func BenchmarkReplicaSet1000(b *testing.B) {
 
 		// 2. the whole path, on 100 fake nodes.
 		c.startController("scheduler", "scheduler", "--log-level", "warn")
+		c.startController("ipamctl", "ipamctl", "--log-level", "warn")
 		c.startController("nodeagent", "nodeagent", "--runtime", "fake", "--fake-nodes", "100", "--node-name", "bench", "--root-dir", b.TempDir(), "--log-level", "warn")
 		c.eventually(time.Minute, func() string {
 			resp, err := c.api.List(c.ctx(), &kplanev1.ListRequest{Kind: "Node"})

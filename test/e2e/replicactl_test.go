@@ -28,6 +28,7 @@ var replicactlBinaries = map[string]string{
 	"gcctl":      "services/gcctl",
 	"scheduler":  "services/scheduler",
 	"nodeagent":  "services/nodeagent",
+	"ipamctl":    "services/ipamctl",
 }
 
 // Short leader-election timings, so that failovers take seconds.
@@ -372,11 +373,12 @@ func TestReplicactlLeaderFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a whole control plane")
 	}
-	needBinaries(t, "replicactl", "scheduler", "nodeagent", "gcctl")
+	needBinaries(t, "replicactl", "scheduler", "nodeagent", "gcctl", "ipamctl")
 	c := startCluster(t)
 	pt := c.trackPods()
 	c.startController("scheduler", "scheduler", "--log-level", "warn")
 	c.startController("gcctl", "gcctl", "--log-level", "warn")
+	c.startController("ipamctl", "ipamctl", "--log-level", "warn")
 	c.startController("nodeagent", "nodeagent", "--runtime", "fake", "--fake-nodes", "10", "--node-name", "e2e", "--root-dir", t.TempDir(), "--log-level", "warn")
 
 	ids := []string{"rc-a", "rc-b"}

@@ -243,6 +243,9 @@ type NodeSpec struct {
 	// unschedulable is set by cordon.
 	Unschedulable bool     `protobuf:"varint,3,opt,name=unschedulable,proto3" json:"unschedulable,omitempty"`
 	Taints        []*Taint `protobuf:"bytes,4,rep,name=taints,proto3" json:"taints,omitempty"`
+	// pod_cidrs holds pod_cidr as its first (here: only) entry, as in
+	// Kubernetes; both are set once, by ipamctl or at registration.
+	PodCidrs      []string `protobuf:"bytes,5,rep,name=pod_cidrs,json=podCIDRs,proto3" json:"pod_cidrs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -301,6 +304,13 @@ func (x *NodeSpec) GetUnschedulable() bool {
 func (x *NodeSpec) GetTaints() []*Taint {
 	if x != nil {
 		return x.Taints
+	}
+	return nil
+}
+
+func (x *NodeSpec) GetPodCidrs() []string {
+	if x != nil {
+		return x.PodCidrs
 	}
 	return nil
 }
@@ -1893,8 +1903,10 @@ type PodStatus struct {
 	InitContainerStatuses []*ContainerStatus     `protobuf:"bytes,9,rep,name=init_container_statuses,json=initContainerStatuses,proto3" json:"init_container_statuses,omitempty"`
 	QosClass              string                 `protobuf:"bytes,10,opt,name=qos_class,json=qosClass,proto3" json:"qos_class,omitempty"`
 	NominatedNodeName     string                 `protobuf:"bytes,11,opt,name=nominated_node_name,json=nominatedNodeName,proto3" json:"nominated_node_name,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// pod_ips holds pod_ip as its first (here: only) entry, as in Kubernetes.
+	PodIps        []*PodIP `protobuf:"bytes,12,rep,name=pod_ips,json=podIPs,proto3" json:"pod_ips,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PodStatus) Reset() {
@@ -2004,6 +2016,58 @@ func (x *PodStatus) GetNominatedNodeName() string {
 	return ""
 }
 
+func (x *PodStatus) GetPodIps() []*PodIP {
+	if x != nil {
+		return x.PodIps
+	}
+	return nil
+}
+
+// PodIP is one address of a pod.
+type PodIP struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ip            string                 `protobuf:"bytes,1,opt,name=ip,proto3" json:"ip,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodIP) Reset() {
+	*x = PodIP{}
+	mi := &file_kplane_v1_core_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodIP) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodIP) ProtoMessage() {}
+
+func (x *PodIP) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodIP.ProtoReflect.Descriptor instead.
+func (*PodIP) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *PodIP) GetIp() string {
+	if x != nil {
+		return x.Ip
+	}
+	return ""
+}
+
 // ContainerStatus reports one container.
 type ContainerStatus struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2022,7 +2086,7 @@ type ContainerStatus struct {
 
 func (x *ContainerStatus) Reset() {
 	*x = ContainerStatus{}
-	mi := &file_kplane_v1_core_proto_msgTypes[28]
+	mi := &file_kplane_v1_core_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2034,7 +2098,7 @@ func (x *ContainerStatus) String() string {
 func (*ContainerStatus) ProtoMessage() {}
 
 func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[28]
+	mi := &file_kplane_v1_core_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2047,7 +2111,7 @@ func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStatus.ProtoReflect.Descriptor instead.
 func (*ContainerStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{28}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ContainerStatus) GetName() string {
@@ -2125,7 +2189,7 @@ type ContainerState struct {
 
 func (x *ContainerState) Reset() {
 	*x = ContainerState{}
-	mi := &file_kplane_v1_core_proto_msgTypes[29]
+	mi := &file_kplane_v1_core_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2137,7 +2201,7 @@ func (x *ContainerState) String() string {
 func (*ContainerState) ProtoMessage() {}
 
 func (x *ContainerState) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[29]
+	mi := &file_kplane_v1_core_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2214,7 @@ func (x *ContainerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerState.ProtoReflect.Descriptor instead.
 func (*ContainerState) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{29}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ContainerState) GetWaiting() *ContainerStateWaiting {
@@ -2185,7 +2249,7 @@ type ContainerStateWaiting struct {
 
 func (x *ContainerStateWaiting) Reset() {
 	*x = ContainerStateWaiting{}
-	mi := &file_kplane_v1_core_proto_msgTypes[30]
+	mi := &file_kplane_v1_core_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2197,7 +2261,7 @@ func (x *ContainerStateWaiting) String() string {
 func (*ContainerStateWaiting) ProtoMessage() {}
 
 func (x *ContainerStateWaiting) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[30]
+	mi := &file_kplane_v1_core_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2210,7 +2274,7 @@ func (x *ContainerStateWaiting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateWaiting.ProtoReflect.Descriptor instead.
 func (*ContainerStateWaiting) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{30}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ContainerStateWaiting) GetReason() string {
@@ -2237,7 +2301,7 @@ type ContainerStateRunning struct {
 
 func (x *ContainerStateRunning) Reset() {
 	*x = ContainerStateRunning{}
-	mi := &file_kplane_v1_core_proto_msgTypes[31]
+	mi := &file_kplane_v1_core_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2249,7 +2313,7 @@ func (x *ContainerStateRunning) String() string {
 func (*ContainerStateRunning) ProtoMessage() {}
 
 func (x *ContainerStateRunning) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[31]
+	mi := &file_kplane_v1_core_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2262,7 +2326,7 @@ func (x *ContainerStateRunning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateRunning.ProtoReflect.Descriptor instead.
 func (*ContainerStateRunning) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{31}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ContainerStateRunning) GetStartedAt() *timestamppb.Timestamp {
@@ -2288,7 +2352,7 @@ type ContainerStateTerminated struct {
 
 func (x *ContainerStateTerminated) Reset() {
 	*x = ContainerStateTerminated{}
-	mi := &file_kplane_v1_core_proto_msgTypes[32]
+	mi := &file_kplane_v1_core_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2300,7 +2364,7 @@ func (x *ContainerStateTerminated) String() string {
 func (*ContainerStateTerminated) ProtoMessage() {}
 
 func (x *ContainerStateTerminated) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[32]
+	mi := &file_kplane_v1_core_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2313,7 +2377,7 @@ func (x *ContainerStateTerminated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateTerminated.ProtoReflect.Descriptor instead.
 func (*ContainerStateTerminated) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{32}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ContainerStateTerminated) GetExitCode() int32 {
@@ -2376,7 +2440,7 @@ type PodTemplateSpec struct {
 
 func (x *PodTemplateSpec) Reset() {
 	*x = PodTemplateSpec{}
-	mi := &file_kplane_v1_core_proto_msgTypes[33]
+	mi := &file_kplane_v1_core_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2388,7 +2452,7 @@ func (x *PodTemplateSpec) String() string {
 func (*PodTemplateSpec) ProtoMessage() {}
 
 func (x *PodTemplateSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[33]
+	mi := &file_kplane_v1_core_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2401,7 +2465,7 @@ func (x *PodTemplateSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodTemplateSpec.ProtoReflect.Descriptor instead.
 func (*PodTemplateSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{33}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PodTemplateSpec) GetMetadata() *ObjectMeta {
@@ -2430,7 +2494,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_kplane_v1_core_proto_msgTypes[34]
+	mi := &file_kplane_v1_core_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2442,7 +2506,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[34]
+	mi := &file_kplane_v1_core_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2455,7 +2519,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{34}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Service) GetMetadata() *ObjectMeta {
@@ -2496,7 +2560,7 @@ type ServiceSpec struct {
 
 func (x *ServiceSpec) Reset() {
 	*x = ServiceSpec{}
-	mi := &file_kplane_v1_core_proto_msgTypes[35]
+	mi := &file_kplane_v1_core_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2572,7 @@ func (x *ServiceSpec) String() string {
 func (*ServiceSpec) ProtoMessage() {}
 
 func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[35]
+	mi := &file_kplane_v1_core_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2585,7 @@ func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceSpec.ProtoReflect.Descriptor instead.
 func (*ServiceSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{35}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ServiceSpec) GetSelector() map[string]string {
@@ -2588,7 +2652,7 @@ type ServicePort struct {
 
 func (x *ServicePort) Reset() {
 	*x = ServicePort{}
-	mi := &file_kplane_v1_core_proto_msgTypes[36]
+	mi := &file_kplane_v1_core_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2600,7 +2664,7 @@ func (x *ServicePort) String() string {
 func (*ServicePort) ProtoMessage() {}
 
 func (x *ServicePort) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[36]
+	mi := &file_kplane_v1_core_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2613,7 +2677,7 @@ func (x *ServicePort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePort.ProtoReflect.Descriptor instead.
 func (*ServicePort) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{36}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ServicePort) GetName() string {
@@ -2661,7 +2725,7 @@ type ServiceStatus struct {
 
 func (x *ServiceStatus) Reset() {
 	*x = ServiceStatus{}
-	mi := &file_kplane_v1_core_proto_msgTypes[37]
+	mi := &file_kplane_v1_core_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2673,7 +2737,7 @@ func (x *ServiceStatus) String() string {
 func (*ServiceStatus) ProtoMessage() {}
 
 func (x *ServiceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[37]
+	mi := &file_kplane_v1_core_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2686,7 +2750,7 @@ func (x *ServiceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceStatus.ProtoReflect.Descriptor instead.
 func (*ServiceStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{37}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ServiceStatus) GetConditions() []*Condition {
@@ -2707,7 +2771,7 @@ type Endpoints struct {
 
 func (x *Endpoints) Reset() {
 	*x = Endpoints{}
-	mi := &file_kplane_v1_core_proto_msgTypes[38]
+	mi := &file_kplane_v1_core_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2719,7 +2783,7 @@ func (x *Endpoints) String() string {
 func (*Endpoints) ProtoMessage() {}
 
 func (x *Endpoints) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[38]
+	mi := &file_kplane_v1_core_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2732,7 +2796,7 @@ func (x *Endpoints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoints.ProtoReflect.Descriptor instead.
 func (*Endpoints) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{38}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Endpoints) GetMetadata() *ObjectMeta {
@@ -2761,7 +2825,7 @@ type EndpointSubset struct {
 
 func (x *EndpointSubset) Reset() {
 	*x = EndpointSubset{}
-	mi := &file_kplane_v1_core_proto_msgTypes[39]
+	mi := &file_kplane_v1_core_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2773,7 +2837,7 @@ func (x *EndpointSubset) String() string {
 func (*EndpointSubset) ProtoMessage() {}
 
 func (x *EndpointSubset) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[39]
+	mi := &file_kplane_v1_core_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2786,7 +2850,7 @@ func (x *EndpointSubset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointSubset.ProtoReflect.Descriptor instead.
 func (*EndpointSubset) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{39}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *EndpointSubset) GetAddresses() []*EndpointAddress {
@@ -2823,7 +2887,7 @@ type EndpointAddress struct {
 
 func (x *EndpointAddress) Reset() {
 	*x = EndpointAddress{}
-	mi := &file_kplane_v1_core_proto_msgTypes[40]
+	mi := &file_kplane_v1_core_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2835,7 +2899,7 @@ func (x *EndpointAddress) String() string {
 func (*EndpointAddress) ProtoMessage() {}
 
 func (x *EndpointAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[40]
+	mi := &file_kplane_v1_core_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2848,7 +2912,7 @@ func (x *EndpointAddress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointAddress.ProtoReflect.Descriptor instead.
 func (*EndpointAddress) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{40}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *EndpointAddress) GetIp() string {
@@ -2891,7 +2955,7 @@ type EndpointPort struct {
 
 func (x *EndpointPort) Reset() {
 	*x = EndpointPort{}
-	mi := &file_kplane_v1_core_proto_msgTypes[41]
+	mi := &file_kplane_v1_core_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2903,7 +2967,7 @@ func (x *EndpointPort) String() string {
 func (*EndpointPort) ProtoMessage() {}
 
 func (x *EndpointPort) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[41]
+	mi := &file_kplane_v1_core_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2916,7 +2980,7 @@ func (x *EndpointPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointPort.ProtoReflect.Descriptor instead.
 func (*EndpointPort) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{41}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *EndpointPort) GetName() string {
@@ -2953,7 +3017,7 @@ type ServiceAccount struct {
 
 func (x *ServiceAccount) Reset() {
 	*x = ServiceAccount{}
-	mi := &file_kplane_v1_core_proto_msgTypes[42]
+	mi := &file_kplane_v1_core_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2965,7 +3029,7 @@ func (x *ServiceAccount) String() string {
 func (*ServiceAccount) ProtoMessage() {}
 
 func (x *ServiceAccount) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[42]
+	mi := &file_kplane_v1_core_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2978,7 +3042,7 @@ func (x *ServiceAccount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceAccount.ProtoReflect.Descriptor instead.
 func (*ServiceAccount) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{42}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ServiceAccount) GetMetadata() *ObjectMeta {
@@ -3024,7 +3088,7 @@ type Secret struct {
 
 func (x *Secret) Reset() {
 	*x = Secret{}
-	mi := &file_kplane_v1_core_proto_msgTypes[43]
+	mi := &file_kplane_v1_core_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3036,7 +3100,7 @@ func (x *Secret) String() string {
 func (*Secret) ProtoMessage() {}
 
 func (x *Secret) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[43]
+	mi := &file_kplane_v1_core_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3049,7 +3113,7 @@ func (x *Secret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Secret.ProtoReflect.Descriptor instead.
 func (*Secret) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{43}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Secret) GetMetadata() *ObjectMeta {
@@ -3110,7 +3174,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_kplane_v1_core_proto_msgTypes[44]
+	mi := &file_kplane_v1_core_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3122,7 +3186,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[44]
+	mi := &file_kplane_v1_core_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3135,7 +3199,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{44}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Event) GetMetadata() *ObjectMeta {
@@ -3233,7 +3297,7 @@ type EventSource struct {
 
 func (x *EventSource) Reset() {
 	*x = EventSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[45]
+	mi := &file_kplane_v1_core_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3245,7 +3309,7 @@ func (x *EventSource) String() string {
 func (*EventSource) ProtoMessage() {}
 
 func (x *EventSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[45]
+	mi := &file_kplane_v1_core_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3258,7 +3322,7 @@ func (x *EventSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventSource.ProtoReflect.Descriptor instead.
 func (*EventSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{45}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *EventSource) GetComponent() string {
@@ -3293,13 +3357,14 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x04Node\x121\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12'\n" +
 	"\x04spec\x18\x02 \x01(\v2\x13.kplane.v1.NodeSpecR\x04spec\x12-\n" +
-	"\x06status\x18\x03 \x01(\v2\x15.kplane.v1.NodeStatusR\x06status\"\x96\x01\n" +
+	"\x06status\x18\x03 \x01(\v2\x15.kplane.v1.NodeStatusR\x06status\"\xb3\x01\n" +
 	"\bNodeSpec\x12\x19\n" +
 	"\bpod_cidr\x18\x01 \x01(\tR\apodCidr\x12\x1f\n" +
 	"\vprovider_id\x18\x02 \x01(\tR\n" +
 	"providerId\x12$\n" +
 	"\runschedulable\x18\x03 \x01(\bR\runschedulable\x12(\n" +
-	"\x06taints\x18\x04 \x03(\v2\x10.kplane.v1.TaintR\x06taints\"\x82\x01\n" +
+	"\x06taints\x18\x04 \x03(\v2\x10.kplane.v1.TaintR\x06taints\x12\x1b\n" +
+	"\tpod_cidrs\x18\x05 \x03(\tR\bpodCIDRs\"\x82\x01\n" +
 	"\x05Taint\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
@@ -3446,7 +3511,7 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\t_optional\">\n" +
 	"\x14HostPathVolumeSource\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
-	"\x04type\x18\x02 \x01(\tR\x04type\"\xe0\x03\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\"\x8b\x04\n" +
 	"\tPodStatus\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x124\n" +
 	"\n" +
@@ -3462,7 +3527,10 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x17init_container_statuses\x18\t \x03(\v2\x1a.kplane.v1.ContainerStatusR\x15initContainerStatuses\x12\x1b\n" +
 	"\tqos_class\x18\n" +
 	" \x01(\tR\bqosClass\x12.\n" +
-	"\x13nominated_node_name\x18\v \x01(\tR\x11nominatedNodeName\"\xca\x02\n" +
+	"\x13nominated_node_name\x18\v \x01(\tR\x11nominatedNodeName\x12)\n" +
+	"\apod_ips\x18\f \x03(\v2\x10.kplane.v1.PodIPR\x06podIPs\"\x17\n" +
+	"\x05PodIP\x12\x0e\n" +
+	"\x02ip\x18\x01 \x01(\tR\x02ip\"\xca\x02\n" +
 	"\x0fContainerStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\x05state\x18\x02 \x01(\v2\x19.kplane.v1.ContainerStateR\x05state\x128\n" +
@@ -3596,7 +3664,7 @@ func file_kplane_v1_core_proto_rawDescGZIP() []byte {
 	return file_kplane_v1_core_proto_rawDescData
 }
 
-var file_kplane_v1_core_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_kplane_v1_core_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_kplane_v1_core_proto_goTypes = []any{
 	(*Namespace)(nil),                         // 0: kplane.v1.Namespace
 	(*NamespaceSpec)(nil),                     // 1: kplane.v1.NamespaceSpec
@@ -3626,64 +3694,65 @@ var file_kplane_v1_core_proto_goTypes = []any{
 	(*SecretVolumeSource)(nil),                // 25: kplane.v1.SecretVolumeSource
 	(*HostPathVolumeSource)(nil),              // 26: kplane.v1.HostPathVolumeSource
 	(*PodStatus)(nil),                         // 27: kplane.v1.PodStatus
-	(*ContainerStatus)(nil),                   // 28: kplane.v1.ContainerStatus
-	(*ContainerState)(nil),                    // 29: kplane.v1.ContainerState
-	(*ContainerStateWaiting)(nil),             // 30: kplane.v1.ContainerStateWaiting
-	(*ContainerStateRunning)(nil),             // 31: kplane.v1.ContainerStateRunning
-	(*ContainerStateTerminated)(nil),          // 32: kplane.v1.ContainerStateTerminated
-	(*PodTemplateSpec)(nil),                   // 33: kplane.v1.PodTemplateSpec
-	(*Service)(nil),                           // 34: kplane.v1.Service
-	(*ServiceSpec)(nil),                       // 35: kplane.v1.ServiceSpec
-	(*ServicePort)(nil),                       // 36: kplane.v1.ServicePort
-	(*ServiceStatus)(nil),                     // 37: kplane.v1.ServiceStatus
-	(*Endpoints)(nil),                         // 38: kplane.v1.Endpoints
-	(*EndpointSubset)(nil),                    // 39: kplane.v1.EndpointSubset
-	(*EndpointAddress)(nil),                   // 40: kplane.v1.EndpointAddress
-	(*EndpointPort)(nil),                      // 41: kplane.v1.EndpointPort
-	(*ServiceAccount)(nil),                    // 42: kplane.v1.ServiceAccount
-	(*Secret)(nil),                            // 43: kplane.v1.Secret
-	(*Event)(nil),                             // 44: kplane.v1.Event
-	(*EventSource)(nil),                       // 45: kplane.v1.EventSource
-	nil,                                       // 46: kplane.v1.NodeStatus.CapacityEntry
-	nil,                                       // 47: kplane.v1.NodeStatus.AllocatableEntry
-	nil,                                       // 48: kplane.v1.PodSpec.NodeSelectorEntry
-	nil,                                       // 49: kplane.v1.ServiceSpec.SelectorEntry
-	nil,                                       // 50: kplane.v1.Secret.DataEntry
-	nil,                                       // 51: kplane.v1.Secret.StringDataEntry
-	(*ObjectMeta)(nil),                        // 52: kplane.v1.ObjectMeta
-	(*timestamppb.Timestamp)(nil),             // 53: google.protobuf.Timestamp
-	(*Condition)(nil),                         // 54: kplane.v1.Condition
-	(*ResourceRequirements)(nil),              // 55: kplane.v1.ResourceRequirements
-	(*ObjectReference)(nil),                   // 56: kplane.v1.ObjectReference
-	(*LocalObjectReference)(nil),              // 57: kplane.v1.LocalObjectReference
+	(*PodIP)(nil),                             // 28: kplane.v1.PodIP
+	(*ContainerStatus)(nil),                   // 29: kplane.v1.ContainerStatus
+	(*ContainerState)(nil),                    // 30: kplane.v1.ContainerState
+	(*ContainerStateWaiting)(nil),             // 31: kplane.v1.ContainerStateWaiting
+	(*ContainerStateRunning)(nil),             // 32: kplane.v1.ContainerStateRunning
+	(*ContainerStateTerminated)(nil),          // 33: kplane.v1.ContainerStateTerminated
+	(*PodTemplateSpec)(nil),                   // 34: kplane.v1.PodTemplateSpec
+	(*Service)(nil),                           // 35: kplane.v1.Service
+	(*ServiceSpec)(nil),                       // 36: kplane.v1.ServiceSpec
+	(*ServicePort)(nil),                       // 37: kplane.v1.ServicePort
+	(*ServiceStatus)(nil),                     // 38: kplane.v1.ServiceStatus
+	(*Endpoints)(nil),                         // 39: kplane.v1.Endpoints
+	(*EndpointSubset)(nil),                    // 40: kplane.v1.EndpointSubset
+	(*EndpointAddress)(nil),                   // 41: kplane.v1.EndpointAddress
+	(*EndpointPort)(nil),                      // 42: kplane.v1.EndpointPort
+	(*ServiceAccount)(nil),                    // 43: kplane.v1.ServiceAccount
+	(*Secret)(nil),                            // 44: kplane.v1.Secret
+	(*Event)(nil),                             // 45: kplane.v1.Event
+	(*EventSource)(nil),                       // 46: kplane.v1.EventSource
+	nil,                                       // 47: kplane.v1.NodeStatus.CapacityEntry
+	nil,                                       // 48: kplane.v1.NodeStatus.AllocatableEntry
+	nil,                                       // 49: kplane.v1.PodSpec.NodeSelectorEntry
+	nil,                                       // 50: kplane.v1.ServiceSpec.SelectorEntry
+	nil,                                       // 51: kplane.v1.Secret.DataEntry
+	nil,                                       // 52: kplane.v1.Secret.StringDataEntry
+	(*ObjectMeta)(nil),                        // 53: kplane.v1.ObjectMeta
+	(*timestamppb.Timestamp)(nil),             // 54: google.protobuf.Timestamp
+	(*Condition)(nil),                         // 55: kplane.v1.Condition
+	(*ResourceRequirements)(nil),              // 56: kplane.v1.ResourceRequirements
+	(*ObjectReference)(nil),                   // 57: kplane.v1.ObjectReference
+	(*LocalObjectReference)(nil),              // 58: kplane.v1.LocalObjectReference
 }
 var file_kplane_v1_core_proto_depIdxs = []int32{
-	52, // 0: kplane.v1.Namespace.metadata:type_name -> kplane.v1.ObjectMeta
+	53, // 0: kplane.v1.Namespace.metadata:type_name -> kplane.v1.ObjectMeta
 	1,  // 1: kplane.v1.Namespace.spec:type_name -> kplane.v1.NamespaceSpec
 	2,  // 2: kplane.v1.Namespace.status:type_name -> kplane.v1.NamespaceStatus
-	52, // 3: kplane.v1.Node.metadata:type_name -> kplane.v1.ObjectMeta
+	53, // 3: kplane.v1.Node.metadata:type_name -> kplane.v1.ObjectMeta
 	4,  // 4: kplane.v1.Node.spec:type_name -> kplane.v1.NodeSpec
 	7,  // 5: kplane.v1.Node.status:type_name -> kplane.v1.NodeStatus
 	5,  // 6: kplane.v1.NodeSpec.taints:type_name -> kplane.v1.Taint
-	53, // 7: kplane.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
-	46, // 8: kplane.v1.NodeStatus.capacity:type_name -> kplane.v1.NodeStatus.CapacityEntry
-	47, // 9: kplane.v1.NodeStatus.allocatable:type_name -> kplane.v1.NodeStatus.AllocatableEntry
-	54, // 10: kplane.v1.NodeStatus.conditions:type_name -> kplane.v1.Condition
+	54, // 7: kplane.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
+	47, // 8: kplane.v1.NodeStatus.capacity:type_name -> kplane.v1.NodeStatus.CapacityEntry
+	48, // 9: kplane.v1.NodeStatus.allocatable:type_name -> kplane.v1.NodeStatus.AllocatableEntry
+	55, // 10: kplane.v1.NodeStatus.conditions:type_name -> kplane.v1.Condition
 	8,  // 11: kplane.v1.NodeStatus.addresses:type_name -> kplane.v1.NodeAddress
 	9,  // 12: kplane.v1.NodeStatus.daemon_endpoints:type_name -> kplane.v1.NodeDaemonEndpoints
 	11, // 13: kplane.v1.NodeStatus.node_info:type_name -> kplane.v1.NodeSystemInfo
 	10, // 14: kplane.v1.NodeDaemonEndpoints.kubelet_endpoint:type_name -> kplane.v1.DaemonEndpoint
-	52, // 15: kplane.v1.Pod.metadata:type_name -> kplane.v1.ObjectMeta
+	53, // 15: kplane.v1.Pod.metadata:type_name -> kplane.v1.ObjectMeta
 	13, // 16: kplane.v1.Pod.spec:type_name -> kplane.v1.PodSpec
 	27, // 17: kplane.v1.Pod.status:type_name -> kplane.v1.PodStatus
 	14, // 18: kplane.v1.PodSpec.containers:type_name -> kplane.v1.Container
 	14, // 19: kplane.v1.PodSpec.init_containers:type_name -> kplane.v1.Container
-	48, // 20: kplane.v1.PodSpec.node_selector:type_name -> kplane.v1.PodSpec.NodeSelectorEntry
+	49, // 20: kplane.v1.PodSpec.node_selector:type_name -> kplane.v1.PodSpec.NodeSelectorEntry
 	6,  // 21: kplane.v1.PodSpec.tolerations:type_name -> kplane.v1.Toleration
 	22, // 22: kplane.v1.PodSpec.volumes:type_name -> kplane.v1.Volume
 	15, // 23: kplane.v1.Container.env:type_name -> kplane.v1.EnvVar
 	16, // 24: kplane.v1.Container.ports:type_name -> kplane.v1.ContainerPort
-	55, // 25: kplane.v1.Container.resources:type_name -> kplane.v1.ResourceRequirements
+	56, // 25: kplane.v1.Container.resources:type_name -> kplane.v1.ResourceRequirements
 	18, // 26: kplane.v1.Container.readiness_probe:type_name -> kplane.v1.Probe
 	18, // 27: kplane.v1.Container.liveness_probe:type_name -> kplane.v1.Probe
 	17, // 28: kplane.v1.Container.volume_mounts:type_name -> kplane.v1.VolumeMount
@@ -3694,48 +3763,49 @@ var file_kplane_v1_core_proto_depIdxs = []int32{
 	24, // 33: kplane.v1.Volume.empty_dir:type_name -> kplane.v1.EmptyDirVolumeSource
 	25, // 34: kplane.v1.Volume.secret:type_name -> kplane.v1.SecretVolumeSource
 	26, // 35: kplane.v1.Volume.host_path:type_name -> kplane.v1.HostPathVolumeSource
-	54, // 36: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
-	53, // 37: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
-	28, // 38: kplane.v1.PodStatus.container_statuses:type_name -> kplane.v1.ContainerStatus
-	28, // 39: kplane.v1.PodStatus.init_container_statuses:type_name -> kplane.v1.ContainerStatus
-	29, // 40: kplane.v1.ContainerStatus.state:type_name -> kplane.v1.ContainerState
-	29, // 41: kplane.v1.ContainerStatus.last_state:type_name -> kplane.v1.ContainerState
-	30, // 42: kplane.v1.ContainerState.waiting:type_name -> kplane.v1.ContainerStateWaiting
-	31, // 43: kplane.v1.ContainerState.running:type_name -> kplane.v1.ContainerStateRunning
-	32, // 44: kplane.v1.ContainerState.terminated:type_name -> kplane.v1.ContainerStateTerminated
-	53, // 45: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
-	53, // 46: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
-	53, // 47: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
-	52, // 48: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
-	13, // 49: kplane.v1.PodTemplateSpec.spec:type_name -> kplane.v1.PodSpec
-	52, // 50: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
-	35, // 51: kplane.v1.Service.spec:type_name -> kplane.v1.ServiceSpec
-	37, // 52: kplane.v1.Service.status:type_name -> kplane.v1.ServiceStatus
-	49, // 53: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
-	36, // 54: kplane.v1.ServiceSpec.ports:type_name -> kplane.v1.ServicePort
-	54, // 55: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
-	52, // 56: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
-	39, // 57: kplane.v1.Endpoints.subsets:type_name -> kplane.v1.EndpointSubset
-	40, // 58: kplane.v1.EndpointSubset.addresses:type_name -> kplane.v1.EndpointAddress
-	40, // 59: kplane.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.v1.EndpointAddress
-	41, // 60: kplane.v1.EndpointSubset.ports:type_name -> kplane.v1.EndpointPort
-	56, // 61: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
-	52, // 62: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
-	56, // 63: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
-	57, // 64: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
-	52, // 65: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
-	50, // 66: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
-	51, // 67: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
-	52, // 68: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
-	56, // 69: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
-	45, // 70: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
-	53, // 71: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
-	53, // 72: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
-	73, // [73:73] is the sub-list for method output_type
-	73, // [73:73] is the sub-list for method input_type
-	73, // [73:73] is the sub-list for extension type_name
-	73, // [73:73] is the sub-list for extension extendee
-	0,  // [0:73] is the sub-list for field type_name
+	55, // 36: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
+	54, // 37: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
+	29, // 38: kplane.v1.PodStatus.container_statuses:type_name -> kplane.v1.ContainerStatus
+	29, // 39: kplane.v1.PodStatus.init_container_statuses:type_name -> kplane.v1.ContainerStatus
+	28, // 40: kplane.v1.PodStatus.pod_ips:type_name -> kplane.v1.PodIP
+	30, // 41: kplane.v1.ContainerStatus.state:type_name -> kplane.v1.ContainerState
+	30, // 42: kplane.v1.ContainerStatus.last_state:type_name -> kplane.v1.ContainerState
+	31, // 43: kplane.v1.ContainerState.waiting:type_name -> kplane.v1.ContainerStateWaiting
+	32, // 44: kplane.v1.ContainerState.running:type_name -> kplane.v1.ContainerStateRunning
+	33, // 45: kplane.v1.ContainerState.terminated:type_name -> kplane.v1.ContainerStateTerminated
+	54, // 46: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
+	54, // 47: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
+	54, // 48: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
+	53, // 49: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
+	13, // 50: kplane.v1.PodTemplateSpec.spec:type_name -> kplane.v1.PodSpec
+	53, // 51: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
+	36, // 52: kplane.v1.Service.spec:type_name -> kplane.v1.ServiceSpec
+	38, // 53: kplane.v1.Service.status:type_name -> kplane.v1.ServiceStatus
+	50, // 54: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
+	37, // 55: kplane.v1.ServiceSpec.ports:type_name -> kplane.v1.ServicePort
+	55, // 56: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
+	53, // 57: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
+	40, // 58: kplane.v1.Endpoints.subsets:type_name -> kplane.v1.EndpointSubset
+	41, // 59: kplane.v1.EndpointSubset.addresses:type_name -> kplane.v1.EndpointAddress
+	41, // 60: kplane.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.v1.EndpointAddress
+	42, // 61: kplane.v1.EndpointSubset.ports:type_name -> kplane.v1.EndpointPort
+	57, // 62: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
+	53, // 63: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
+	57, // 64: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
+	58, // 65: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
+	53, // 66: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
+	51, // 67: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
+	52, // 68: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
+	53, // 69: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
+	57, // 70: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
+	46, // 71: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
+	54, // 72: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
+	54, // 73: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
+	74, // [74:74] is the sub-list for method output_type
+	74, // [74:74] is the sub-list for method input_type
+	74, // [74:74] is the sub-list for extension type_name
+	74, // [74:74] is the sub-list for extension extendee
+	0,  // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_core_proto_init() }
@@ -3747,16 +3817,16 @@ func file_kplane_v1_core_proto_init() {
 	file_kplane_v1_core_proto_msgTypes[6].OneofWrappers = []any{}
 	file_kplane_v1_core_proto_msgTypes[13].OneofWrappers = []any{}
 	file_kplane_v1_core_proto_msgTypes[25].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[28].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[42].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[29].OneofWrappers = []any{}
 	file_kplane_v1_core_proto_msgTypes[43].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[44].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_v1_core_proto_rawDesc), len(file_kplane_v1_core_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   52,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -197,6 +197,15 @@ func startAgent(ctx context.Context, b *testing.B, c *client.Client, addr, bin s
 	if bin == "" {
 		return nil, errors.New("no node agent binary")
 	}
+	// The nodes exist with their pod CIDRs, as ipamctl leaves them; the
+	// agent's nodes are Ready only once they have one.
+	for i := 0; i < numNodes; i++ {
+		n := &kplanev1.Node{Metadata: &kplanev1.ObjectMeta{Name: fmt.Sprintf("bench-%d", i)},
+			Spec: &kplanev1.NodeSpec{PodCidr: fmt.Sprintf("10.%d.%d.0/24", 100+i/256, i%256)}}
+		if _, err := client.Nodes(c).Create(ctx, n); err != nil {
+			return nil, fmt.Errorf("create node %s: %w", n.Metadata.Name, err)
+		}
+	}
 	root := b.TempDir()
 	actx, cancel := context.WithCancel(ctx)
 	cmd := exec.CommandContext(actx, bin, "--apiserver", addr, "--runtime", "fake", "--fake-nodes", fmt.Sprint(numNodes),

@@ -22,7 +22,7 @@ import (
 
 // Controllers are the leader-elected binaries of the control plane, in the
 // order they start; each holds the Lease kplane-system/<name>.
-var Controllers = []string{"scheduler", "replicactl", "nodectl", "gcctl"}
+var Controllers = []string{"scheduler", "replicactl", "nodectl", "ipamctl", "gcctl"}
 
 // Runtime names of the node agent.
 const (
@@ -180,8 +180,10 @@ func (o *Options) complete() error {
 }
 
 // startNodeAgents starts one exec-runtime agent per node (node-1 ...),
-// each with its own root dir, pod IP range and logs port, or one fake
-// agent registering every node (node-0 ...).
+// each with its own root dir and logs port, or one fake agent registering
+// every node (node-0 ...). Each node's pod IPs come from the pod CIDR
+// ipamctl gives its Node (a loopback range by default, so every pod is
+// reachable from every other on this host).
 func (s *Stack) startNodeAgents() error {
 	o := s.opts
 	if o.Runtime == RuntimeFake {
@@ -210,10 +212,8 @@ func (s *Stack) startNodeAgents() error {
 		}
 		node := fmt.Sprintf("node-%d", i)
 		root := filepath.Join(o.DataDir, "nodes", node)
-		// Agents on one host must not hand out the same loopback pod IPs.
 		args := []string{"--apiserver", o.APIAddr, "--health-addr", health, "--logs-addr", logs,
-			"--runtime", RuntimeExec, "--node-name", node, "--root-dir", root,
-			"--pod-cidr", fmt.Sprintf("127.%d.0.0/16", 10+i)}
+			"--runtime", RuntimeExec, "--node-name", node, "--root-dir", root}
 		if _, err := s.add(fmt.Sprintf("nodeagent-%d", i), "nodeagent", health, root, args, ""); err != nil {
 			return err
 		}

@@ -349,6 +349,9 @@ func (d *describer) node(n *kplanev1.Node) {
 	if spec.GetPodCidr() != "" {
 		d.line(0, "PodCIDR", "%s", spec.GetPodCidr())
 	}
+	if len(spec.GetPodCidrs()) > 0 {
+		d.line(0, "PodCIDRs", "%s", strings.Join(spec.GetPodCidrs(), ","))
+	}
 	if spec.GetProviderId() != "" {
 		d.line(0, "ProviderID", "%s", spec.GetProviderId())
 	}

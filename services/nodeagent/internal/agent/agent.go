@@ -14,11 +14,12 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -29,11 +30,13 @@ import (
 	"github.com/kplane/kplane/pkg/informer"
 	"github.com/kplane/kplane/pkg/record"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
-	"github.com/kplane/kplane/services/nodeagent/internal/ipam"
 )
 
 // Name of the service (binary, logs, events).
 const Name = "nodeagent"
+
+// errNoPodCIDR: the pod's node has no pod CIDR yet; the pod waits.
+var errNoPodCIDR = errors.New("the node has no pod CIDR yet")
 
 // NewService returns the node agent's app.Service. Each call has its own
 // configuration, so tests can run several agents in one process.
@@ -66,7 +69,6 @@ type Agent struct {
 	pods    *informer.Informer
 	rt      Runtime
 	exec    *execRuntime // nil with the fake runtime
-	ips     *ipam.Allocator
 	rec     *record.Recorder
 	m       *metrics
 	backoff Backoff
@@ -74,6 +76,12 @@ type Agent struct {
 	hostIP  string
 
 	logsPort int // set by Run before nodes register
+
+	// Pod networks, one per node, opened once the Node's podCIDR is known.
+	netMu          sync.Mutex
+	ranges         map[string]*nodeRange
+	netReady       chan struct{} // a range opened: heartbeat now
+	overrideWarned atomic.Bool
 
 	mu      sync.Mutex
 	states  map[string]*podState       // by pod uid
@@ -104,7 +112,9 @@ func New(c *app.Context, cfg *Config) (*Agent, error) {
 		cfg: cfg, log: c.Logger, c: c, api: c.Client, hostIP: cfg.NodeIP,
 		backoff: Backoff{Base: cfg.BackoffBase, Max: cfg.BackoffMax, ResetAfter: 2 * cfg.BackoffMax},
 		nodes:   map[string]bool{},
+		ranges:  map[string]*nodeRange{},
 		states:  map[string]*podState{}, byKey: map[string]map[string]bool{}, written: map[string]*kplanev1.Pod{},
+		netReady: make(chan struct{}, 1),
 	}
 	for _, n := range cfg.nodeNames() {
 		a.nodes[n] = true
@@ -112,9 +122,6 @@ func New(c *app.Context, cfg *Config) (*Agent, error) {
 	var err error
 	if a.m, err = newMetrics(c.Registry); err != nil {
 		return nil, err
-	}
-	if a.ips, err = ipam.New(cfg.PodCIDR); err != nil {
-		return nil, fmt.Errorf("--pod-cidr: %w", err)
 	}
 	a.rec = record.New(c.Client, Name, cfg.NodeName, c.Logger)
 	switch cfg.Runtime {
@@ -131,15 +138,6 @@ func New(c *app.Context, cfg *Config) (*Agent, error) {
 			return nil, err
 		}
 		a.rt = a.exec
-		for uid, ip := range a.exec.PodIPs() {
-			addr, err := netip.ParseAddr(ip)
-			if err == nil {
-				err = a.ips.Reserve(uid, addr)
-			}
-			if err != nil {
-				a.log.Warn("pod IP from a previous run is not usable; a new one is allocated", "uid", uid, "pod_ip", ip, "error", err)
-			}
-		}
 	}
 	for _, rp := range a.rt.Pods() {
 		a.track(rp.Key(), rp.UID)
@@ -169,6 +167,24 @@ func New(c *app.Context, cfg *Config) (*Agent, error) {
 			}
 		},
 	})
+	// The node's pod CIDR arrives on the Node (ipamctl writes it once).
+	nodeSel := informer.Selection{Kind: "Node", FieldSelector: "metadata.name=" + cfg.NodeName}
+	if cfg.FakeNodes > 0 {
+		nodeSel.FieldSelector = ""
+	}
+	nodeInf, err := c.Informers.For(nodeSel)
+	if err != nil {
+		return nil, fmt.Errorf("node informer: %w", err)
+	}
+	nodeInf.AddEventHandler(informer.Handler{
+		OnAdd:    func(o *kplanev1.Object) { a.nodeSeen(o.GetNode()) },
+		OnUpdate: func(_, o *kplanev1.Object) { a.nodeSeen(o.GetNode()) },
+	})
+	if cfg.PodCIDR != "" {
+		if err := a.openRange(cfg.NodeName, cfg.PodCIDR); err != nil {
+			return nil, fmt.Errorf("--pod-cidr: %w", err)
+		}
+	}
 	a.log.Info("node agent configured", "nodes", len(a.nodes), "node", cfg.NodeName, "runtime", a.rt.Name(),
 		"root_dir", cfg.RootDir, "pod_cidr", cfg.PodCIDR, "recovered_pods", len(a.rt.Pods()))
 	return a, nil
@@ -197,6 +213,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer wg.Done()
 		a.housekeeping(ctx)
 	}()
+	// Ranges opened before the pod cache was filled missed the addresses
+	// pods report; reserve them before any pod is synced.
+	a.netMu.Lock()
+	for node, r := range a.ranges {
+		a.reserveReported(node, r)
+	}
+	a.netMu.Unlock()
 	// Everything the cache and the runtime know is reconciled once; events
 	// that arrived before the work queue existed were dropped.
 	a.enqueueAll()
@@ -340,7 +363,7 @@ func (a *Agent) removeOrphan(key, uid string) (bool, error) {
 	if err := a.rt.RemovePod(uid); err != nil {
 		return false, fmt.Errorf("remove pod %s (%s): %w", key, uid, err)
 	}
-	a.ips.Release(uid)
+	a.releaseIP(uid)
 	a.untrack(key, uid)
 	a.log.Info("removed pod from runtime", "pod", key, "uid", uid)
 	return true, nil
@@ -380,9 +403,15 @@ func (a *Agent) syncPod(ctx context.Context, cached *kplanev1.Pod) (time.Time, e
 	}
 	now := time.Now()
 	st := a.state(uid)
-	ip, err := a.ips.Allocate(uid)
+	ip, err := a.podIP(pod)
+	if errors.Is(err, errNoPodCIDR) {
+		// Queued again when the node's range opens.
+		a.log.Debug("pod waits for the node's pod CIDR", "pod", key, "node", pod.GetSpec().GetNodeName())
+		return time.Time{}, nil
+	}
 	if err != nil {
-		return time.Time{}, fmt.Errorf("allocate pod IP for %s: %w", key, err)
+		a.event(ctx, pod, record.Warning, "FailedCreatePodSandBox", "Failed to set up the pod's network: %v", err)
+		return time.Time{}, fmt.Errorf("pod IP for %s: %w", key, err)
 	}
 	if err := a.rt.PreparePod(pod, ip.String()); err != nil {
 		return time.Time{}, fmt.Errorf("prepare pod %s: %w", key, err)
@@ -592,7 +621,7 @@ func (a *Agent) terminate(ctx context.Context, pod *kplanev1.Pod) (time.Time, er
 	if err := a.rt.RemovePod(uid); err != nil {
 		return time.Time{}, fmt.Errorf("remove pod %s: %w", key, err)
 	}
-	a.ips.Release(uid)
+	a.releaseIP(uid)
 	a.untrack(key, uid)
 	return time.Time{}, nil
 }

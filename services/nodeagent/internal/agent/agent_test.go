@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -70,7 +71,11 @@ func (e *env) startAgent(args ...string) *agentHandle {
 	done := make(chan error, 1)
 	base := []string{"--apiserver", e.srv.Addr(), "--health-addr", "127.0.0.1:0", "--logs-addr", "127.0.0.1:0",
 		"--log-level", "warn", "--root-dir", e.root, "--heartbeat-interval", "100ms", "--housekeeping-interval", "100ms",
-		"--restart-backoff-base", "100ms", "--node-name", "node-a", "--pod-cidr", "127.10.0.0/16"}
+		"--restart-backoff-base", "100ms", "--node-name", "node-a"}
+	if !slices.Contains(args, "--fake-nodes") {
+		// One exec node, standing alone: its range is the override.
+		base = append(base, "--pod-cidr", "127.10.0.0/16")
+	}
 	go func() { done <- runService(ctx, append(base, args...)) }()
 	stopped := false
 	var result error
@@ -485,18 +490,50 @@ func TestRestartAdoptsContainers(t *testing.T) {
 	waitFor(t, e.ctx, "adopted container to stop", func() bool { return !pidAlive(keepPid) })
 }
 
+// assignPodCIDR plays ipamctl: it sets the node's spec.podCIDR once.
+func (e *env) assignPodCIDR(name, cidr string) {
+	e.t.Helper()
+	nodes := client.For[*kplanev1.Node](e.api)
+	err := client.RetryOnConflict(e.ctx, client.DefaultRetry, func() error {
+		n, err := nodes.Get(e.ctx, "", name)
+		if err != nil {
+			return err
+		}
+		n.Spec.PodCidr = cidr
+		_, err = nodes.Update(e.ctx, n)
+		return err
+	})
+	if err != nil {
+		e.t.Fatalf("assign pod CIDR %s to %s: %v", cidr, name, err)
+	}
+}
+
 func TestFakeRuntimeNodes(t *testing.T) {
 	e := newEnv(t)
-	e.startAgent("--runtime", "fake", "--fake-nodes", "3", "--node-name", "fake")
+	agent := e.startAgent("--runtime", "fake", "--fake-nodes", "3", "--node-name", "fake")
 	for i := 0; i < 3; i++ {
 		name := fmt.Sprintf("fake-%d", i)
-		waitFor(t, e.ctx, "node "+name, func() bool {
+		// Registered, but not Ready until the Node has its pod CIDR.
+		waitFor(t, e.ctx, "node "+name+" registered, waiting for its pod CIDR", func() bool {
 			n, err := client.For[*kplanev1.Node](e.api).Get(e.ctx, "", name)
-			return err == nil && readyOf(n.GetStatus()) == "True"
+			return err == nil && readyOf(n.GetStatus()) == "False" && strings.Contains(n.GetStatus().GetConditions()[0].GetMessage(), "spec.podCIDR")
 		})
 		if _, err := client.For[*kplanev1.Lease](e.api).Get(e.ctx, NodeLeaseNamespace, name); err != nil {
 			t.Fatal(err)
 		}
+	}
+	early := e.createPod("early", "fake-0", nil)
+	for i := 0; i < 3; i++ {
+		name := fmt.Sprintf("fake-%d", i)
+		e.assignPodCIDR(name, fmt.Sprintf("10.200.%d.0/24", i))
+		waitFor(t, e.ctx, "node "+name+" Ready", func() bool {
+			n, err := client.For[*kplanev1.Node](e.api).Get(e.ctx, "", name)
+			return err == nil && readyOf(n.GetStatus()) == "True"
+		})
+	}
+	// The pod that waited for the range runs with an address from it.
+	if p := e.waitPod("early", "Running", phase(PhaseRunning)); !strings.HasPrefix(p.GetStatus().GetPodIp(), "10.200.0.") || p.GetMetadata().GetUid() != early.GetMetadata().GetUid() {
+		t.Fatalf("early pod: podIP %q, want one of 10.200.0.0/24", p.GetStatus().GetPodIp())
 	}
 	ann := func(kv ...string) func(*kplanev1.Pod) {
 		return func(p *kplanev1.Pod) {
@@ -533,6 +570,42 @@ func TestFakeRuntimeNodes(t *testing.T) {
 	if !strings.Contains(string(b), "fake runtime") {
 		t.Fatalf("fake logs: %q", b)
 	}
+	// Each pod's IP comes from its own node's range, none twice, and an
+	// agent restart keeps them (the fake runtime keeps nothing on disk: the
+	// reported podIPs are reserved again).
+	ips := map[string]string{}
+	for node, pods := range map[string][]string{"fake-0": {"instant", "early"}, "fake-1": {"slow"}, "fake-2": {"done", "broken"}} {
+		for _, name := range pods {
+			p, _ := client.For[*kplanev1.Pod](e.api).Get(e.ctx, "default", name)
+			ip := p.GetStatus().GetPodIp()
+			want := "10.200." + node[len(node)-1:] + "."
+			if !strings.HasPrefix(ip, want) || strings.HasSuffix(ip, ".0") || strings.HasSuffix(ip, ".255") {
+				t.Errorf("pod %s on %s has podIP %q, want a host address of %s0/24", name, node, ip, want)
+			}
+			for other, oip := range ips {
+				if oip == ip {
+					t.Errorf("pods %s and %s share IP %s", name, other, ip)
+				}
+			}
+			ips[name] = ip
+		}
+	}
+	if err := agent.stop(); err != nil {
+		t.Fatal(err)
+	}
+	e.startAgent("--runtime", "fake", "--fake-nodes", "3", "--node-name", "fake")
+	e.createPod("after", "fake-0", nil)
+	after := e.waitPod("after", "Running", phase(PhaseRunning))
+	for _, name := range []string{"instant", "early"} {
+		p := e.waitPod(name, "Running", phase(PhaseRunning))
+		if p.GetStatus().GetPodIp() != ips[name] {
+			t.Errorf("pod %s changed IP across an agent restart: %s -> %s", name, ips[name], p.GetStatus().GetPodIp())
+		}
+		if after.GetStatus().GetPodIp() == ips[name] {
+			t.Errorf("new pod got %s's IP %s", name, ips[name])
+		}
+	}
+
 	if _, err := client.For[*kplanev1.Pod](e.api).Delete(e.ctx, "default", "instant", client.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

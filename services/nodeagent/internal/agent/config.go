@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/pkg/quantity"
+	"github.com/kplane/kplane/services/nodeagent/internal/ipam"
+	"github.com/kplane/kplane/services/nodeagent/internal/podnet"
 )
 
 // Config holds the node agent's own flags.
@@ -27,6 +29,7 @@ type Config struct {
 	Runtime           string
 	RootDir           string
 	PodCIDR           string
+	PodAddressIface   string
 	BackoffBase       time.Duration
 	BackoffMax        time.Duration
 	LogsAddr          string
@@ -50,7 +53,8 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.LeaseDuration, "lease-duration", 40*time.Second, "leaseDurationSeconds of the node lease")
 	fs.StringVar(&c.Runtime, "runtime", "exec", "container runtime: exec (child processes) or fake (no processes)")
 	fs.StringVar(&c.RootDir, "root-dir", "/var/lib/kplane/nodeagent", "directory for pod working directories, logs and runtime state")
-	fs.StringVar(&c.PodCIDR, "pod-cidr", "127.1.0.0/16", "range pod IPs are allocated from (loopback for the exec runtime)")
+	fs.StringVar(&c.PodCIDR, "pod-cidr", "", "override for a single agent: allocate pod IPs from this range rather than the Node's spec.podCIDR (which ipamctl assigns); the Node is registered with it")
+	fs.StringVar(&c.PodAddressIface, "pod-address-interface", podnet.ModeAuto, "where pod IPs are added as addresses so that other hosts reach them: auto (nothing for ranges inside 127.0.0.0/8, which the loopback interface answers; otherwise the interface carrying --node-ip, which needs CAP_NET_ADMIN), none, or an interface name")
 	fs.DurationVar(&c.BackoffBase, "restart-backoff-base", DefaultBackoff.Base, "first crash-loop back-off delay; doubles per restart")
 	fs.DurationVar(&c.BackoffMax, "restart-backoff-max", DefaultBackoff.Max, "maximum crash-loop back-off delay")
 	fs.StringVar(&c.LogsAddr, "logs-addr", ":10250", "address of the HTTP server for container logs (its port is published in the Node status)")
@@ -74,6 +78,17 @@ func (c *Config) validate() error {
 	}
 	if _, err := netip.ParseAddr(c.NodeIP); err != nil {
 		return fmt.Errorf("--node-ip: %w", err)
+	}
+	if c.PodCIDR != "" {
+		if c.FakeNodes > 0 {
+			return fmt.Errorf("--pod-cidr overrides one node's range; with --fake-nodes each node uses its Node's spec.podCIDR")
+		}
+		if _, err := ipam.New(c.PodCIDR); err != nil {
+			return fmt.Errorf("--pod-cidr: %w", err)
+		}
+	}
+	if c.PodAddressIface == "" {
+		return fmt.Errorf("--pod-address-interface must be auto, none or an interface name")
 	}
 	for name, v := range map[string]string{"--cpu": c.CPU, "--memory": c.Memory} {
 		if _, err := quantity.ParseNonNegative(v); err != nil {

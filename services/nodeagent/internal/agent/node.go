@@ -54,6 +54,7 @@ func (a *Agent) runNodes(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-a.netReady:
 		}
 	}
 }
@@ -119,7 +120,9 @@ func (a *Agent) register(ctx context.Context, name string) (*kplanev1.Node, erro
 	for k, v := range a.cfg.labels {
 		lbls[k] = v
 	}
-	n := &kplanev1.Node{Metadata: &kplanev1.ObjectMeta{Name: name, Labels: lbls}, Spec: &kplanev1.NodeSpec{}}
+	// With --pod-cidr the Node says which range its pods use; otherwise
+	// ipamctl assigns one.
+	n := &kplanev1.Node{Metadata: &kplanev1.ObjectMeta{Name: name, Labels: lbls}, Spec: &kplanev1.NodeSpec{PodCidr: a.cfg.PodCIDR}}
 	out, err := client.For[*kplanev1.Node](a.api).Create(ctx, n)
 	if client.IsAlreadyExists(err) {
 		return client.For[*kplanev1.Node](a.api).Get(ctx, "", name)
@@ -186,6 +189,8 @@ func (a *Agent) nodeStatus(name string, old *kplanev1.NodeStatus, info *kplanev1
 	ready := &kplanev1.Condition{Type: "Ready", Status: "True", Reason: "KubeletReady", Message: "node agent is posting ready status"}
 	if health != nil {
 		ready.Status, ready.Reason, ready.Message = "False", "KubeletNotReady", "container runtime is not healthy: "+health.Error()
+	} else if why := a.networkNotReady(name); why != "" {
+		ready.Status, ready.Reason, ready.Message = "False", "KubeletNotReady", why
 	}
 	ready.LastHeartbeatTime = timestamppb.New(now)
 	ready.LastTransitionTime = timestamppb.New(now)

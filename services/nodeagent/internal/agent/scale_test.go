@@ -28,6 +28,14 @@ func BenchmarkFakeNodes(b *testing.B) {
 			b.Fatal(err)
 		}
 		e := &env{t: nil, srv: srv, api: api, ctx: ctx, root: b.TempDir()}
+		// The nodes exist with their pod CIDRs, as ipamctl would leave them.
+		for j := 0; j < nodes; j++ {
+			n := &kplanev1.Node{Metadata: &kplanev1.ObjectMeta{Name: fmt.Sprintf("bench-%d", j)},
+				Spec: &kplanev1.NodeSpec{PodCidr: fmt.Sprintf("10.100.%d.0/24", j)}}
+			if _, err := client.For[*kplanev1.Node](api).Create(ctx, n); err != nil {
+				b.Fatal(err)
+			}
+		}
 		stop := startAgentB(b, e, "--runtime", "fake", "--fake-nodes", fmt.Sprint(nodes), "--node-name", "bench",
 			"--heartbeat-interval", "10s")
 		before := cpuTime()

@@ -228,6 +228,9 @@ func buildStatus(in statusInput) *kplanev1.PodStatus {
 		QosClass:          old.GetQosClass(),
 		NominatedNodeName: old.GetNominatedNodeName(),
 	}
+	if in.PodIP != "" {
+		st.PodIps = []*kplanev1.PodIP{{Ip: in.PodIP}}
+	}
 	var notReady []string
 	for _, c := range in.Containers {
 		cs := containerStatus(c, in.Runtime, uid, name)

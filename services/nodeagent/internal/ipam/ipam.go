@@ -1,6 +1,6 @@
-// Package ipam hands out pod IPs from a node's range (for the exec
-// runtime, loopback addresses such as 127.1.0.0/16, so that every pod has
-// its own address and replicas can listen on the same port).
+// Package ipam hands out pod IPs from a node's range (its spec.podCIDR),
+// so that every pod has its own address and replicas can listen on the
+// same port.
 package ipam
 
 import (
@@ -111,6 +111,14 @@ func (a *Allocator) Lookup(owner string) (netip.Addr, bool) {
 	defer a.mu.Unlock()
 	ip, ok := a.byUser[owner]
 	return ip, ok
+}
+
+// Holder returns who holds ip.
+func (a *Allocator) Holder(ip netip.Addr) (string, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	owner, ok := a.byIP[ip]
+	return owner, ok
 }
 
 // InUse is the number of allocated addresses.
