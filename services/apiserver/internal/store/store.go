@@ -118,12 +118,12 @@ func objectOf(obj *kplanev1.Object) (*kplanev1.KindInfo, *kplanev1.ObjectMeta, e
 
 // Create stores a new object. See DESIGN.md "The API".
 func (s *Store) Create(ctx context.Context, obj *kplanev1.Object) (*kplanev1.Object, error) {
-	k, meta, err := objectOf(obj)
+	k, _, err := objectOf(obj)
 	if err != nil {
 		return nil, err
 	}
 	obj = proto.Clone(obj).(*kplanev1.Object)
-	meta = obj.Meta()
+	meta := obj.Meta()
 	if meta.ResourceVersion != "" {
 		return nil, invalid("metadata.resourceVersion: must not be set on create")
 	}
