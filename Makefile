@@ -13,10 +13,12 @@ export PATH := $(TOOLS):$(PATH)
 MODULES   := $(shell sed -n 's@^[[:space:]]*\./@@p' go.work)
 BINARIES  := $(foreach m,$(filter services/% cmd/%,$(MODULES)),$(m):$(notdir $(m)))
 
-# Pinned code-generation tools (make proto installs them into .tools/bin).
+# Pinned tools (make tools installs them into .tools/bin): code generation
+# and the linters (.golangci.yml says which).
 BUF_VERSION                := v1.75.0
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
+GOLANGCI_LINT_VERSION      := v2.15.0
 
 .PHONY: busybox all build test lint proto proto-check tools up down dev chaos images bench-apiserver bench-scheduler clean
 
@@ -38,9 +40,16 @@ test: build
 		(cd $$m && KPLANE_BIN=$(BIN) $(GO) test -race -count=1 -timeout 20m ./...); \
 	done
 
+# gofmt, go vet, golangci-lint (staticcheck, errcheck, ... per
+# .golangci.yml) in every module, and buf lint. golangci-lint runs per
+# module; every module is linted before the target fails.
 lint: tools
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
+	@failed=""; for m in $(MODULES); do \
+		echo "== golangci-lint $$m"; \
+		(cd $$m && golangci-lint run ./...) || failed="$$failed $$m"; \
+	done; if [ -n "$$failed" ]; then echo "golangci-lint findings in:$$failed"; exit 1; fi
 	cd proto && buf lint
 
 tools:
@@ -48,6 +57,8 @@ tools:
 	@test -x $(TOOLS)/buf || GOBIN=$(TOOLS) $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
 	@test -x $(TOOLS)/protoc-gen-go || GOBIN=$(TOOLS) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	@test -x $(TOOLS)/protoc-gen-go-grpc || GOBIN=$(TOOLS) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	@$(TOOLS)/golangci-lint version 2>/dev/null | grep -q ' $(GOLANGCI_LINT_VERSION:v%=%) ' || \
+		GOBIN=$(TOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
 proto: tools
 	cd proto && buf lint && buf generate

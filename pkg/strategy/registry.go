@@ -97,13 +97,32 @@ func (s *typed[T]) wrongKind(obj *kplanev1.Object) validation.ErrorList {
 // strategies holds one Strategy per kind, keyed by kind name.
 var strategies = map[string]Strategy{}
 
-func register[T kindMessage](s *typed[T]) {
+// kindStrategy is what register stores: a Strategy (with any lifecycle
+// hooks of its kind) built on typed.
+type kindStrategy interface {
+	Strategy
+	bind() string
+}
+
+// bind completes s from the kind table and returns its kind name.
+func (s *typed[T]) bind() string {
 	info := kplanev1.LookupKind(s.kind)
 	if info == nil {
 		panic("strategy: " + kplanev1.UnknownKindError(s.kind))
 	}
 	s.namespaced = info.Namespaced
-	strategies[s.kind] = s
+	return s.kind
+}
+
+func register(s kindStrategy) {
+	kind := s.bind()
+	if _, ok := s.(NamespaceHolder); ok {
+		if namespaceKind != "" {
+			panic("strategy: both " + namespaceKind + " and " + kind + " hold namespaces")
+		}
+		namespaceKind = kind
+	}
+	strategies[kind] = s
 }
 
 // For returns the strategy of a kind ("Pod", "ReplicaSet", ...), or nil
@@ -113,12 +132,12 @@ func For(kind string) Strategy {
 }
 
 func init() {
-	register(&typed[*kplanev1.Namespace]{kind: "Namespace", get: (*kplanev1.Object).GetNamespace,
-		nameFn: validation.IsDNS1123Label, prepare: prepareNamespace, validate: validateNamespace})
+	register(namespaceStrategy{&typed[*kplanev1.Namespace]{kind: "Namespace", get: (*kplanev1.Object).GetNamespace,
+		nameFn: validation.IsDNS1123Label, prepare: prepareNamespace, validate: validateNamespace}})
 	register(&typed[*kplanev1.Node]{kind: "Node", get: (*kplanev1.Object).GetNode,
 		nameFn: validation.IsDNS1123Subdomain, defaults: defaultNode, validate: validateNode, update: validateNodeUpdate})
-	register(&typed[*kplanev1.Pod]{kind: "Pod", get: (*kplanev1.Object).GetPod,
-		nameFn: validation.IsDNS1123Subdomain, defaults: defaultPod, prepare: preparePod, validate: validatePod, update: validatePodUpdate})
+	register(podStrategy{&typed[*kplanev1.Pod]{kind: "Pod", get: (*kplanev1.Object).GetPod,
+		nameFn: validation.IsDNS1123Subdomain, defaults: defaultPod, prepare: preparePod, validate: validatePod, update: validatePodUpdate}})
 	register(&typed[*kplanev1.ReplicaSet]{kind: "ReplicaSet", get: (*kplanev1.Object).GetReplicaSet,
 		nameFn: validation.IsDNS1123Subdomain, defaults: defaultReplicaSet, validate: validateReplicaSet, update: validateReplicaSetUpdate})
 	register(&typed[*kplanev1.ReplicationController]{kind: "ReplicationController", get: (*kplanev1.Object).GetReplicationController,
@@ -141,6 +160,6 @@ func init() {
 		nameFn: validation.IsDNS1123Subdomain, defaults: defaultSecret, validate: validateSecret, update: validateSecretUpdate})
 	register(&typed[*kplanev1.Lease]{kind: "Lease", get: (*kplanev1.Object).GetLease,
 		nameFn: validation.IsDNS1123Subdomain, validate: validateLease})
-	register(&typed[*kplanev1.Event]{kind: "Event", get: (*kplanev1.Object).GetEvent,
-		nameFn: validation.IsDNS1123Subdomain, defaults: defaultEvent, validate: validateEvent})
+	register(eventStrategy{&typed[*kplanev1.Event]{kind: "Event", get: (*kplanev1.Object).GetEvent,
+		nameFn: validation.IsDNS1123Subdomain, defaults: defaultEvent, validate: validateEvent}})
 }

@@ -1,7 +1,9 @@
 // Package strategy holds what differs between kinds: defaults, validation
 // and what an update may change. The apiserver's generic store calls it
 // before every write; kpctl calls it before the first write of an apply.
-// Adding a kind means adding its proto message and one Strategy here.
+// Adding a kind means adding its proto message and one Strategy here;
+// a kind with special lifecycle rules (expiry, graceful deletion,
+// namespace rules) implements the hooks in lifecycle.go.
 package strategy
 
 import (

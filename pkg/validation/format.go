@@ -158,7 +158,7 @@ func IsValidLabelValue(s string) []string {
 // IsEnvVarName checks an environment variable name: letters, digits, '_',
 // '-' and '.', not starting with a digit, and not "." or "..".
 func IsEnvVarName(s string) []string {
-	ok := s != "" && s != "." && s != ".." && !(s[0] >= '0' && s[0] <= '9')
+	ok := s != "" && s != "." && s != ".." && (s[0] < '0' || s[0] > '9')
 	for i := 0; ok && i < len(s); i++ {
 		c := s[i]
 		ok = isAlnum(c) || c == '_' || c == '-' || c == '.'

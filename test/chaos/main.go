@@ -140,7 +140,7 @@ func run(ctx context.Context, c config) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("dial %s: %w", t.APIAddr(), err)
 	}
-	defer conn.Close()
+	defer conn.Close() //nolint:errcheck // the run is over; a failed close of the client loses nothing
 	api := kplanev1.NewResourcesClient(conn)
 
 	ns := fmt.Sprintf("chaos-%d", c.seed%1000000)
@@ -230,7 +230,9 @@ func run(ctx context.Context, c config) (int, error) {
 	if !converged {
 		rep.violations = append(rep.violations, fmt.Sprintf("did not converge within %v of the end of the chaos", c.convergeTimeout))
 	}
-	rep.print(os.Stdout)
+	if err := rep.print(os.Stdout); err != nil {
+		return 0, fmt.Errorf("write the report: %w", err)
+	}
 	if len(rep.violations) > 0 && c.target == "local" {
 		fmt.Println("logs:", strings.TrimSpace(logHint(c)))
 	}

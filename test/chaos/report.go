@@ -20,9 +20,11 @@ type report struct {
 	violations  []string
 }
 
-func (r report) print(out io.Writer) {
-	fmt.Fprintf(out, "\n==== kplane chaos report\n")
-	fmt.Fprintf(out, "target: %s   seed: %d   chaos: %v\n", r.target, r.seed, r.chaos.Round(time.Second))
+// print writes the report to out; the error is the first failed write.
+func (r report) print(out io.Writer) error {
+	p := &printer{w: out}
+	p.printf("\n==== kplane chaos report\n")
+	p.printf("target: %s   seed: %d   chaos: %v\n", r.target, r.seed, r.chaos.Round(time.Second))
 
 	var services []string
 	total := map[syscall.Signal]int{}
@@ -33,37 +35,56 @@ func (r report) print(out io.Writer) {
 		}
 	}
 	sort.Strings(services)
-	fmt.Fprintf(out, "\nkills: %d (SIGKILL %d, SIGTERM %d)\n", total[syscall.SIGKILL]+total[syscall.SIGTERM], total[syscall.SIGKILL], total[syscall.SIGTERM])
+	p.printf("\nkills: %d (SIGKILL %d, SIGTERM %d)\n", total[syscall.SIGKILL]+total[syscall.SIGTERM], total[syscall.SIGKILL], total[syscall.SIGTERM])
+	// The table goes through a tabwriter; its errors surface on Flush.
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  SERVICE\tSIGKILL\tSIGTERM\tUNEXPECTED EXITS")
+	p.w = tw
+	p.printf("  SERVICE\tSIGKILL\tSIGTERM\tUNEXPECTED EXITS\n")
 	for _, s := range services {
-		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\n", s, r.kills.kills[s][syscall.SIGKILL], r.kills.kills[s][syscall.SIGTERM], r.kills.unexpected[s])
+		p.printf("  %s\t%d\t%d\t%d\n", s, r.kills.kills[s][syscall.SIGKILL], r.kills.kills[s][syscall.SIGTERM], r.kills.unexpected[s])
 	}
-	_ = tw.Flush()
+	if p.err == nil {
+		p.err = tw.Flush()
+	}
+	p.w = out
 
 	t := r.kills.takeovers
 	if len(t) == 0 {
-		fmt.Fprintf(out, "\nleader takeovers after killing a leader: none measured")
+		p.printf("\nleader takeovers after killing a leader: none measured")
 	} else {
-		fmt.Fprintf(out, "\nleader takeovers after killing a leader: %d  min %v  median %v  max %v",
+		p.printf("\nleader takeovers after killing a leader: %d  min %v  median %v  max %v",
 			len(t), t[0].Round(time.Millisecond), t[len(t)/2].Round(time.Millisecond), t[len(t)-1].Round(time.Millisecond))
 	}
 	if r.kills.unfinished > 0 {
-		fmt.Fprintf(out, " (%d not observed: the lease went back to its restarted holder, or to a standby between two polls)", r.kills.unfinished)
+		p.printf(" (%d not observed: the lease went back to its restarted holder, or to a standby between two polls)", r.kills.unfinished)
 	}
-	fmt.Fprintln(out)
+	p.printf("\n")
 
 	w := r.workload
 	acked, unknown := w.ledger.Counts()
-	fmt.Fprintf(out, "workload: %d writes (%d scales, %d pod deletes, %d ReplicaSet re-creations), %d failed calls; ledger %d acknowledged, %d unknown outcomes\n",
+	p.printf("workload: %d writes (%d scales, %d pod deletes, %d ReplicaSet re-creations), %d failed calls; ledger %d acknowledged, %d unknown outcomes\n",
 		w.writes.Load(), w.scales.Load(), w.podDels.Load(), w.rsCycles.Load(), w.failures.Load(), acked, unknown)
 	if r.converged {
-		fmt.Fprintf(out, "converged %v after the last kill\n", r.convergence.Round(100*time.Millisecond))
+		p.printf("converged %v after the last kill\n", r.convergence.Round(100*time.Millisecond))
 	} else {
-		fmt.Fprintf(out, "NOT converged\n")
+		p.printf("NOT converged\n")
 	}
-	fmt.Fprintf(out, "invariant violations: %d\n", len(r.violations))
+	p.printf("invariant violations: %d\n", len(r.violations))
 	for _, v := range r.violations {
-		fmt.Fprintf(out, "  - %s\n", v)
+		p.printf("  - %s\n", v)
+	}
+	return p.err
+}
+
+// printer writes formatted lines and keeps the first write error, so a
+// report of many lines is checked once.
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) printf(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, args...)
 	}
 }

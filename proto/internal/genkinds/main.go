@@ -36,7 +36,12 @@ func main() {
 		fmt.Fprintf(os.Stderr, "genkinds: %v\n", err)
 		os.Exit(1)
 	}
-	os.Stdout.Write(src)
+	// make proto redirects this into the generated file: a short write
+	// must fail the build rather than leave a truncated file.
+	if _, err := os.Stdout.Write(src); err != nil {
+		fmt.Fprintf(os.Stderr, "genkinds: write: %v\n", err)
+		os.Exit(1)
+	}
 }
 
 // goName is protoc-gen-go's CamelCase of a field name.

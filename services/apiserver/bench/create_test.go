@@ -85,7 +85,11 @@ func runCreateThroughput(b *testing.B, name string, opts []testserver.Option) {
 		if err != nil {
 			b.Fatalf("dial: %v", err)
 		}
-		defer conn.Close()
+		b.Cleanup(func() {
+			if err := conn.Close(); err != nil {
+				b.Errorf("close client connection: %v", err)
+			}
+		})
 		conns[i] = kplanev1.NewResourcesClient(conn)
 	}
 
@@ -129,7 +133,11 @@ func runCreateThroughput(b *testing.B, name string, opts []testserver.Option) {
 		if err != nil {
 			b.Fatalf("etcd client: %v", err)
 		}
-		defer cli.Close()
+		b.Cleanup(func() {
+			if err := cli.Close(); err != nil {
+				b.Errorf("close etcd client: %v", err)
+			}
+		})
 		if _, err := cli.Put(ctx, fmt.Sprintf("/bench/warm-grpc/%02d", i), string(raw[0])); err != nil {
 			b.Fatalf("warm-up put over gRPC: %v", err)
 		}

@@ -204,3 +204,34 @@ func TestNamespaceDeletion(t *testing.T) {
 		get(t, c, "Namespace", "", sys)
 	}
 }
+
+// A namespace whose deletion waits for a finalizer (a foreground delete)
+// is still only removed when empty: dropping the last finalizer of a
+// namespace that holds objects is refused, as a plain Delete would be.
+func TestNamespaceFinalizerRemovalKeepsEmptinessRule(t *testing.T) {
+	_, c := start(t)
+	ctx := testCtx(t)
+	create(t, c, newNamespace("team"))
+	create(t, c, newPod("team", "web", nil))
+	create(t, c, newEvent("team", "ev"))
+
+	resp, err := c.Delete(ctx, &kplanev1.DeleteRequest{Kind: "Namespace", Name: "team", PropagationPolicy: "Foreground"})
+	must(t, err, "foreground delete of a namespace")
+	if m := resp.GetObject().Meta(); m.GetDeletionTimestamp() == nil || len(m.GetFinalizers()) != 1 {
+		t.Fatalf("foreground delete: deletionTimestamp %v finalizers %v, want set and [foregroundDeletion]", m.GetDeletionTimestamp(), m.GetFinalizers())
+	}
+	ns := get(t, c, "Namespace", "", "team")
+	ns.Meta().Finalizers = nil
+	_, err = c.Update(ctx, &kplanev1.UpdateRequest{Object: ns})
+	requireCode(t, err, codes.FailedPrecondition, `namespace "team" is not empty`, "1 Pod")
+	if got := get(t, c, "Namespace", "", "team"); len(got.Meta().GetFinalizers()) != 1 {
+		t.Fatalf("refused update changed the namespace: finalizers %v", got.Meta().GetFinalizers())
+	}
+	get(t, c, "Pod", "team", "web")
+
+	_, err = c.Delete(ctx, &kplanev1.DeleteRequest{Kind: "Pod", Namespace: "team", Name: "web"})
+	must(t, err, "delete pod")
+	update(t, c, ns)
+	requireNotFound(t, c, "Namespace", "", "team")
+	requireNotFound(t, c, "Event", "team", "ev")
+}

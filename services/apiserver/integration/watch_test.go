@@ -121,7 +121,7 @@ func TestWatchSelectorsTransitions(t *testing.T) {
 
 	// Binding makes the pod match spec.nodeName=n1: ADDED there.
 	p.GetPod().Spec.NodeName = "n1"
-	p = update(t, c, p)
+	update(t, c, p)
 	lw.expect(modified, "default/p")
 	fw.expect(added, "default/p")
 
@@ -335,7 +335,11 @@ func TestWatchSlowWatcherIsCutOffAlone(t *testing.T) {
 	slowConn, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
 	must(t, err, "dial")
-	defer slowConn.Close()
+	t.Cleanup(func() {
+		if err := slowConn.Close(); err != nil {
+			t.Errorf("close the slow connection: %v", err)
+		}
+	})
 	slow := watch(t, kplanev1.NewResourcesClient(slowConn), &kplanev1.WatchRequest{Kind: "Secret", ResourceVersion: rv})
 	fast := watch(t, c, &kplanev1.WatchRequest{Kind: "Secret", ResourceVersion: rv})
 

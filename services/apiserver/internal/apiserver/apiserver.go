@@ -26,6 +26,7 @@ import (
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
 	httphealth "github.com/kplane/kplane/pkg/health"
+	"github.com/kplane/kplane/pkg/strategy"
 
 	"github.com/kplane/kplane/services/apiserver/internal/backend"
 	"github.com/kplane/kplane/services/apiserver/internal/server"
@@ -135,7 +136,7 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 		cfg:      cfg,
 		log:      log,
 		backend:  be,
-		store:    store.New(be.Client, store.Options{MaxObjectBytes: cfg.MaxObjectBytes, EventTTL: cfg.EventTTL, Logger: log.Named("store")}),
+		store:    store.New(be.Client, store.Options{MaxObjectBytes: cfg.MaxObjectBytes, Lifecycle: strategy.Config{EventTTL: cfg.EventTTL}, Logger: log.Named("store")}),
 		caches:   map[string]*watchcache.Cache{},
 		cancel:   cancel,
 		shutdown: shutdown,
@@ -289,7 +290,7 @@ func (a *APIServer) stop(graceful bool) {
 
 // bootstrap creates the namespaces that exist from the first start.
 func (a *APIServer) bootstrap(ctx context.Context) error {
-	for _, ns := range store.SystemNamespaces {
+	for _, ns := range strategy.SystemNamespaces {
 		_, err := a.store.Create(ctx, kplanev1.MustWrap(&kplanev1.Namespace{Metadata: &kplanev1.ObjectMeta{Name: ns}}))
 		if err != nil && status.Code(err) != codes.AlreadyExists {
 			return fmt.Errorf("create namespace %s: %w", ns, err)

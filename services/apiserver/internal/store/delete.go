@@ -14,33 +14,23 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+
+	"github.com/kplane/kplane/pkg/strategy"
 )
-
-// Propagation policies and the finalizers that carry them, as in
-// Kubernetes: the garbage collector finishes what the finalizer names.
-const (
-	PropagationBackground = "Background"
-	PropagationForeground = "Foreground"
-	PropagationOrphan     = "Orphan"
-
-	FinalizerOrphan     = "orphan"
-	FinalizerForeground = "foregroundDeletion"
-)
-
-// SystemNamespaces exist from the first start and cannot be deleted.
-var SystemNamespaces = []string{"default", "kplane-system", "kplane-node-lease"}
 
 // DeleteOptions are the optional parts of a Delete.
 type DeleteOptions struct {
 	Preconditions *kplanev1.Preconditions
 	// Propagation is "", Background, Foreground or Orphan.
 	Propagation string
-	// GracePeriodSeconds overrides a pod's terminationGracePeriodSeconds.
+	// GracePeriodSeconds overrides the grace period of a kind deleted
+	// gracefully (strategy.GracefulDeleter; a pod's
+	// terminationGracePeriodSeconds).
 	GracePeriodSeconds *int64
 }
 
 // Delete removes an object, or marks it with a deletionTimestamp while
-// finalizers remain or a bound pod is shutting down gracefully. It
+// finalizers remain or it is shutting down gracefully (a bound pod). It
 // returns the object as deleted or as marked.
 func (s *Store) Delete(ctx context.Context, kind, namespace, name string, opts DeleteOptions) (*kplanev1.Object, error) {
 	k, err := LookupKind(kind)
@@ -50,22 +40,14 @@ func (s *Store) Delete(ctx context.Context, kind, namespace, name string, opts D
 	if err := checkScope(k, namespace, name); err != nil {
 		return nil, err
 	}
-	switch opts.Propagation {
-	case "", PropagationBackground, PropagationForeground, PropagationOrphan:
-	default:
-		return nil, invalid("propagationPolicy: unsupported value %q: supported values: %q, %q, %q",
-			opts.Propagation, PropagationBackground, PropagationForeground, PropagationOrphan)
+	finalizer, err := strategy.PropagationFinalizer(opts.Propagation)
+	if err != nil {
+		return nil, invalid("%v", err)
 	}
 	if g := opts.GracePeriodSeconds; g != nil && *g < 0 {
 		return nil, invalid("gracePeriodSeconds: must be greater than or equal to 0")
 	}
-	if k.Name == "Namespace" {
-		for _, sys := range SystemNamespaces {
-			if name == sys {
-				return nil, status.Errorf(codes.FailedPrecondition, "namespace %q is a system namespace and cannot be deleted", name)
-			}
-		}
-	}
+	guard, _ := strategy.For(k.Name).(strategy.DeleteGuard)
 	pre := opts.Preconditions
 	conditional := pre.GetResourceVersion() != "" || pre.GetUid() != ""
 	for attempt := 0; ; attempt++ {
@@ -73,10 +55,15 @@ func (s *Store) Delete(ctx context.Context, kind, namespace, name string, opts D
 		if err != nil {
 			return nil, err
 		}
+		if guard != nil {
+			if err := guard.BeforeDelete(cur); err != nil {
+				return nil, status.Error(codes.FailedPrecondition, err.Error())
+			}
+		}
 		if err := checkPreconditions(k, cur, pre); err != nil {
 			return nil, err
 		}
-		out, err := s.deleteOnce(ctx, k, cur, curRev, opts)
+		out, err := s.deleteOnce(ctx, k, cur, curRev, finalizer, opts.GracePeriodSeconds)
 		if status.Code(err) == codes.Aborted && !conditional && attempt < maxUpdateRetries {
 			continue
 		}
@@ -95,20 +82,19 @@ func checkPreconditions(k *kplanev1.KindInfo, cur *kplanev1.Object, pre *kplanev
 	return nil
 }
 
-func (s *Store) deleteOnce(ctx context.Context, k *kplanev1.KindInfo, cur *kplanev1.Object, curRev int64, opts DeleteOptions) (*kplanev1.Object, error) {
+// deleteOnce deletes cur, or marks it, adding the propagation's finalizer
+// (if any) and giving a graceful kind its grace period.
+func (s *Store) deleteOnce(ctx context.Context, k *kplanev1.KindInfo, cur *kplanev1.Object, curRev int64, finalizer string, requestedGrace *int64) (*kplanev1.Object, error) {
 	next := proto.Clone(cur).(*kplanev1.Object)
 	meta := next.Meta()
 	now := s.opts.Now()
 
-	switch opts.Propagation {
-	case PropagationOrphan:
-		meta.Finalizers = addFinalizer(meta.Finalizers, FinalizerOrphan)
-	case PropagationForeground:
-		meta.Finalizers = addFinalizer(meta.Finalizers, FinalizerForeground)
+	if finalizer != "" {
+		meta.Finalizers = addFinalizer(meta.Finalizers, finalizer)
 	}
-	if grace := podGracePeriod(k, next, opts.GracePeriodSeconds); grace > 0 {
-		// A bound pod is marked and left to its node agent, which stops the
-		// containers and then deletes it with a zero grace period.
+	if grace := gracePeriod(k, next, requestedGrace); grace > 0 {
+		// The object is marked and left to whoever stops it (a pod's node
+		// agent), which then deletes it with a zero grace period.
 		if meta.DeletionGracePeriodSeconds == nil || grace < *meta.DeletionGracePeriodSeconds {
 			meta.DeletionGracePeriodSeconds = proto.Int64(grace)
 			meta.DeletionTimestamp = timestamppb.New(now.Add(time.Duration(grace) * time.Second))
@@ -117,10 +103,7 @@ func (s *Store) deleteOnce(ctx context.Context, k *kplanev1.KindInfo, cur *kplan
 		meta.DeletionGracePeriodSeconds = proto.Int64(0)
 	}
 	if len(meta.Finalizers) == 0 && !awaitingGracefulDeletion(k, next) {
-		if k.Name == "Namespace" {
-			return s.deleteNamespace(ctx, cur, curRev)
-		}
-		return s.deleteAt(ctx, k, cur, curRev)
+		return s.remove(ctx, k, cur, curRev)
 	}
 	if meta.DeletionTimestamp == nil {
 		meta.DeletionTimestamp = timestamppb.New(now)
@@ -134,36 +117,34 @@ func (s *Store) deleteOnce(ctx context.Context, k *kplanev1.KindInfo, cur *kplan
 	return s.commitUpdate(ctx, k, next, curRev)
 }
 
-// podGracePeriod is the graceful-termination period a deletion gives a
-// pod: the request's, else the pod's own; zero for other kinds and for
-// pods that are not running anywhere (unbound or finished).
-func podGracePeriod(k *kplanev1.KindInfo, obj *kplanev1.Object, requested *int64) int64 {
-	if k.Name != "Pod" {
+// gracePeriod is the graceful-termination period a deletion gives obj:
+// its kind's (strategy.GracefulDeleter), zero for kinds that go at once.
+func gracePeriod(k *kplanev1.KindInfo, obj *kplanev1.Object, requested *int64) int64 {
+	g, ok := strategy.For(k.Name).(strategy.GracefulDeleter)
+	if !ok {
 		return 0
 	}
-	pod := obj.GetPod()
-	if pod.GetSpec().GetNodeName() == "" {
-		return 0
-	}
-	switch pod.GetStatus().GetPhase() {
-	case "Succeeded", "Failed":
-		return 0
-	}
-	if requested != nil {
-		return *requested
-	}
-	if g := pod.GetSpec().TerminationGracePeriodSeconds; g != nil {
-		return *g
-	}
-	return 30
+	return g.GracePeriod(obj, requested)
 }
 
-// awaitingGracefulDeletion is true for a pod marked for deletion whose
-// node agent has not yet confirmed its containers stopped.
+// awaitingGracefulDeletion is true for an object of a graceful kind marked
+// for deletion whose stop (a pod's containers, by its node agent) has not
+// been confirmed with a zero grace period yet.
 func awaitingGracefulDeletion(k *kplanev1.KindInfo, obj *kplanev1.Object) bool {
+	if _, ok := strategy.For(k.Name).(strategy.GracefulDeleter); !ok {
+		return false
+	}
 	meta := obj.Meta()
-	return k.Name == "Pod" && meta.DeletionTimestamp != nil &&
-		meta.GetDeletionGracePeriodSeconds() > 0
+	return meta.DeletionTimestamp != nil && meta.GetDeletionGracePeriodSeconds() > 0
+}
+
+// remove deletes obj if its key is still at rev; a namespace only when it
+// is empty.
+func (s *Store) remove(ctx context.Context, k *kplanev1.KindInfo, obj *kplanev1.Object, rev int64) (*kplanev1.Object, error) {
+	if _, ok := strategy.For(k.Name).(strategy.NamespaceHolder); ok {
+		return s.deleteNamespace(ctx, k, obj, rev)
+	}
+	return s.deleteAt(ctx, k, obj, rev)
 }
 
 func addFinalizer(list []string, f string) []string {
@@ -175,11 +156,12 @@ func addFinalizer(list []string, f string) []string {
 
 // deleteNamespace deletes an empty namespace. Emptiness is checked inside
 // the transaction (a prefix compare per namespaced kind), so no object can
-// slip in between the check and the delete. Events do not hold a
-// namespace; they go with it.
-func (s *Store) deleteNamespace(ctx context.Context, ns *kplanev1.Object, rev int64) (*kplanev1.Object, error) {
+// slip in between the check and the delete. Objects of kinds deleted with
+// their namespace (strategy.DeletedWithNamespace: Events) do not hold it;
+// they go in the same transaction.
+func (s *Store) deleteNamespace(ctx context.Context, nsKind *kplanev1.KindInfo, ns *kplanev1.Object, rev int64) (*kplanev1.Object, error) {
 	name := ns.Meta().Name
-	key := ObjectKey(kplanev1.LookupKind("Namespace"), "", name)
+	key := ObjectKey(nsKind, "", name)
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)}
 	ops := []clientv3.Op{clientv3.OpDelete(key)}
 	var holders []*kplanev1.KindInfo
@@ -188,7 +170,7 @@ func (s *Store) deleteNamespace(ctx context.Context, ns *kplanev1.Object, rev in
 			continue
 		}
 		prefix := ListPrefix(k, name)
-		if k.Name == "Event" {
+		if _, ok := strategy.For(k.Name).(strategy.DeletedWithNamespace); ok {
 			ops = append(ops, clientv3.OpDelete(prefix, clientv3.WithPrefix()))
 			continue
 		}
@@ -200,14 +182,17 @@ func (s *Store) deleteNamespace(ctx context.Context, ns *kplanev1.Object, rev in
 		return nil, backendError(ctx, "delete namespace", err)
 	}
 	if resp.Succeeded {
-		return ns, nil
+		// Report the deletion's revision, as the watch's DELETED event does.
+		out := proto.Clone(ns).(*kplanev1.Object)
+		out.Meta().ResourceVersion = FormatRevision(resp.Header.Revision)
+		return out, nil
 	}
 	counts, err := s.countIn(ctx, holders, name)
 	if err != nil {
 		return nil, err
 	}
 	if len(counts) == 0 {
-		return nil, conflict("Namespace", name, "the namespace has been modified")
+		return nil, conflict(nsKind.Name, name, "the namespace has been modified")
 	}
 	return nil, status.Errorf(codes.FailedPrecondition, "namespace %q is not empty: it still holds %s; delete them first", name, strings.Join(counts, ", "))
 }

@@ -1,8 +1,9 @@
 // Package store is the apiserver's one generic registry: it creates,
 // reads, lists, updates and deletes objects of every kind in etcd, with
 // optimistic concurrency on ModRevision. What differs between kinds lives
-// in pkg/strategy (defaults, validation, update rules); the store only
-// knows metadata, spec and status.
+// in pkg/strategy (defaults, validation, update rules, and lifecycle hooks
+// such as expiry and graceful deletion); the store only knows metadata,
+// spec and status, and never tests a kind's name.
 package store
 
 import (
@@ -31,9 +32,10 @@ import (
 type Options struct {
 	// MaxObjectBytes rejects larger objects before they reach etcd.
 	MaxObjectBytes int
-	// EventTTL is how long Event objects live (an etcd lease expires them).
-	EventTTL time.Duration
-	Logger   hclog.Logger
+	// Lifecycle is the settings the kinds' lifecycle hooks read (the
+	// Event TTL).
+	Lifecycle strategy.Config
+	Logger    hclog.Logger
 	// Now is the clock for timestamps; time.Now when nil.
 	Now func() time.Time
 }
@@ -55,16 +57,13 @@ func New(cli *clientv3.Client, opts Options) *Store {
 	if opts.MaxObjectBytes <= 0 {
 		opts.MaxObjectBytes = DefaultMaxObjectBytes
 	}
-	if opts.EventTTL <= 0 {
-		opts.EventTTL = time.Hour
-	}
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Store{cli: cli, opts: opts, log: opts.Logger, leases: newLeasePool(cli, opts.EventTTL, opts.Now)}
+	return &Store{cli: cli, opts: opts, log: opts.Logger, leases: newLeasePool(cli, opts.Now)}
 }
 
 // Client returns the etcd client (for the watch cache and compactor).
@@ -119,12 +118,12 @@ func objectOf(obj *kplanev1.Object) (*kplanev1.KindInfo, *kplanev1.ObjectMeta, e
 
 // Create stores a new object. See DESIGN.md "The API".
 func (s *Store) Create(ctx context.Context, obj *kplanev1.Object) (*kplanev1.Object, error) {
-	k, meta, err := objectOf(obj)
+	k, _, err := objectOf(obj)
 	if err != nil {
 		return nil, err
 	}
 	obj = proto.Clone(obj).(*kplanev1.Object)
-	meta = obj.Meta()
+	meta := obj.Meta()
 	if meta.ResourceVersion != "" {
 		return nil, invalid("metadata.resourceVersion: must not be set on create")
 	}
@@ -179,16 +178,15 @@ func (s *Store) createOnce(ctx context.Context, k *kplanev1.KindInfo, obj *kplan
 	if err != nil {
 		return nil, err
 	}
-	putOpts, err := s.putOptions(ctx, k)
+	putOpts, err := s.putOptions(ctx, k, obj)
 	if err != nil {
 		return nil, err
 	}
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}
-	var nsKey string
 	if k.Namespaced {
 		// The namespace must exist in the same transaction, so an object
 		// can never be created into a namespace being deleted.
-		nsKey = ObjectKey(kplanev1.LookupKind("Namespace"), "", meta.Namespace)
+		nsKey := ObjectKey(namespaceKind(), "", meta.Namespace)
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(nsKey), ">", 0))
 	}
 	resp, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(value), putOpts...)).
@@ -206,16 +204,27 @@ func (s *Store) createOnce(ctx context.Context, k *kplanev1.KindInfo, obj *kplan
 	return obj, nil
 }
 
-// putOptions attaches an expiring lease to the kinds that expire (Events).
-func (s *Store) putOptions(ctx context.Context, k *kplanev1.KindInfo) ([]clientv3.OpOption, error) {
-	if k.Name != "Event" {
+// putOptions attaches an expiring lease to objects whose kind expires
+// (strategy.Expirer).
+func (s *Store) putOptions(ctx context.Context, k *kplanev1.KindInfo, obj *kplanev1.Object) ([]clientv3.OpOption, error) {
+	exp, ok := strategy.For(k.Name).(strategy.Expirer)
+	if !ok {
 		return nil, nil
 	}
-	lease, err := s.leases.get(ctx)
+	ttl := exp.TTL(obj, s.opts.Lifecycle)
+	if ttl <= 0 {
+		return nil, nil
+	}
+	lease, err := s.leases.get(ctx, ttl)
 	if err != nil {
-		return nil, backendError(ctx, "grant event lease", err)
+		return nil, backendError(ctx, "grant "+k.Name+" lease", err)
 	}
 	return []clientv3.OpOption{clientv3.WithLease(lease)}, nil
+}
+
+// namespaceKind is the kind whose objects are namespaces.
+func namespaceKind() *kplanev1.KindInfo {
+	return kplanev1.LookupKind(strategy.NamespaceKind())
 }
 
 func (s *Store) encodeChecked(obj *kplanev1.Object) ([]byte, error) {
@@ -376,18 +385,19 @@ func (s *Store) prepareStatusUpdate(k *kplanev1.KindInfo, in, cur *kplanev1.Obje
 }
 
 // commitUpdate writes next if the key is still at curRev. An object being
-// deleted whose last finalizer is gone is deleted instead, as in Kubernetes.
+// deleted whose last finalizer is gone is deleted instead, as in Kubernetes
+// (by the same rules as a Delete: a namespace only when it is empty).
 func (s *Store) commitUpdate(ctx context.Context, k *kplanev1.KindInfo, next *kplanev1.Object, curRev int64) (*kplanev1.Object, error) {
 	meta := next.Meta()
 	key := ObjectKey(k, meta.Namespace, meta.Name)
 	if meta.DeletionTimestamp != nil && len(meta.Finalizers) == 0 && !awaitingGracefulDeletion(k, next) {
-		return s.deleteAt(ctx, k, next, curRev)
+		return s.remove(ctx, k, next, curRev)
 	}
 	value, err := s.encodeChecked(next)
 	if err != nil {
 		return nil, err
 	}
-	putOpts, err := s.putOptions(ctx, k)
+	putOpts, err := s.putOptions(ctx, k, next)
 	if err != nil {
 		return nil, err
 	}
