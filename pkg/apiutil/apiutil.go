@@ -106,7 +106,7 @@ func ParseResourceVersion(rv string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(rv, 10, 64)
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("resourceVersion %q is not a revision (a non-negative integer)", rv)
+		return 0, fmt.Errorf("resourceVersion %q: must be a non-negative integer", rv)
 	}
 	return n, nil
 }

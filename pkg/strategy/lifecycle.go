@@ -81,15 +81,15 @@ func NamespaceKind() string { return namespaceKind }
 // supported values.
 func PropagationFinalizer(policy string) (string, error) {
 	switch policy {
-	case "", PropagationBackground:
+	case "", kplanev1.DeletePropagationBackground:
 		return "", nil
-	case PropagationForeground:
-		return FinalizerForeground, nil
-	case PropagationOrphan:
-		return FinalizerOrphan, nil
+	case kplanev1.DeletePropagationForeground:
+		return kplanev1.FinalizerForegroundDeletion, nil
+	case kplanev1.DeletePropagationOrphan:
+		return kplanev1.FinalizerOrphanDependents, nil
 	}
 	return "", fmt.Errorf("propagationPolicy: unsupported value %q: supported values: %q, %q, %q",
-		policy, PropagationBackground, PropagationForeground, PropagationOrphan)
+		policy, kplanev1.DeletePropagationBackground, kplanev1.DeletePropagationForeground, kplanev1.DeletePropagationOrphan)
 }
 
 // ---- Pod: graceful deletion
@@ -108,7 +108,7 @@ func (podStrategy) GracePeriod(obj *kplanev1.Object, requested *int64) int64 {
 		return 0
 	}
 	switch pod.GetStatus().GetPhase() {
-	case podSucceeded, podFailed:
+	case kplanev1.PodSucceeded, kplanev1.PodFailed:
 		return 0
 	}
 	if requested != nil {

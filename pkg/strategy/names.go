@@ -1,26 +1,14 @@
 package strategy
 
-import "slices"
+import (
+	"slices"
 
-// Well-known API names the lifecycle hooks and the generic store use,
-// with Kubernetes' spelling.
-const (
-	// Propagation policies of a deletion (DeleteOptions.propagationPolicy).
-	PropagationBackground = "Background"
-	PropagationForeground = "Foreground"
-	PropagationOrphan     = "Orphan"
-
-	// Finalizers that carry a propagation policy to the garbage collector.
-	FinalizerOrphan     = "orphan"
-	FinalizerForeground = "foregroundDeletion"
-
-	podSucceeded = "Succeeded"
-	podFailed    = "Failed"
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
 // SystemNamespaces exist from the apiserver's first start and cannot be
 // deleted.
-var SystemNamespaces = []string{"default", "kplane-system", "kplane-node-lease"}
+var SystemNamespaces = []string{kplanev1.NamespaceDefault, kplanev1.NamespaceSystem, kplanev1.NamespaceNodeLease}
 
 // IsSystemNamespace reports whether name is one of SystemNamespaces.
 func IsSystemNamespace(name string) bool {

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/pkg/apiutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
@@ -43,13 +44,4 @@ func FormatRevision(rev int64) string {
 }
 
 // ParseRevision parses a resourceVersion; "" is 0.
-func ParseRevision(rv string) (int64, error) {
-	if rv == "" {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(rv, 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("resourceVersion %q: must be a non-negative integer", rv)
-	}
-	return n, nil
-}
+func ParseRevision(rv string) (int64, error) { return apiutil.ParseResourceVersion(rv) }
