@@ -238,8 +238,8 @@ func (x *Node) GetStatus() *NodeStatus {
 // NodeSpec is the node's desired scheduling state.
 type NodeSpec struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
-	PodCidr    string                 `protobuf:"bytes,1,opt,name=pod_cidr,json=podCidr,proto3" json:"pod_cidr,omitempty"`
-	ProviderId string                 `protobuf:"bytes,2,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
+	PodCidr    string                 `protobuf:"bytes,1,opt,name=pod_cidr,json=podCIDR,proto3" json:"pod_cidr,omitempty"`
+	ProviderId string                 `protobuf:"bytes,2,opt,name=provider_id,json=providerID,proto3" json:"provider_id,omitempty"`
 	// unschedulable is set by cordon.
 	Unschedulable bool     `protobuf:"varint,3,opt,name=unschedulable,proto3" json:"unschedulable,omitempty"`
 	Taints        []*Taint `protobuf:"bytes,4,rep,name=taints,proto3" json:"taints,omitempty"`
@@ -649,8 +649,9 @@ func (x *NodeDaemonEndpoints) GetKubeletEndpoint() *DaemonEndpoint {
 
 // DaemonEndpoint is one port served by a node daemon.
 type DaemonEndpoint struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Port          int32                  `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Kubernetes spells this one field with a capital letter.
+	Port          int32 `protobuf:"varint,1,opt,name=port,json=Port,proto3" json:"port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -695,7 +696,7 @@ func (x *DaemonEndpoint) GetPort() int32 {
 // NodeSystemInfo describes the node's host.
 type NodeSystemInfo struct {
 	state                   protoimpl.MessageState `protogen:"open.v1"`
-	MachineId               string                 `protobuf:"bytes,1,opt,name=machine_id,json=machineId,proto3" json:"machine_id,omitempty"`
+	MachineId               string                 `protobuf:"bytes,1,opt,name=machine_id,json=machineID,proto3" json:"machine_id,omitempty"`
 	KernelVersion           string                 `protobuf:"bytes,2,opt,name=kernel_version,json=kernelVersion,proto3" json:"kernel_version,omitempty"`
 	OsImage                 string                 `protobuf:"bytes,3,opt,name=os_image,json=osImage,proto3" json:"os_image,omitempty"`
 	OperatingSystem         string                 `protobuf:"bytes,4,opt,name=operating_system,json=operatingSystem,proto3" json:"operating_system,omitempty"`
@@ -1886,8 +1887,8 @@ type PodStatus struct {
 	Conditions            []*Condition           `protobuf:"bytes,2,rep,name=conditions,proto3" json:"conditions,omitempty"`
 	Message               string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
 	Reason                string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
-	HostIp                string                 `protobuf:"bytes,5,opt,name=host_ip,json=hostIp,proto3" json:"host_ip,omitempty"`
-	PodIp                 string                 `protobuf:"bytes,6,opt,name=pod_ip,json=podIp,proto3" json:"pod_ip,omitempty"`
+	HostIp                string                 `protobuf:"bytes,5,opt,name=host_ip,json=hostIP,proto3" json:"host_ip,omitempty"`
+	PodIp                 string                 `protobuf:"bytes,6,opt,name=pod_ip,json=podIP,proto3" json:"pod_ip,omitempty"`
 	StartTime             *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
 	ContainerStatuses     []*ContainerStatus     `protobuf:"bytes,8,rep,name=container_statuses,json=containerStatuses,proto3" json:"container_statuses,omitempty"`
 	InitContainerStatuses []*ContainerStatus     `protobuf:"bytes,9,rep,name=init_container_statuses,json=initContainerStatuses,proto3" json:"init_container_statuses,omitempty"`
@@ -2013,8 +2014,8 @@ type ContainerStatus struct {
 	Ready         bool                   `protobuf:"varint,4,opt,name=ready,proto3" json:"ready,omitempty"`
 	RestartCount  int32                  `protobuf:"varint,5,opt,name=restart_count,json=restartCount,proto3" json:"restart_count,omitempty"`
 	Image         string                 `protobuf:"bytes,6,opt,name=image,proto3" json:"image,omitempty"`
-	ImageId       string                 `protobuf:"bytes,7,opt,name=image_id,json=imageId,proto3" json:"image_id,omitempty"`
-	ContainerId   string                 `protobuf:"bytes,8,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	ImageId       string                 `protobuf:"bytes,7,opt,name=image_id,json=imageID,proto3" json:"image_id,omitempty"`
+	ContainerId   string                 `protobuf:"bytes,8,opt,name=container_id,json=containerID,proto3" json:"container_id,omitempty"`
 	Started       *bool                  `protobuf:"varint,9,opt,name=started,proto3,oneof" json:"started,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2281,7 +2282,7 @@ type ContainerStateTerminated struct {
 	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
 	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
 	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
-	ContainerId   string                 `protobuf:"bytes,7,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	ContainerId   string                 `protobuf:"bytes,7,opt,name=container_id,json=containerID,proto3" json:"container_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2484,7 +2485,7 @@ type ServiceSpec struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Selector  map[string]string      `protobuf:"bytes,1,rep,name=selector,proto3" json:"selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Ports     []*ServicePort         `protobuf:"bytes,2,rep,name=ports,proto3" json:"ports,omitempty"`
-	ClusterIp string                 `protobuf:"bytes,3,opt,name=cluster_ip,json=clusterIp,proto3" json:"cluster_ip,omitempty"`
+	ClusterIp string                 `protobuf:"bytes,3,opt,name=cluster_ip,json=clusterIP,proto3" json:"cluster_ip,omitempty"`
 	// type is ClusterIP (default), NodePort, LoadBalancer or ExternalName.
 	Type                     string `protobuf:"bytes,4,opt,name=type,proto3" json:"type,omitempty"`
 	SessionAffinity          string `protobuf:"bytes,5,opt,name=session_affinity,json=sessionAffinity,proto3" json:"session_affinity,omitempty"`
@@ -3104,8 +3105,10 @@ type Event struct {
 	ReportingComponent string `protobuf:"bytes,10,opt,name=reporting_component,json=reportingComponent,proto3" json:"reporting_component,omitempty"`
 	ReportingInstance  string `protobuf:"bytes,11,opt,name=reporting_instance,json=reportingInstance,proto3" json:"reporting_instance,omitempty"`
 	Action             string `protobuf:"bytes,12,opt,name=action,proto3" json:"action,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// event_time is when the event was first observed, to the microsecond.
+	EventTime     *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=event_time,json=eventTime,proto3" json:"event_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Event) Reset() {
@@ -3222,6 +3225,13 @@ func (x *Event) GetAction() string {
 	return ""
 }
 
+func (x *Event) GetEventTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EventTime
+	}
+	return nil
+}
+
 // EventSource names the component that reported an event.
 type EventSource struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3279,7 +3289,7 @@ var File_kplane_v1_core_proto protoreflect.FileDescriptor
 
 const file_kplane_v1_core_proto_rawDesc = "" +
 	"\n" +
-	"\x14kplane/v1/core.proto\x12\tkplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14kplane/v1/meta.proto\"\xa0\x01\n" +
+	"\x14kplane/v1/core.proto\x12\tkplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14kplane/v1/meta.proto\x1a\x17kplane/v1/options.proto\"\xa0\x01\n" +
 	"\tNamespace\x121\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12,\n" +
 	"\x04spec\x18\x02 \x01(\v2\x18.kplane.v1.NamespaceSpecR\x04spec\x122\n" +
@@ -3295,9 +3305,9 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x04spec\x18\x02 \x01(\v2\x13.kplane.v1.NodeSpecR\x04spec\x12-\n" +
 	"\x06status\x18\x03 \x01(\v2\x15.kplane.v1.NodeStatusR\x06status\"\x96\x01\n" +
 	"\bNodeSpec\x12\x19\n" +
-	"\bpod_cidr\x18\x01 \x01(\tR\apodCidr\x12\x1f\n" +
+	"\bpod_cidr\x18\x01 \x01(\tR\apodCIDR\x12\x1f\n" +
 	"\vprovider_id\x18\x02 \x01(\tR\n" +
-	"providerId\x12$\n" +
+	"providerID\x12$\n" +
 	"\runschedulable\x18\x03 \x01(\bR\runschedulable\x12(\n" +
 	"\x06taints\x18\x04 \x03(\v2\x10.kplane.v1.TaintR\x06taints\"\x82\x01\n" +
 	"\x05Taint\x12\x10\n" +
@@ -3337,10 +3347,10 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x13NodeDaemonEndpoints\x12D\n" +
 	"\x10kubelet_endpoint\x18\x01 \x01(\v2\x19.kplane.v1.DaemonEndpointR\x0fkubeletEndpoint\"$\n" +
 	"\x0eDaemonEndpoint\x12\x12\n" +
-	"\x04port\x18\x01 \x01(\x05R\x04port\"\xa5\x02\n" +
+	"\x04port\x18\x01 \x01(\x05R\x04Port\"\xa5\x02\n" +
 	"\x0eNodeSystemInfo\x12\x1d\n" +
 	"\n" +
-	"machine_id\x18\x01 \x01(\tR\tmachineId\x12%\n" +
+	"machine_id\x18\x01 \x01(\tR\tmachineID\x12%\n" +
 	"\x0ekernel_version\x18\x02 \x01(\tR\rkernelVersion\x12\x19\n" +
 	"\bos_image\x18\x03 \x01(\tR\aosImage\x12)\n" +
 	"\x10operating_system\x18\x04 \x01(\tR\x0foperatingSystem\x12\"\n" +
@@ -3454,8 +3464,8 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"conditions\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x17\n" +
-	"\ahost_ip\x18\x05 \x01(\tR\x06hostIp\x12\x15\n" +
-	"\x06pod_ip\x18\x06 \x01(\tR\x05podIp\x129\n" +
+	"\ahost_ip\x18\x05 \x01(\tR\x06hostIP\x12\x15\n" +
+	"\x06pod_ip\x18\x06 \x01(\tR\x05podIP\x129\n" +
 	"\n" +
 	"start_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12I\n" +
 	"\x12container_statuses\x18\b \x03(\v2\x1a.kplane.v1.ContainerStatusR\x11containerStatuses\x12R\n" +
@@ -3471,8 +3481,8 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x05ready\x18\x04 \x01(\bR\x05ready\x12#\n" +
 	"\rrestart_count\x18\x05 \x01(\x05R\frestartCount\x12\x14\n" +
 	"\x05image\x18\x06 \x01(\tR\x05image\x12\x19\n" +
-	"\bimage_id\x18\a \x01(\tR\aimageId\x12!\n" +
-	"\fcontainer_id\x18\b \x01(\tR\vcontainerId\x12\x1d\n" +
+	"\bimage_id\x18\a \x01(\tR\aimageID\x12!\n" +
+	"\fcontainer_id\x18\b \x01(\tR\vcontainerID\x12\x1d\n" +
 	"\astarted\x18\t \x01(\bH\x00R\astarted\x88\x01\x01B\n" +
 	"\n" +
 	"\b_started\"\xcd\x01\n" +
@@ -3497,7 +3507,7 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"started_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
 	"\vfinished_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12!\n" +
-	"\fcontainer_id\x18\a \x01(\tR\vcontainerId\"l\n" +
+	"\fcontainer_id\x18\a \x01(\tR\vcontainerID\"l\n" +
 	"\x0fPodTemplateSpec\x121\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12&\n" +
 	"\x04spec\x18\x02 \x01(\v2\x12.kplane.v1.PodSpecR\x04spec\"\x9a\x01\n" +
@@ -3509,7 +3519,7 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\bselector\x18\x01 \x03(\v2$.kplane.v1.ServiceSpec.SelectorEntryR\bselector\x12,\n" +
 	"\x05ports\x18\x02 \x03(\v2\x16.kplane.v1.ServicePortR\x05ports\x12\x1d\n" +
 	"\n" +
-	"cluster_ip\x18\x03 \x01(\tR\tclusterIp\x12\x12\n" +
+	"cluster_ip\x18\x03 \x01(\tR\tclusterIP\x12\x12\n" +
 	"\x04type\x18\x04 \x01(\tR\x04type\x12)\n" +
 	"\x10session_affinity\x18\x05 \x01(\tR\x0fsessionAffinity\x12=\n" +
 	"\x1bpublish_not_ready_addresses\x18\x06 \x01(\bR\x18publishNotReadyAddresses\x12#\n" +
@@ -3565,7 +3575,7 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\f\n" +
 	"\n" +
-	"_immutable\"\x8b\x04\n" +
+	"_immutable\"\xcc\x04\n" +
 	"\x05Event\x121\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12C\n" +
 	"\x0finvolved_object\x18\x02 \x01(\v2\x1a.kplane.v1.ObjectReferenceR\x0einvolvedObject\x12\x16\n" +
@@ -3579,7 +3589,9 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x13reporting_component\x18\n" +
 	" \x01(\tR\x12reportingComponent\x12-\n" +
 	"\x12reporting_instance\x18\v \x01(\tR\x11reportingInstance\x12\x16\n" +
-	"\x06action\x18\f \x01(\tR\x06action\"?\n" +
+	"\x06action\x18\f \x01(\tR\x06action\x12?\n" +
+	"\n" +
+	"event_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampB\x04\x88\xb5\x18\x01R\teventTime\"?\n" +
 	"\vEventSource\x12\x1c\n" +
 	"\tcomponent\x18\x01 \x01(\tR\tcomponent\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04hostB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
@@ -3731,11 +3743,12 @@ var file_kplane_v1_core_proto_depIdxs = []int32{
 	45, // 70: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
 	53, // 71: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
 	53, // 72: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
-	73, // [73:73] is the sub-list for method output_type
-	73, // [73:73] is the sub-list for method input_type
-	73, // [73:73] is the sub-list for extension type_name
-	73, // [73:73] is the sub-list for extension extendee
-	0,  // [0:73] is the sub-list for field type_name
+	53, // 73: kplane.v1.Event.event_time:type_name -> google.protobuf.Timestamp
+	74, // [74:74] is the sub-list for method output_type
+	74, // [74:74] is the sub-list for method input_type
+	74, // [74:74] is the sub-list for extension type_name
+	74, // [74:74] is the sub-list for extension extendee
+	0,  // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_core_proto_init() }
@@ -3744,6 +3757,7 @@ func file_kplane_v1_core_proto_init() {
 		return
 	}
 	file_kplane_v1_meta_proto_init()
+	file_kplane_v1_options_proto_init()
 	file_kplane_v1_core_proto_msgTypes[6].OneofWrappers = []any{}
 	file_kplane_v1_core_proto_msgTypes[13].OneofWrappers = []any{}
 	file_kplane_v1_core_proto_msgTypes[25].OneofWrappers = []any{}
