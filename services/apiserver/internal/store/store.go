@@ -24,6 +24,7 @@ import (
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
+	"github.com/kplane/kplane/pkg/apijson"
 	"github.com/kplane/kplane/pkg/strategy"
 )
 
@@ -219,6 +220,10 @@ func (s *Store) putOptions(ctx context.Context, k *kplanev1.KindInfo) ([]clientv
 }
 
 func (s *Store) encodeChecked(obj *kplanev1.Object) ([]byte, error) {
+	// Store timestamps at the precision JSON shows them (Time to the
+	// second, MicroTime to the microsecond), as Kubernetes does, so that
+	// an object read as JSON and written back is unchanged.
+	apijson.TruncateTimes(obj)
 	value, err := Encode(obj)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "%v", err)
@@ -322,6 +327,7 @@ func (s *Store) update(ctx context.Context, in *kplanev1.Object, statusOnly bool
 // metadata and spec over the stored status and server-owned fields.
 func (s *Store) prepareUpdate(k *kplanev1.KindInfo, in, cur *kplanev1.Object, conditional bool) (*kplanev1.Object, error) {
 	next := proto.Clone(in).(*kplanev1.Object)
+	apijson.TruncateTimes(next) // compare with cur at the stored precision
 	meta, curMeta := next.Meta(), cur.Meta()
 	if k.HasStatus() {
 		// Status belongs to UpdateStatus. A conditional Update carries the
@@ -369,6 +375,7 @@ func (s *Store) prepareUpdate(k *kplanev1.KindInfo, in, cur *kplanev1.Object, co
 func (s *Store) prepareStatusUpdate(k *kplanev1.KindInfo, in, cur *kplanev1.Object) (*kplanev1.Object, error) {
 	next := proto.Clone(cur).(*kplanev1.Object)
 	setStatus(next, statusOf(in))
+	apijson.TruncateTimes(next) // compare with cur at the stored precision
 	if errs := strategy.For(k.Name).Validate(next); len(errs) > 0 {
 		return nil, invalidObject(k.Name, next.Meta().Name, errs)
 	}
