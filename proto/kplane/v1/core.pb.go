@@ -3591,7 +3591,7 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x12reporting_instance\x18\v \x01(\tR\x11reportingInstance\x12\x16\n" +
 	"\x06action\x18\f \x01(\tR\x06action\x12?\n" +
 	"\n" +
-	"event_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampB\x04\x88\xb5\x18\x01R\teventTime\"?\n" +
+	"event_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampB\x04\xe8\xd2*\x01R\teventTime\"?\n" +
 	"\vEventSource\x12\x1c\n" +
 	"\tcomponent\x18\x01 \x01(\tR\tcomponent\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04hostB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"

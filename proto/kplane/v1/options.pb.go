@@ -25,9 +25,9 @@ var file_kplane_v1_options_proto_extTypes = []protoimpl.ExtensionInfo{
 	{
 		ExtendedType:  (*descriptorpb.FieldOptions)(nil),
 		ExtensionType: (*bool)(nil),
-		Field:         50001,
+		Field:         87341,
 		Name:          "kplane.v1.micro_time",
-		Tag:           "varint,50001,opt,name=micro_time",
+		Tag:           "varint,87341,opt,name=micro_time",
 		Filename:      "kplane/v1/options.proto",
 	},
 }
@@ -39,7 +39,7 @@ var (
 	// it is written with microseconds, "2006-01-02T15:04:05.000000Z".
 	// Every other Timestamp is a Kubernetes Time, written to the second.
 	//
-	// optional bool micro_time = 50001;
+	// optional bool micro_time = 87341;
 	E_MicroTime = &file_kplane_v1_options_proto_extTypes[0]
 )
 
@@ -49,7 +49,7 @@ const file_kplane_v1_options_proto_rawDesc = "" +
 	"\n" +
 	"\x17kplane/v1/options.proto\x12\tkplane.v1\x1a google/protobuf/descriptor.proto:>\n" +
 	"\n" +
-	"micro_time\x12\x1d.google.protobuf.FieldOptions\x18ц\x03 \x01(\bR\tmicroTimeB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
+	"micro_time\x12\x1d.google.protobuf.FieldOptions\x18\xad\xaa\x05 \x01(\bR\tmicroTimeB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
 
 var file_kplane_v1_options_proto_goTypes = []any{
 	(*descriptorpb.FieldOptions)(nil), // 0: google.protobuf.FieldOptions

@@ -1458,9 +1458,9 @@ const file_kplane_v1_workloads_proto_rawDesc = "" +
 	"\tLeaseSpec\x12'\n" +
 	"\x0fholder_identity\x18\x01 \x01(\tR\x0eholderIdentity\x124\n" +
 	"\x16lease_duration_seconds\x18\x02 \x01(\x05R\x14leaseDurationSeconds\x12C\n" +
-	"\facquire_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampB\x04\x88\xb5\x18\x01R\vacquireTime\x12?\n" +
+	"\facquire_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampB\x04\xe8\xd2*\x01R\vacquireTime\x12?\n" +
 	"\n" +
-	"renew_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampB\x04\x88\xb5\x18\x01R\trenewTime\x12+\n" +
+	"renew_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampB\x04\xe8\xd2*\x01R\trenewTime\x12+\n" +
 	"\x11lease_transitions\x18\x05 \x01(\x05R\x10leaseTransitionsB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
 
 var (
