@@ -75,7 +75,7 @@ func validateNode(n *kplanev1.Node) validation.ErrorList {
 		}
 	}
 	if ep := st.GetDaemonEndpoints().GetKubeletEndpoint(); ep != nil && ep.Port != 0 {
-		errs.InvalidMsgs("status.daemonEndpoints.kubeletEndpoint.port", ep.Port, validation.IsValidPortNum(ep.Port))
+		errs.InvalidMsgs("status.daemonEndpoints.kubeletEndpoint.Port", ep.Port, validation.IsValidPortNum(ep.Port))
 	}
 	return errs
 }
