@@ -384,7 +384,7 @@ func TestTimestampsStoredAtKubernetesPrecision(t *testing.T) {
 	at := time.Date(2026, 12, 2, 17, 44, 3, 123456789, time.UTC)
 	lease := create(t, c, kplanev1.MustWrap(&kplanev1.Lease{
 		Metadata: &kplanev1.ObjectMeta{Name: "l", Namespace: "default"},
-		Spec:     &kplanev1.LeaseSpec{HolderIdentity: "a", RenewTime: timestamppb.New(at)},
+		Spec:     &kplanev1.LeaseSpec{HolderIdentity: "a", LeaseDurationSeconds: 15, RenewTime: timestamppb.New(at)},
 	}))
 	if got := lease.GetLease().GetSpec().GetRenewTime().AsTime(); !got.Equal(at.Truncate(time.Microsecond)) {
 		t.Errorf("renewTime stored as %v, want %v", got, at.Truncate(time.Microsecond))
