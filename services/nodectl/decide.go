@@ -102,7 +102,7 @@ func decideReady(node *kplanev1.Node, renew *timestamppb.Timestamp, hb heartbeat
 	}
 	d := readyDecision{staleIn: grace - age}
 	if ready.GetStatus() == statusUnknown && ready.GetReason() == reasonStatusUnknown &&
-		!proto.Equal(ready.GetLastHeartbeatTime(), renew) {
+		!sameSecond(ready.GetLastHeartbeatTime(), renew) {
 		d.cond = &kplanev1.Condition{
 			Type:               conditionReady,
 			Status:             statusTrue,
@@ -113,6 +113,19 @@ func decideReady(node *kplanev1.Node, renew *timestamppb.Timestamp, hb heartbeat
 		}
 	}
 	return d
+}
+
+// sameSecond compares a condition's lastHeartbeatTime with a lease's
+// renewTime. The apiserver stores a Time (lastHeartbeatTime) to the second
+// and a MicroTime (renewTime) to the microsecond, as Kubernetes does, so
+// they are compared at the coarser one. A renewal after the node was
+// marked comes at least the grace period later, so it never falls in the
+// same second.
+func sameSecond(a, b *timestamppb.Timestamp) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.AsTime().Truncate(time.Second).Equal(b.AsTime().Truncate(time.Second))
 }
 
 // withCondition returns conds with c replacing the condition of its type
