@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+
+	"github.com/kplane/kplane/pkg/apijson"
 )
 
 // Pod phases, restart policies and condition types, as in Kubernetes.
@@ -258,6 +260,9 @@ func buildStatus(in statusInput) *kplanev1.PodStatus {
 		{Type: CondPodScheduled, Status: "True"},
 	}
 	st.Conditions = mergeConditions(old.GetConditions(), owned, in.Now)
+	// The apiserver keeps timestamps to the second; so does the status
+	// compared with the stored one, or every sync would look like a change.
+	apijson.TruncateTimes(st)
 	return st
 }
 

@@ -197,6 +197,16 @@ func TestBuildStatusStableAndTerminal(t *testing.T) {
 		t.Fatalf("status not stable:\n%v\n%v", st, again)
 	}
 
+	// A runtime's clock has nanoseconds; the status carries what the
+	// apiserver stores (to the second), so it compares equal to it.
+	precise := in
+	precise.Containers = []containerInput{{Spec: pod.Spec.Containers[0], Ready: true,
+		State: ContainerState{Created: true, Running: true, StartedAt: t0.Add(123456789)}}}
+	precise.StartTime = t0.Add(987654321)
+	if got := buildStatus(precise); !statusEqual(st, got) {
+		t.Fatalf("sub-second times make a different status:\n%v\n%v", st, got)
+	}
+
 	// The container fails: Never → Failed, Ready false with PodCompleted.
 	in.Containers = []containerInput{{Spec: pod.Spec.Containers[0], State: ContainerState{Created: true, Exit: &Exit{Code: 3, StartedAt: t0, FinishedAt: t0}}}}
 	failed := buildStatus(in)
