@@ -243,6 +243,9 @@ type NodeSpec struct {
 	// unschedulable is set by cordon.
 	Unschedulable bool     `protobuf:"varint,3,opt,name=unschedulable,proto3" json:"unschedulable,omitempty"`
 	Taints        []*Taint `protobuf:"bytes,4,rep,name=taints,proto3" json:"taints,omitempty"`
+	// pod_cidrs are the node's pod ranges, pod_cidr first (at most one per
+	// IP family); the apiserver fills either from the other, as Kubernetes does.
+	PodCidrs      []string `protobuf:"bytes,5,rep,name=pod_cidrs,json=podCIDRs,proto3" json:"pod_cidrs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -301,6 +304,13 @@ func (x *NodeSpec) GetUnschedulable() bool {
 func (x *NodeSpec) GetTaints() []*Taint {
 	if x != nil {
 		return x.Taints
+	}
+	return nil
+}
+
+func (x *NodeSpec) GetPodCidrs() []string {
+	if x != nil {
+		return x.PodCidrs
 	}
 	return nil
 }
@@ -1894,8 +1904,13 @@ type PodStatus struct {
 	InitContainerStatuses []*ContainerStatus     `protobuf:"bytes,9,rep,name=init_container_statuses,json=initContainerStatuses,proto3" json:"init_container_statuses,omitempty"`
 	QosClass              string                 `protobuf:"bytes,10,opt,name=qos_class,json=qosClass,proto3" json:"qos_class,omitempty"`
 	NominatedNodeName     string                 `protobuf:"bytes,11,opt,name=nominated_node_name,json=nominatedNodeName,proto3" json:"nominated_node_name,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// pod_ips are the pod's addresses, pod_ip first (at most one per IP
+	// family); the apiserver fills either from the other, as Kubernetes does.
+	PodIps []*PodIP `protobuf:"bytes,12,rep,name=pod_ips,json=podIPs,proto3" json:"pod_ips,omitempty"`
+	// host_ips are the node's addresses, host_ip first; kept in step like pod_ips.
+	HostIps       []*HostIP `protobuf:"bytes,13,rep,name=host_ips,json=hostIPs,proto3" json:"host_ips,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PodStatus) Reset() {
@@ -2005,6 +2020,110 @@ func (x *PodStatus) GetNominatedNodeName() string {
 	return ""
 }
 
+func (x *PodStatus) GetPodIps() []*PodIP {
+	if x != nil {
+		return x.PodIps
+	}
+	return nil
+}
+
+func (x *PodStatus) GetHostIps() []*HostIP {
+	if x != nil {
+		return x.HostIps
+	}
+	return nil
+}
+
+// PodIP is one address of a pod.
+type PodIP struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ip            string                 `protobuf:"bytes,1,opt,name=ip,proto3" json:"ip,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodIP) Reset() {
+	*x = PodIP{}
+	mi := &file_kplane_v1_core_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodIP) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodIP) ProtoMessage() {}
+
+func (x *PodIP) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodIP.ProtoReflect.Descriptor instead.
+func (*PodIP) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *PodIP) GetIp() string {
+	if x != nil {
+		return x.Ip
+	}
+	return ""
+}
+
+// HostIP is one address of the node a pod runs on.
+type HostIP struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ip            string                 `protobuf:"bytes,1,opt,name=ip,proto3" json:"ip,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostIP) Reset() {
+	*x = HostIP{}
+	mi := &file_kplane_v1_core_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostIP) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostIP) ProtoMessage() {}
+
+func (x *HostIP) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostIP.ProtoReflect.Descriptor instead.
+func (*HostIP) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *HostIP) GetIp() string {
+	if x != nil {
+		return x.Ip
+	}
+	return ""
+}
+
 // ContainerStatus reports one container.
 type ContainerStatus struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2023,7 +2142,7 @@ type ContainerStatus struct {
 
 func (x *ContainerStatus) Reset() {
 	*x = ContainerStatus{}
-	mi := &file_kplane_v1_core_proto_msgTypes[28]
+	mi := &file_kplane_v1_core_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2035,7 +2154,7 @@ func (x *ContainerStatus) String() string {
 func (*ContainerStatus) ProtoMessage() {}
 
 func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[28]
+	mi := &file_kplane_v1_core_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2167,7 @@ func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStatus.ProtoReflect.Descriptor instead.
 func (*ContainerStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{28}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ContainerStatus) GetName() string {
@@ -2126,7 +2245,7 @@ type ContainerState struct {
 
 func (x *ContainerState) Reset() {
 	*x = ContainerState{}
-	mi := &file_kplane_v1_core_proto_msgTypes[29]
+	mi := &file_kplane_v1_core_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2138,7 +2257,7 @@ func (x *ContainerState) String() string {
 func (*ContainerState) ProtoMessage() {}
 
 func (x *ContainerState) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[29]
+	mi := &file_kplane_v1_core_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2151,7 +2270,7 @@ func (x *ContainerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerState.ProtoReflect.Descriptor instead.
 func (*ContainerState) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{29}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ContainerState) GetWaiting() *ContainerStateWaiting {
@@ -2186,7 +2305,7 @@ type ContainerStateWaiting struct {
 
 func (x *ContainerStateWaiting) Reset() {
 	*x = ContainerStateWaiting{}
-	mi := &file_kplane_v1_core_proto_msgTypes[30]
+	mi := &file_kplane_v1_core_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2198,7 +2317,7 @@ func (x *ContainerStateWaiting) String() string {
 func (*ContainerStateWaiting) ProtoMessage() {}
 
 func (x *ContainerStateWaiting) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[30]
+	mi := &file_kplane_v1_core_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2211,7 +2330,7 @@ func (x *ContainerStateWaiting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateWaiting.ProtoReflect.Descriptor instead.
 func (*ContainerStateWaiting) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{30}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ContainerStateWaiting) GetReason() string {
@@ -2238,7 +2357,7 @@ type ContainerStateRunning struct {
 
 func (x *ContainerStateRunning) Reset() {
 	*x = ContainerStateRunning{}
-	mi := &file_kplane_v1_core_proto_msgTypes[31]
+	mi := &file_kplane_v1_core_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2369,7 @@ func (x *ContainerStateRunning) String() string {
 func (*ContainerStateRunning) ProtoMessage() {}
 
 func (x *ContainerStateRunning) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[31]
+	mi := &file_kplane_v1_core_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2382,7 @@ func (x *ContainerStateRunning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateRunning.ProtoReflect.Descriptor instead.
 func (*ContainerStateRunning) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{31}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ContainerStateRunning) GetStartedAt() *timestamppb.Timestamp {
@@ -2289,7 +2408,7 @@ type ContainerStateTerminated struct {
 
 func (x *ContainerStateTerminated) Reset() {
 	*x = ContainerStateTerminated{}
-	mi := &file_kplane_v1_core_proto_msgTypes[32]
+	mi := &file_kplane_v1_core_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2301,7 +2420,7 @@ func (x *ContainerStateTerminated) String() string {
 func (*ContainerStateTerminated) ProtoMessage() {}
 
 func (x *ContainerStateTerminated) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[32]
+	mi := &file_kplane_v1_core_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2314,7 +2433,7 @@ func (x *ContainerStateTerminated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateTerminated.ProtoReflect.Descriptor instead.
 func (*ContainerStateTerminated) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{32}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ContainerStateTerminated) GetExitCode() int32 {
@@ -2377,7 +2496,7 @@ type PodTemplateSpec struct {
 
 func (x *PodTemplateSpec) Reset() {
 	*x = PodTemplateSpec{}
-	mi := &file_kplane_v1_core_proto_msgTypes[33]
+	mi := &file_kplane_v1_core_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2389,7 +2508,7 @@ func (x *PodTemplateSpec) String() string {
 func (*PodTemplateSpec) ProtoMessage() {}
 
 func (x *PodTemplateSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[33]
+	mi := &file_kplane_v1_core_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2402,7 +2521,7 @@ func (x *PodTemplateSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodTemplateSpec.ProtoReflect.Descriptor instead.
 func (*PodTemplateSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{33}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PodTemplateSpec) GetMetadata() *ObjectMeta {
@@ -2431,7 +2550,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_kplane_v1_core_proto_msgTypes[34]
+	mi := &file_kplane_v1_core_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2443,7 +2562,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[34]
+	mi := &file_kplane_v1_core_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2456,7 +2575,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{34}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Service) GetMetadata() *ObjectMeta {
@@ -2491,13 +2610,17 @@ type ServiceSpec struct {
 	SessionAffinity          string `protobuf:"bytes,5,opt,name=session_affinity,json=sessionAffinity,proto3" json:"session_affinity,omitempty"`
 	PublishNotReadyAddresses bool   `protobuf:"varint,6,opt,name=publish_not_ready_addresses,json=publishNotReadyAddresses,proto3" json:"publish_not_ready_addresses,omitempty"`
 	ExternalName             string `protobuf:"bytes,7,opt,name=external_name,json=externalName,proto3" json:"external_name,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	// cluster_ips are the service's cluster IPs, cluster_ip first ("None"
+	// alone for a headless service); the apiserver fills either from the
+	// other, as Kubernetes does.
+	ClusterIps    []string `protobuf:"bytes,8,rep,name=cluster_ips,json=clusterIPs,proto3" json:"cluster_ips,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ServiceSpec) Reset() {
 	*x = ServiceSpec{}
-	mi := &file_kplane_v1_core_proto_msgTypes[35]
+	mi := &file_kplane_v1_core_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2509,7 +2632,7 @@ func (x *ServiceSpec) String() string {
 func (*ServiceSpec) ProtoMessage() {}
 
 func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[35]
+	mi := &file_kplane_v1_core_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2522,7 +2645,7 @@ func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceSpec.ProtoReflect.Descriptor instead.
 func (*ServiceSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{35}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ServiceSpec) GetSelector() map[string]string {
@@ -2574,6 +2697,13 @@ func (x *ServiceSpec) GetExternalName() string {
 	return ""
 }
 
+func (x *ServiceSpec) GetClusterIps() []string {
+	if x != nil {
+		return x.ClusterIps
+	}
+	return nil
+}
+
 // ServicePort maps a service port to a target port on the pods.
 type ServicePort struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -2589,7 +2719,7 @@ type ServicePort struct {
 
 func (x *ServicePort) Reset() {
 	*x = ServicePort{}
-	mi := &file_kplane_v1_core_proto_msgTypes[36]
+	mi := &file_kplane_v1_core_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2601,7 +2731,7 @@ func (x *ServicePort) String() string {
 func (*ServicePort) ProtoMessage() {}
 
 func (x *ServicePort) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[36]
+	mi := &file_kplane_v1_core_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2614,7 +2744,7 @@ func (x *ServicePort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePort.ProtoReflect.Descriptor instead.
 func (*ServicePort) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{36}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ServicePort) GetName() string {
@@ -2662,7 +2792,7 @@ type ServiceStatus struct {
 
 func (x *ServiceStatus) Reset() {
 	*x = ServiceStatus{}
-	mi := &file_kplane_v1_core_proto_msgTypes[37]
+	mi := &file_kplane_v1_core_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2674,7 +2804,7 @@ func (x *ServiceStatus) String() string {
 func (*ServiceStatus) ProtoMessage() {}
 
 func (x *ServiceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[37]
+	mi := &file_kplane_v1_core_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2687,7 +2817,7 @@ func (x *ServiceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceStatus.ProtoReflect.Descriptor instead.
 func (*ServiceStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{37}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ServiceStatus) GetConditions() []*Condition {
@@ -2708,7 +2838,7 @@ type Endpoints struct {
 
 func (x *Endpoints) Reset() {
 	*x = Endpoints{}
-	mi := &file_kplane_v1_core_proto_msgTypes[38]
+	mi := &file_kplane_v1_core_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2720,7 +2850,7 @@ func (x *Endpoints) String() string {
 func (*Endpoints) ProtoMessage() {}
 
 func (x *Endpoints) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[38]
+	mi := &file_kplane_v1_core_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2733,7 +2863,7 @@ func (x *Endpoints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoints.ProtoReflect.Descriptor instead.
 func (*Endpoints) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{38}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Endpoints) GetMetadata() *ObjectMeta {
@@ -2762,7 +2892,7 @@ type EndpointSubset struct {
 
 func (x *EndpointSubset) Reset() {
 	*x = EndpointSubset{}
-	mi := &file_kplane_v1_core_proto_msgTypes[39]
+	mi := &file_kplane_v1_core_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2774,7 +2904,7 @@ func (x *EndpointSubset) String() string {
 func (*EndpointSubset) ProtoMessage() {}
 
 func (x *EndpointSubset) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[39]
+	mi := &file_kplane_v1_core_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2787,7 +2917,7 @@ func (x *EndpointSubset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointSubset.ProtoReflect.Descriptor instead.
 func (*EndpointSubset) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{39}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *EndpointSubset) GetAddresses() []*EndpointAddress {
@@ -2824,7 +2954,7 @@ type EndpointAddress struct {
 
 func (x *EndpointAddress) Reset() {
 	*x = EndpointAddress{}
-	mi := &file_kplane_v1_core_proto_msgTypes[40]
+	mi := &file_kplane_v1_core_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2836,7 +2966,7 @@ func (x *EndpointAddress) String() string {
 func (*EndpointAddress) ProtoMessage() {}
 
 func (x *EndpointAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[40]
+	mi := &file_kplane_v1_core_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2849,7 +2979,7 @@ func (x *EndpointAddress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointAddress.ProtoReflect.Descriptor instead.
 func (*EndpointAddress) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{40}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *EndpointAddress) GetIp() string {
@@ -2892,7 +3022,7 @@ type EndpointPort struct {
 
 func (x *EndpointPort) Reset() {
 	*x = EndpointPort{}
-	mi := &file_kplane_v1_core_proto_msgTypes[41]
+	mi := &file_kplane_v1_core_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +3034,7 @@ func (x *EndpointPort) String() string {
 func (*EndpointPort) ProtoMessage() {}
 
 func (x *EndpointPort) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[41]
+	mi := &file_kplane_v1_core_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2917,7 +3047,7 @@ func (x *EndpointPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointPort.ProtoReflect.Descriptor instead.
 func (*EndpointPort) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{41}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *EndpointPort) GetName() string {
@@ -2954,7 +3084,7 @@ type ServiceAccount struct {
 
 func (x *ServiceAccount) Reset() {
 	*x = ServiceAccount{}
-	mi := &file_kplane_v1_core_proto_msgTypes[42]
+	mi := &file_kplane_v1_core_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2966,7 +3096,7 @@ func (x *ServiceAccount) String() string {
 func (*ServiceAccount) ProtoMessage() {}
 
 func (x *ServiceAccount) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[42]
+	mi := &file_kplane_v1_core_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2979,7 +3109,7 @@ func (x *ServiceAccount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceAccount.ProtoReflect.Descriptor instead.
 func (*ServiceAccount) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{42}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ServiceAccount) GetMetadata() *ObjectMeta {
@@ -3025,7 +3155,7 @@ type Secret struct {
 
 func (x *Secret) Reset() {
 	*x = Secret{}
-	mi := &file_kplane_v1_core_proto_msgTypes[43]
+	mi := &file_kplane_v1_core_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3037,7 +3167,7 @@ func (x *Secret) String() string {
 func (*Secret) ProtoMessage() {}
 
 func (x *Secret) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[43]
+	mi := &file_kplane_v1_core_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3050,7 +3180,7 @@ func (x *Secret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Secret.ProtoReflect.Descriptor instead.
 func (*Secret) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{43}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Secret) GetMetadata() *ObjectMeta {
@@ -3113,7 +3243,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_kplane_v1_core_proto_msgTypes[44]
+	mi := &file_kplane_v1_core_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3125,7 +3255,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[44]
+	mi := &file_kplane_v1_core_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3138,7 +3268,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{44}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Event) GetMetadata() *ObjectMeta {
@@ -3243,7 +3373,7 @@ type EventSource struct {
 
 func (x *EventSource) Reset() {
 	*x = EventSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[45]
+	mi := &file_kplane_v1_core_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3255,7 +3385,7 @@ func (x *EventSource) String() string {
 func (*EventSource) ProtoMessage() {}
 
 func (x *EventSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[45]
+	mi := &file_kplane_v1_core_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3268,7 +3398,7 @@ func (x *EventSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventSource.ProtoReflect.Descriptor instead.
 func (*EventSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{45}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *EventSource) GetComponent() string {
@@ -3303,13 +3433,14 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x04Node\x121\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12'\n" +
 	"\x04spec\x18\x02 \x01(\v2\x13.kplane.v1.NodeSpecR\x04spec\x12-\n" +
-	"\x06status\x18\x03 \x01(\v2\x15.kplane.v1.NodeStatusR\x06status\"\x96\x01\n" +
+	"\x06status\x18\x03 \x01(\v2\x15.kplane.v1.NodeStatusR\x06status\"\xb3\x01\n" +
 	"\bNodeSpec\x12\x19\n" +
 	"\bpod_cidr\x18\x01 \x01(\tR\apodCIDR\x12\x1f\n" +
 	"\vprovider_id\x18\x02 \x01(\tR\n" +
 	"providerID\x12$\n" +
 	"\runschedulable\x18\x03 \x01(\bR\runschedulable\x12(\n" +
-	"\x06taints\x18\x04 \x03(\v2\x10.kplane.v1.TaintR\x06taints\"\x82\x01\n" +
+	"\x06taints\x18\x04 \x03(\v2\x10.kplane.v1.TaintR\x06taints\x12\x1b\n" +
+	"\tpod_cidrs\x18\x05 \x03(\tR\bpodCIDRs\"\x82\x01\n" +
 	"\x05Taint\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
@@ -3456,7 +3587,7 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\t_optional\">\n" +
 	"\x14HostPathVolumeSource\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
-	"\x04type\x18\x02 \x01(\tR\x04type\"\xe0\x03\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\"\xb9\x04\n" +
 	"\tPodStatus\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x124\n" +
 	"\n" +
@@ -3472,7 +3603,13 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x17init_container_statuses\x18\t \x03(\v2\x1a.kplane.v1.ContainerStatusR\x15initContainerStatuses\x12\x1b\n" +
 	"\tqos_class\x18\n" +
 	" \x01(\tR\bqosClass\x12.\n" +
-	"\x13nominated_node_name\x18\v \x01(\tR\x11nominatedNodeName\"\xca\x02\n" +
+	"\x13nominated_node_name\x18\v \x01(\tR\x11nominatedNodeName\x12)\n" +
+	"\apod_ips\x18\f \x03(\v2\x10.kplane.v1.PodIPR\x06podIPs\x12,\n" +
+	"\bhost_ips\x18\r \x03(\v2\x11.kplane.v1.HostIPR\ahostIPs\"\x17\n" +
+	"\x05PodIP\x12\x0e\n" +
+	"\x02ip\x18\x01 \x01(\tR\x02ip\"\x18\n" +
+	"\x06HostIP\x12\x0e\n" +
+	"\x02ip\x18\x01 \x01(\tR\x02ip\"\xca\x02\n" +
 	"\x0fContainerStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\x05state\x18\x02 \x01(\v2\x19.kplane.v1.ContainerStateR\x05state\x128\n" +
@@ -3514,7 +3651,7 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\aService\x121\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12*\n" +
 	"\x04spec\x18\x02 \x01(\v2\x16.kplane.v1.ServiceSpecR\x04spec\x120\n" +
-	"\x06status\x18\x03 \x01(\v2\x18.kplane.v1.ServiceStatusR\x06status\"\xfc\x02\n" +
+	"\x06status\x18\x03 \x01(\v2\x18.kplane.v1.ServiceStatusR\x06status\"\x9d\x03\n" +
 	"\vServiceSpec\x12@\n" +
 	"\bselector\x18\x01 \x03(\v2$.kplane.v1.ServiceSpec.SelectorEntryR\bselector\x12,\n" +
 	"\x05ports\x18\x02 \x03(\v2\x16.kplane.v1.ServicePortR\x05ports\x12\x1d\n" +
@@ -3523,7 +3660,9 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x04type\x18\x04 \x01(\tR\x04type\x12)\n" +
 	"\x10session_affinity\x18\x05 \x01(\tR\x0fsessionAffinity\x12=\n" +
 	"\x1bpublish_not_ready_addresses\x18\x06 \x01(\bR\x18publishNotReadyAddresses\x12#\n" +
-	"\rexternal_name\x18\a \x01(\tR\fexternalName\x1a;\n" +
+	"\rexternal_name\x18\a \x01(\tR\fexternalName\x12\x1f\n" +
+	"\vcluster_ips\x18\b \x03(\tR\n" +
+	"clusterIPs\x1a;\n" +
 	"\rSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8f\x01\n" +
@@ -3608,7 +3747,7 @@ func file_kplane_v1_core_proto_rawDescGZIP() []byte {
 	return file_kplane_v1_core_proto_rawDescData
 }
 
-var file_kplane_v1_core_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_kplane_v1_core_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_kplane_v1_core_proto_goTypes = []any{
 	(*Namespace)(nil),                         // 0: kplane.v1.Namespace
 	(*NamespaceSpec)(nil),                     // 1: kplane.v1.NamespaceSpec
@@ -3638,64 +3777,66 @@ var file_kplane_v1_core_proto_goTypes = []any{
 	(*SecretVolumeSource)(nil),                // 25: kplane.v1.SecretVolumeSource
 	(*HostPathVolumeSource)(nil),              // 26: kplane.v1.HostPathVolumeSource
 	(*PodStatus)(nil),                         // 27: kplane.v1.PodStatus
-	(*ContainerStatus)(nil),                   // 28: kplane.v1.ContainerStatus
-	(*ContainerState)(nil),                    // 29: kplane.v1.ContainerState
-	(*ContainerStateWaiting)(nil),             // 30: kplane.v1.ContainerStateWaiting
-	(*ContainerStateRunning)(nil),             // 31: kplane.v1.ContainerStateRunning
-	(*ContainerStateTerminated)(nil),          // 32: kplane.v1.ContainerStateTerminated
-	(*PodTemplateSpec)(nil),                   // 33: kplane.v1.PodTemplateSpec
-	(*Service)(nil),                           // 34: kplane.v1.Service
-	(*ServiceSpec)(nil),                       // 35: kplane.v1.ServiceSpec
-	(*ServicePort)(nil),                       // 36: kplane.v1.ServicePort
-	(*ServiceStatus)(nil),                     // 37: kplane.v1.ServiceStatus
-	(*Endpoints)(nil),                         // 38: kplane.v1.Endpoints
-	(*EndpointSubset)(nil),                    // 39: kplane.v1.EndpointSubset
-	(*EndpointAddress)(nil),                   // 40: kplane.v1.EndpointAddress
-	(*EndpointPort)(nil),                      // 41: kplane.v1.EndpointPort
-	(*ServiceAccount)(nil),                    // 42: kplane.v1.ServiceAccount
-	(*Secret)(nil),                            // 43: kplane.v1.Secret
-	(*Event)(nil),                             // 44: kplane.v1.Event
-	(*EventSource)(nil),                       // 45: kplane.v1.EventSource
-	nil,                                       // 46: kplane.v1.NodeStatus.CapacityEntry
-	nil,                                       // 47: kplane.v1.NodeStatus.AllocatableEntry
-	nil,                                       // 48: kplane.v1.PodSpec.NodeSelectorEntry
-	nil,                                       // 49: kplane.v1.ServiceSpec.SelectorEntry
-	nil,                                       // 50: kplane.v1.Secret.DataEntry
-	nil,                                       // 51: kplane.v1.Secret.StringDataEntry
-	(*ObjectMeta)(nil),                        // 52: kplane.v1.ObjectMeta
-	(*timestamppb.Timestamp)(nil),             // 53: google.protobuf.Timestamp
-	(*Condition)(nil),                         // 54: kplane.v1.Condition
-	(*ResourceRequirements)(nil),              // 55: kplane.v1.ResourceRequirements
-	(*ObjectReference)(nil),                   // 56: kplane.v1.ObjectReference
-	(*LocalObjectReference)(nil),              // 57: kplane.v1.LocalObjectReference
+	(*PodIP)(nil),                             // 28: kplane.v1.PodIP
+	(*HostIP)(nil),                            // 29: kplane.v1.HostIP
+	(*ContainerStatus)(nil),                   // 30: kplane.v1.ContainerStatus
+	(*ContainerState)(nil),                    // 31: kplane.v1.ContainerState
+	(*ContainerStateWaiting)(nil),             // 32: kplane.v1.ContainerStateWaiting
+	(*ContainerStateRunning)(nil),             // 33: kplane.v1.ContainerStateRunning
+	(*ContainerStateTerminated)(nil),          // 34: kplane.v1.ContainerStateTerminated
+	(*PodTemplateSpec)(nil),                   // 35: kplane.v1.PodTemplateSpec
+	(*Service)(nil),                           // 36: kplane.v1.Service
+	(*ServiceSpec)(nil),                       // 37: kplane.v1.ServiceSpec
+	(*ServicePort)(nil),                       // 38: kplane.v1.ServicePort
+	(*ServiceStatus)(nil),                     // 39: kplane.v1.ServiceStatus
+	(*Endpoints)(nil),                         // 40: kplane.v1.Endpoints
+	(*EndpointSubset)(nil),                    // 41: kplane.v1.EndpointSubset
+	(*EndpointAddress)(nil),                   // 42: kplane.v1.EndpointAddress
+	(*EndpointPort)(nil),                      // 43: kplane.v1.EndpointPort
+	(*ServiceAccount)(nil),                    // 44: kplane.v1.ServiceAccount
+	(*Secret)(nil),                            // 45: kplane.v1.Secret
+	(*Event)(nil),                             // 46: kplane.v1.Event
+	(*EventSource)(nil),                       // 47: kplane.v1.EventSource
+	nil,                                       // 48: kplane.v1.NodeStatus.CapacityEntry
+	nil,                                       // 49: kplane.v1.NodeStatus.AllocatableEntry
+	nil,                                       // 50: kplane.v1.PodSpec.NodeSelectorEntry
+	nil,                                       // 51: kplane.v1.ServiceSpec.SelectorEntry
+	nil,                                       // 52: kplane.v1.Secret.DataEntry
+	nil,                                       // 53: kplane.v1.Secret.StringDataEntry
+	(*ObjectMeta)(nil),                        // 54: kplane.v1.ObjectMeta
+	(*timestamppb.Timestamp)(nil),             // 55: google.protobuf.Timestamp
+	(*Condition)(nil),                         // 56: kplane.v1.Condition
+	(*ResourceRequirements)(nil),              // 57: kplane.v1.ResourceRequirements
+	(*ObjectReference)(nil),                   // 58: kplane.v1.ObjectReference
+	(*LocalObjectReference)(nil),              // 59: kplane.v1.LocalObjectReference
 }
 var file_kplane_v1_core_proto_depIdxs = []int32{
-	52, // 0: kplane.v1.Namespace.metadata:type_name -> kplane.v1.ObjectMeta
+	54, // 0: kplane.v1.Namespace.metadata:type_name -> kplane.v1.ObjectMeta
 	1,  // 1: kplane.v1.Namespace.spec:type_name -> kplane.v1.NamespaceSpec
 	2,  // 2: kplane.v1.Namespace.status:type_name -> kplane.v1.NamespaceStatus
-	52, // 3: kplane.v1.Node.metadata:type_name -> kplane.v1.ObjectMeta
+	54, // 3: kplane.v1.Node.metadata:type_name -> kplane.v1.ObjectMeta
 	4,  // 4: kplane.v1.Node.spec:type_name -> kplane.v1.NodeSpec
 	7,  // 5: kplane.v1.Node.status:type_name -> kplane.v1.NodeStatus
 	5,  // 6: kplane.v1.NodeSpec.taints:type_name -> kplane.v1.Taint
-	53, // 7: kplane.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
-	46, // 8: kplane.v1.NodeStatus.capacity:type_name -> kplane.v1.NodeStatus.CapacityEntry
-	47, // 9: kplane.v1.NodeStatus.allocatable:type_name -> kplane.v1.NodeStatus.AllocatableEntry
-	54, // 10: kplane.v1.NodeStatus.conditions:type_name -> kplane.v1.Condition
+	55, // 7: kplane.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
+	48, // 8: kplane.v1.NodeStatus.capacity:type_name -> kplane.v1.NodeStatus.CapacityEntry
+	49, // 9: kplane.v1.NodeStatus.allocatable:type_name -> kplane.v1.NodeStatus.AllocatableEntry
+	56, // 10: kplane.v1.NodeStatus.conditions:type_name -> kplane.v1.Condition
 	8,  // 11: kplane.v1.NodeStatus.addresses:type_name -> kplane.v1.NodeAddress
 	9,  // 12: kplane.v1.NodeStatus.daemon_endpoints:type_name -> kplane.v1.NodeDaemonEndpoints
 	11, // 13: kplane.v1.NodeStatus.node_info:type_name -> kplane.v1.NodeSystemInfo
 	10, // 14: kplane.v1.NodeDaemonEndpoints.kubelet_endpoint:type_name -> kplane.v1.DaemonEndpoint
-	52, // 15: kplane.v1.Pod.metadata:type_name -> kplane.v1.ObjectMeta
+	54, // 15: kplane.v1.Pod.metadata:type_name -> kplane.v1.ObjectMeta
 	13, // 16: kplane.v1.Pod.spec:type_name -> kplane.v1.PodSpec
 	27, // 17: kplane.v1.Pod.status:type_name -> kplane.v1.PodStatus
 	14, // 18: kplane.v1.PodSpec.containers:type_name -> kplane.v1.Container
 	14, // 19: kplane.v1.PodSpec.init_containers:type_name -> kplane.v1.Container
-	48, // 20: kplane.v1.PodSpec.node_selector:type_name -> kplane.v1.PodSpec.NodeSelectorEntry
+	50, // 20: kplane.v1.PodSpec.node_selector:type_name -> kplane.v1.PodSpec.NodeSelectorEntry
 	6,  // 21: kplane.v1.PodSpec.tolerations:type_name -> kplane.v1.Toleration
 	22, // 22: kplane.v1.PodSpec.volumes:type_name -> kplane.v1.Volume
 	15, // 23: kplane.v1.Container.env:type_name -> kplane.v1.EnvVar
 	16, // 24: kplane.v1.Container.ports:type_name -> kplane.v1.ContainerPort
-	55, // 25: kplane.v1.Container.resources:type_name -> kplane.v1.ResourceRequirements
+	57, // 25: kplane.v1.Container.resources:type_name -> kplane.v1.ResourceRequirements
 	18, // 26: kplane.v1.Container.readiness_probe:type_name -> kplane.v1.Probe
 	18, // 27: kplane.v1.Container.liveness_probe:type_name -> kplane.v1.Probe
 	17, // 28: kplane.v1.Container.volume_mounts:type_name -> kplane.v1.VolumeMount
@@ -3706,49 +3847,51 @@ var file_kplane_v1_core_proto_depIdxs = []int32{
 	24, // 33: kplane.v1.Volume.empty_dir:type_name -> kplane.v1.EmptyDirVolumeSource
 	25, // 34: kplane.v1.Volume.secret:type_name -> kplane.v1.SecretVolumeSource
 	26, // 35: kplane.v1.Volume.host_path:type_name -> kplane.v1.HostPathVolumeSource
-	54, // 36: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
-	53, // 37: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
-	28, // 38: kplane.v1.PodStatus.container_statuses:type_name -> kplane.v1.ContainerStatus
-	28, // 39: kplane.v1.PodStatus.init_container_statuses:type_name -> kplane.v1.ContainerStatus
-	29, // 40: kplane.v1.ContainerStatus.state:type_name -> kplane.v1.ContainerState
-	29, // 41: kplane.v1.ContainerStatus.last_state:type_name -> kplane.v1.ContainerState
-	30, // 42: kplane.v1.ContainerState.waiting:type_name -> kplane.v1.ContainerStateWaiting
-	31, // 43: kplane.v1.ContainerState.running:type_name -> kplane.v1.ContainerStateRunning
-	32, // 44: kplane.v1.ContainerState.terminated:type_name -> kplane.v1.ContainerStateTerminated
-	53, // 45: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
-	53, // 46: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
-	53, // 47: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
-	52, // 48: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
-	13, // 49: kplane.v1.PodTemplateSpec.spec:type_name -> kplane.v1.PodSpec
-	52, // 50: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
-	35, // 51: kplane.v1.Service.spec:type_name -> kplane.v1.ServiceSpec
-	37, // 52: kplane.v1.Service.status:type_name -> kplane.v1.ServiceStatus
-	49, // 53: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
-	36, // 54: kplane.v1.ServiceSpec.ports:type_name -> kplane.v1.ServicePort
-	54, // 55: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
-	52, // 56: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
-	39, // 57: kplane.v1.Endpoints.subsets:type_name -> kplane.v1.EndpointSubset
-	40, // 58: kplane.v1.EndpointSubset.addresses:type_name -> kplane.v1.EndpointAddress
-	40, // 59: kplane.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.v1.EndpointAddress
-	41, // 60: kplane.v1.EndpointSubset.ports:type_name -> kplane.v1.EndpointPort
-	56, // 61: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
-	52, // 62: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
-	56, // 63: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
-	57, // 64: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
-	52, // 65: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
-	50, // 66: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
-	51, // 67: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
-	52, // 68: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
-	56, // 69: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
-	45, // 70: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
-	53, // 71: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
-	53, // 72: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
-	53, // 73: kplane.v1.Event.event_time:type_name -> google.protobuf.Timestamp
-	74, // [74:74] is the sub-list for method output_type
-	74, // [74:74] is the sub-list for method input_type
-	74, // [74:74] is the sub-list for extension type_name
-	74, // [74:74] is the sub-list for extension extendee
-	0,  // [0:74] is the sub-list for field type_name
+	56, // 36: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
+	55, // 37: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
+	30, // 38: kplane.v1.PodStatus.container_statuses:type_name -> kplane.v1.ContainerStatus
+	30, // 39: kplane.v1.PodStatus.init_container_statuses:type_name -> kplane.v1.ContainerStatus
+	28, // 40: kplane.v1.PodStatus.pod_ips:type_name -> kplane.v1.PodIP
+	29, // 41: kplane.v1.PodStatus.host_ips:type_name -> kplane.v1.HostIP
+	31, // 42: kplane.v1.ContainerStatus.state:type_name -> kplane.v1.ContainerState
+	31, // 43: kplane.v1.ContainerStatus.last_state:type_name -> kplane.v1.ContainerState
+	32, // 44: kplane.v1.ContainerState.waiting:type_name -> kplane.v1.ContainerStateWaiting
+	33, // 45: kplane.v1.ContainerState.running:type_name -> kplane.v1.ContainerStateRunning
+	34, // 46: kplane.v1.ContainerState.terminated:type_name -> kplane.v1.ContainerStateTerminated
+	55, // 47: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
+	55, // 48: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
+	55, // 49: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
+	54, // 50: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
+	13, // 51: kplane.v1.PodTemplateSpec.spec:type_name -> kplane.v1.PodSpec
+	54, // 52: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
+	37, // 53: kplane.v1.Service.spec:type_name -> kplane.v1.ServiceSpec
+	39, // 54: kplane.v1.Service.status:type_name -> kplane.v1.ServiceStatus
+	51, // 55: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
+	38, // 56: kplane.v1.ServiceSpec.ports:type_name -> kplane.v1.ServicePort
+	56, // 57: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
+	54, // 58: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
+	41, // 59: kplane.v1.Endpoints.subsets:type_name -> kplane.v1.EndpointSubset
+	42, // 60: kplane.v1.EndpointSubset.addresses:type_name -> kplane.v1.EndpointAddress
+	42, // 61: kplane.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.v1.EndpointAddress
+	43, // 62: kplane.v1.EndpointSubset.ports:type_name -> kplane.v1.EndpointPort
+	58, // 63: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
+	54, // 64: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
+	58, // 65: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
+	59, // 66: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
+	54, // 67: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
+	52, // 68: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
+	53, // 69: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
+	54, // 70: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
+	58, // 71: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
+	47, // 72: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
+	55, // 73: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
+	55, // 74: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
+	55, // 75: kplane.v1.Event.event_time:type_name -> google.protobuf.Timestamp
+	76, // [76:76] is the sub-list for method output_type
+	76, // [76:76] is the sub-list for method input_type
+	76, // [76:76] is the sub-list for extension type_name
+	76, // [76:76] is the sub-list for extension extendee
+	0,  // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_core_proto_init() }
@@ -3761,16 +3904,16 @@ func file_kplane_v1_core_proto_init() {
 	file_kplane_v1_core_proto_msgTypes[6].OneofWrappers = []any{}
 	file_kplane_v1_core_proto_msgTypes[13].OneofWrappers = []any{}
 	file_kplane_v1_core_proto_msgTypes[25].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[28].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[42].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[43].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[30].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[44].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[45].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_v1_core_proto_rawDesc), len(file_kplane_v1_core_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   52,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

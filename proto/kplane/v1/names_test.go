@@ -92,6 +92,7 @@ var kubernetesTypes = map[string]string{
 		status NodeStatus`,
 	"NodeSpec": `
 		podCIDR string
+		podCIDRs []string
 		providerID string
 		unschedulable bool
 		taints []Taint`,
@@ -229,11 +230,17 @@ var kubernetesTypes = map[string]string{
 		reason string
 		nominatedNodeName string
 		hostIP string
+		hostIPs []HostIP
 		podIP string
+		podIPs []PodIP
 		startTime Time
 		initContainerStatuses []ContainerStatus
 		containerStatuses []ContainerStatus
 		qosClass string`,
+	"PodIP": `
+		ip string`,
+	"HostIP": `
+		ip string`,
 	"PodCondition": `
 		type string
 		status string
@@ -300,6 +307,7 @@ var kubernetesTypes = map[string]string{
 		ports []ServicePort
 		selector map[string]string
 		clusterIP string
+		clusterIPs []string
 		type string
 		sessionAffinity string
 		externalName string
