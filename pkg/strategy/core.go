@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"slices"
 	"strconv"
+	"strings"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
@@ -39,12 +41,19 @@ func validateNamespace(ns *kplanev1.Namespace) validation.ErrorList {
 
 var nodeAddressTypes = []string{"InternalIP", "ExternalIP", "Hostname", "InternalDNS", "ExternalDNS"}
 
+func defaultNode(n *kplanev1.Node) {
+	if s := n.GetSpec(); s != nil {
+		syncFirst(&s.PodCidr, &s.PodCidrs)
+	}
+}
+
 func validateNode(n *kplanev1.Node) validation.ErrorList {
 	var errs validation.ErrorList
 	s := n.GetSpec()
 	if s.GetPodCidr() != "" {
 		errs.InvalidMsgs("spec.podCIDR", s.GetPodCidr(), validation.IsValidCIDR(s.GetPodCidr()))
 	}
+	validateFirst(&errs, "spec.podCIDR", "spec.podCIDRs", s.GetPodCidr(), s.GetPodCidrs(), validation.IsValidCIDR)
 	seen := map[string]bool{}
 	for i, t := range s.GetTaints() {
 		p := index("spec.taints", i)
@@ -87,6 +96,9 @@ func validateNodeUpdate(n, old *kplanev1.Node) validation.ErrorList {
 	if o := old.GetSpec().GetPodCidr(); o != "" && n.GetSpec().GetPodCidr() != o {
 		errs.Invalid("spec.podCIDR", n.GetSpec().GetPodCidr(), "field is immutable once set")
 	}
+	if o := old.GetSpec().GetPodCidrs(); len(o) > 0 && !slices.Equal(n.GetSpec().GetPodCidrs(), o) {
+		errs.Invalid("spec.podCIDRs", strings.Join(n.GetSpec().GetPodCidrs(), ","), "field is immutable once set")
+	}
 	return errs
 }
 
@@ -110,6 +122,14 @@ func defaultService(svc *kplanev1.Service) {
 	}
 	if s.SessionAffinity == "" {
 		s.SessionAffinity = "None"
+	}
+	switch {
+	case s.Type != serviceTypeExternalName:
+		syncFirst(&s.ClusterIp, &s.ClusterIps)
+	case s.ClusterIp == "":
+		// Turning into an ExternalName (which has no cluster IPs) by
+		// clearing clusterIP drops the clusterIPs that came with it.
+		s.ClusterIps = nil
 	}
 	for _, p := range s.Ports {
 		if p == nil {
@@ -139,8 +159,22 @@ func validateService(svc *kplanev1.Service) validation.ErrorList {
 		if s.ClusterIp != "" {
 			errs.Forbidden("spec.clusterIP", "may not be set for type 'ExternalName'")
 		}
+		if len(s.ClusterIps) > 0 {
+			errs.Forbidden("spec.clusterIPs", "may not be set for type 'ExternalName'")
+		}
 	case s.ClusterIp != "" && s.ClusterIp != clusterIPNone:
 		errs.InvalidMsgs("spec.clusterIP", s.ClusterIp, validation.IsValidIP(s.ClusterIp))
+	}
+	if s.Type != serviceTypeExternalName {
+		validateFirst(&errs, "spec.clusterIP", "spec.clusterIPs", s.ClusterIp, s.ClusterIps, func(ip string) []string {
+			if ip == clusterIPNone {
+				return nil
+			}
+			return validation.IsValidIP(ip)
+		})
+		if len(s.ClusterIps) > 1 && slices.Contains(s.ClusterIps, clusterIPNone) {
+			errs.Invalid("spec.clusterIPs", strings.Join(s.ClusterIps, ","), "'None' must be the only entry")
+		}
 	}
 	headless := s.ClusterIp == clusterIPNone
 	if headless && typeOK && s.Type != serviceTypeClusterIP && s.Type != serviceTypeExternalName {

@@ -38,6 +38,7 @@ func defaultPod(p *kplanev1.Pod) {
 		p.Spec = &kplanev1.PodSpec{}
 	}
 	defaultPodSpec(p.Spec)
+	syncPodStatusIPs(p.Status)
 }
 
 // preparePod starts a new pod Pending (until a node agent reports
@@ -210,6 +211,7 @@ func validatePod(p *kplanev1.Pod) validation.ErrorList {
 		if st.HostIp != "" {
 			errs.InvalidMsgs("status.hostIP", st.HostIp, validation.IsValidIP(st.HostIp))
 		}
+		validatePodStatusIPs(&errs, st)
 	}
 	return errs
 }

@@ -116,7 +116,7 @@ func init() {
 	register(&typed[*kplanev1.Namespace]{kind: "Namespace", get: (*kplanev1.Object).GetNamespace,
 		nameFn: validation.IsDNS1123Label, prepare: prepareNamespace, validate: validateNamespace})
 	register(&typed[*kplanev1.Node]{kind: "Node", get: (*kplanev1.Object).GetNode,
-		nameFn: validation.IsDNS1123Subdomain, validate: validateNode, update: validateNodeUpdate})
+		nameFn: validation.IsDNS1123Subdomain, defaults: defaultNode, validate: validateNode, update: validateNodeUpdate})
 	register(&typed[*kplanev1.Pod]{kind: "Pod", get: (*kplanev1.Object).GetPod,
 		nameFn: validation.IsDNS1123Subdomain, defaults: defaultPod, prepare: preparePod, validate: validatePod, update: validatePodUpdate})
 	register(&typed[*kplanev1.ReplicaSet]{kind: "ReplicaSet", get: (*kplanev1.Object).GetReplicaSet,

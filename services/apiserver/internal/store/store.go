@@ -376,7 +376,11 @@ func (s *Store) prepareStatusUpdate(k *kplanev1.KindInfo, in, cur *kplanev1.Obje
 	next := proto.Clone(cur).(*kplanev1.Object)
 	setStatus(next, statusOf(in))
 	apijson.TruncateTimes(next) // compare with cur at the stored precision
-	if errs := strategy.For(k.Name).Validate(next); len(errs) > 0 {
+	// Defaulting runs on status writes too, as in Kubernetes (it keeps
+	// podIP and podIPs in step).
+	strat := strategy.For(k.Name)
+	strat.Default(next)
+	if errs := strat.Validate(next); len(errs) > 0 {
 		return nil, invalidObject(k.Name, next.Meta().Name, errs)
 	}
 	return next, nil

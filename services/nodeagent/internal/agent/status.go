@@ -229,6 +229,15 @@ func buildStatus(in statusInput) *kplanev1.PodStatus {
 		QosClass:          old.GetQosClass(),
 		NominatedNodeName: old.GetNominatedNodeName(),
 	}
+	// The plural forms, as the kubelet writes them (the apiserver would
+	// fill them anyway; written here, the status compares equal to the
+	// stored one).
+	if in.HostIP != "" {
+		st.HostIps = []*kplanev1.HostIP{{Ip: in.HostIP}}
+	}
+	if in.PodIP != "" {
+		st.PodIps = []*kplanev1.PodIP{{Ip: in.PodIP}}
+	}
 	var notReady []string
 	for _, c := range in.Containers {
 		cs := containerStatus(c, in.Runtime, uid, name)

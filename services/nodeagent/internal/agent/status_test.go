@@ -177,7 +177,8 @@ func TestBuildStatusStableAndTerminal(t *testing.T) {
 	running := []containerInput{{Spec: pod.Spec.Containers[0], Ready: true, State: ContainerState{Created: true, Running: true, StartedAt: t0}}}
 	in := statusInput{Pod: pod, Containers: running, Runtime: "exec", PodIP: "127.1.0.1", HostIP: "127.0.0.1", StartTime: t0, Now: t0}
 	st := buildStatus(in)
-	if st.Phase != PhaseRunning || st.PodIp != "127.1.0.1" || st.HostIp != "127.0.0.1" || st.QosClass != "BestEffort" {
+	if st.Phase != PhaseRunning || st.PodIp != "127.1.0.1" || st.HostIp != "127.0.0.1" || st.QosClass != "BestEffort" ||
+		len(st.PodIps) != 1 || st.PodIps[0].Ip != st.PodIp || len(st.HostIps) != 1 || st.HostIps[0].Ip != st.HostIp {
 		t.Fatalf("status = %v", st)
 	}
 	for _, typ := range []string{CondReady, CondContainersReady, CondInitialized, CondPodScheduled} {
