@@ -202,3 +202,16 @@ func FuzzParseSelector(f *testing.F) {
 		}
 	})
 }
+
+// Field selectors use Kubernetes' spelling (status.podIP, as kubectl
+// --field-selector does); protojson's default spelling is no field.
+func TestKubernetesFieldNames(t *testing.T) {
+	p := kplanev1.MustWrap(&kplanev1.Pod{Status: &kplanev1.PodStatus{PodIp: "10.0.0.5", HostIp: "192.168.1.2"}})
+	sel, err := ParseSelector("Pod", "status.podIP=10.0.0.5,status.hostIP=192.168.1.2")
+	if err != nil || !sel.Matches(p) {
+		t.Errorf("status.podIP/status.hostIP selector: %v %v", sel, err)
+	}
+	if _, err := ParseSelector("Pod", "status.podIp=10.0.0.5"); err == nil {
+		t.Error("status.podIp (protojson's spelling) was accepted")
+	}
+}

@@ -41,16 +41,9 @@ func validateNamespace(ns *kplanev1.Namespace) validation.ErrorList {
 
 var nodeAddressTypes = []string{"InternalIP", "ExternalIP", "Hostname", "InternalDNS", "ExternalDNS"}
 
-// defaultNode keeps podCIDR and podCIDRs[0] the same, as Kubernetes does:
-// a client may set either.
 func defaultNode(n *kplanev1.Node) {
-	s := n.GetSpec()
-	switch {
-	case s == nil:
-	case s.PodCidr != "" && len(s.PodCidrs) == 0:
-		s.PodCidrs = []string{s.PodCidr}
-	case s.PodCidr == "" && len(s.PodCidrs) > 0:
-		s.PodCidr = s.PodCidrs[0]
+	if s := n.GetSpec(); s != nil {
+		syncFirst(&s.PodCidr, &s.PodCidrs)
 	}
 }
 
@@ -60,17 +53,7 @@ func validateNode(n *kplanev1.Node) validation.ErrorList {
 	if s.GetPodCidr() != "" {
 		errs.InvalidMsgs("spec.podCIDR", s.GetPodCidr(), validation.IsValidCIDR(s.GetPodCidr()))
 	}
-	for i, c := range s.GetPodCidrs() {
-		if i == 0 && c == s.GetPodCidr() {
-			continue // checked as spec.podCIDR
-		}
-		errs.InvalidMsgs(index("spec.podCIDRs", i), c, validation.IsValidCIDR(c))
-	}
-	if cs := s.GetPodCidrs(); len(cs) > 2 {
-		errs.Invalid("spec.podCIDRs", strings.Join(cs, ","), "may hold at most one CIDR per IP family")
-	} else if len(cs) > 0 && cs[0] != s.GetPodCidr() {
-		errs.Invalid("spec.podCIDRs[0]", cs[0], "must match spec.podCIDR")
-	}
+	validateFirst(&errs, "spec.podCIDR", "spec.podCIDRs", s.GetPodCidr(), s.GetPodCidrs(), validation.IsValidCIDR)
 	seen := map[string]bool{}
 	for i, t := range s.GetTaints() {
 		p := index("spec.taints", i)
@@ -101,7 +84,7 @@ func validateNode(n *kplanev1.Node) validation.ErrorList {
 		}
 	}
 	if ep := st.GetDaemonEndpoints().GetKubeletEndpoint(); ep != nil && ep.Port != 0 {
-		errs.InvalidMsgs("status.daemonEndpoints.kubeletEndpoint.port", ep.Port, validation.IsValidPortNum(ep.Port))
+		errs.InvalidMsgs("status.daemonEndpoints.kubeletEndpoint.Port", ep.Port, validation.IsValidPortNum(ep.Port))
 	}
 	return errs
 }
@@ -140,6 +123,14 @@ func defaultService(svc *kplanev1.Service) {
 	if s.SessionAffinity == "" {
 		s.SessionAffinity = "None"
 	}
+	switch {
+	case s.Type != serviceTypeExternalName:
+		syncFirst(&s.ClusterIp, &s.ClusterIps)
+	case s.ClusterIp == "":
+		// Turning into an ExternalName (which has no cluster IPs) by
+		// clearing clusterIP drops the clusterIPs that came with it.
+		s.ClusterIps = nil
+	}
 	for _, p := range s.Ports {
 		if p == nil {
 			continue
@@ -168,8 +159,22 @@ func validateService(svc *kplanev1.Service) validation.ErrorList {
 		if s.ClusterIp != "" {
 			errs.Forbidden("spec.clusterIP", "may not be set for type 'ExternalName'")
 		}
+		if len(s.ClusterIps) > 0 {
+			errs.Forbidden("spec.clusterIPs", "may not be set for type 'ExternalName'")
+		}
 	case s.ClusterIp != "" && s.ClusterIp != clusterIPNone:
 		errs.InvalidMsgs("spec.clusterIP", s.ClusterIp, validation.IsValidIP(s.ClusterIp))
+	}
+	if s.Type != serviceTypeExternalName {
+		validateFirst(&errs, "spec.clusterIP", "spec.clusterIPs", s.ClusterIp, s.ClusterIps, func(ip string) []string {
+			if ip == clusterIPNone {
+				return nil
+			}
+			return validation.IsValidIP(ip)
+		})
+		if len(s.ClusterIps) > 1 && slices.Contains(s.ClusterIps, clusterIPNone) {
+			errs.Invalid("spec.clusterIPs", strings.Join(s.ClusterIps, ","), "'None' must be the only entry")
+		}
 	}
 	headless := s.ClusterIp == clusterIPNone
 	if headless && typeOK && s.Type != serviceTypeClusterIP && s.Type != serviceTypeExternalName {

@@ -107,6 +107,16 @@ func TestServiceDefaults(t *testing.T) {
 	}
 }
 
+// A headless service (clusterIP: None, as Kubernetes' docs write it) keeps
+// its None through defaulting.
+func TestHeadlessServiceKeepsNone(t *testing.T) {
+	svc := validService()
+	svc.Spec.ClusterIp = "None"
+	if got := defaulted(svc).Spec.ClusterIp; got != "None" {
+		t.Errorf("clusterIP after defaulting = %q, want None", got)
+	}
+}
+
 func TestService(t *testing.T) {
 	checkValidate(t, "Service", validService, []tc[*kplanev1.Service]{
 		{"name must be a DNS-1035 label", func(s *kplanev1.Service) { s.Metadata.Name = "1web" },
@@ -132,6 +142,8 @@ func TestService(t *testing.T) {
 			[]string{`spec.ports[0].name: Invalid value: "HTTP": ...`}},
 		{"no ports", func(s *kplanev1.Service) { s.Spec.Ports = nil }, []string{"spec.ports: Required value"}},
 		{"headless without ports", func(s *kplanev1.Service) { s.Spec.Ports = nil; s.Spec.ClusterIp = "None" }, nil},
+		{"headless with ports", func(s *kplanev1.Service) { s.Spec.ClusterIp = "None" }, nil},
+		{"headless without a type", func(s *kplanev1.Service) { s.Spec.ClusterIp = "None"; s.Spec.Type = "" }, nil},
 		{"type", func(s *kplanev1.Service) { s.Spec.Type = "Internal" },
 			[]string{`spec.type: Unsupported value: "Internal": supported values: "ClusterIP", "NodePort", "LoadBalancer", "ExternalName"`}},
 		{"external name required", func(s *kplanev1.Service) { s.Spec.Type = "ExternalName"; s.Spec.Ports = nil },

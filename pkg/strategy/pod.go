@@ -38,6 +38,7 @@ func defaultPod(p *kplanev1.Pod) {
 		p.Spec = &kplanev1.PodSpec{}
 	}
 	defaultPodSpec(p.Spec)
+	syncPodStatusIPs(p.Status)
 }
 
 // preparePod starts a new pod Pending (until a node agent reports
@@ -210,18 +211,7 @@ func validatePod(p *kplanev1.Pod) validation.ErrorList {
 		if st.HostIp != "" {
 			errs.InvalidMsgs("status.hostIP", st.HostIp, validation.IsValidIP(st.HostIp))
 		}
-		// As in Kubernetes: podIPs[0] is podIP, at most one per family.
-		for i, ip := range st.PodIps {
-			if i > 0 || ip.GetIp() != st.PodIp {
-				errs.InvalidMsgs(child(index("status.podIPs", i), "ip"), ip.GetIp(), validation.IsValidIP(ip.GetIp()))
-			}
-		}
-		switch {
-		case len(st.PodIps) > 2:
-			errs.Invalid("status.podIPs", len(st.PodIps), "may hold at most one IP per family")
-		case len(st.PodIps) > 0 && st.PodIps[0].GetIp() != st.PodIp:
-			errs.Invalid("status.podIPs[0].ip", st.PodIps[0].GetIp(), "must match status.podIP")
-		}
+		validatePodStatusIPs(&errs, st)
 	}
 	return errs
 }

@@ -238,13 +238,13 @@ func (x *Node) GetStatus() *NodeStatus {
 // NodeSpec is the node's desired scheduling state.
 type NodeSpec struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
-	PodCidr    string                 `protobuf:"bytes,1,opt,name=pod_cidr,json=podCidr,proto3" json:"pod_cidr,omitempty"`
-	ProviderId string                 `protobuf:"bytes,2,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
+	PodCidr    string                 `protobuf:"bytes,1,opt,name=pod_cidr,json=podCIDR,proto3" json:"pod_cidr,omitempty"`
+	ProviderId string                 `protobuf:"bytes,2,opt,name=provider_id,json=providerID,proto3" json:"provider_id,omitempty"`
 	// unschedulable is set by cordon.
 	Unschedulable bool     `protobuf:"varint,3,opt,name=unschedulable,proto3" json:"unschedulable,omitempty"`
 	Taints        []*Taint `protobuf:"bytes,4,rep,name=taints,proto3" json:"taints,omitempty"`
-	// pod_cidrs holds pod_cidr as its first (here: only) entry, as in
-	// Kubernetes; both are set once, by ipamctl or at registration.
+	// pod_cidrs are the node's pod ranges, pod_cidr first (at most one per
+	// IP family); the apiserver fills either from the other, as Kubernetes does.
 	PodCidrs      []string `protobuf:"bytes,5,rep,name=pod_cidrs,json=podCIDRs,proto3" json:"pod_cidrs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -659,8 +659,9 @@ func (x *NodeDaemonEndpoints) GetKubeletEndpoint() *DaemonEndpoint {
 
 // DaemonEndpoint is one port served by a node daemon.
 type DaemonEndpoint struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Port          int32                  `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Kubernetes spells this one field with a capital letter.
+	Port          int32 `protobuf:"varint,1,opt,name=port,json=Port,proto3" json:"port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -705,7 +706,7 @@ func (x *DaemonEndpoint) GetPort() int32 {
 // NodeSystemInfo describes the node's host.
 type NodeSystemInfo struct {
 	state                   protoimpl.MessageState `protogen:"open.v1"`
-	MachineId               string                 `protobuf:"bytes,1,opt,name=machine_id,json=machineId,proto3" json:"machine_id,omitempty"`
+	MachineId               string                 `protobuf:"bytes,1,opt,name=machine_id,json=machineID,proto3" json:"machine_id,omitempty"`
 	KernelVersion           string                 `protobuf:"bytes,2,opt,name=kernel_version,json=kernelVersion,proto3" json:"kernel_version,omitempty"`
 	OsImage                 string                 `protobuf:"bytes,3,opt,name=os_image,json=osImage,proto3" json:"os_image,omitempty"`
 	OperatingSystem         string                 `protobuf:"bytes,4,opt,name=operating_system,json=operatingSystem,proto3" json:"operating_system,omitempty"`
@@ -1896,15 +1897,18 @@ type PodStatus struct {
 	Conditions            []*Condition           `protobuf:"bytes,2,rep,name=conditions,proto3" json:"conditions,omitempty"`
 	Message               string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
 	Reason                string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
-	HostIp                string                 `protobuf:"bytes,5,opt,name=host_ip,json=hostIp,proto3" json:"host_ip,omitempty"`
-	PodIp                 string                 `protobuf:"bytes,6,opt,name=pod_ip,json=podIp,proto3" json:"pod_ip,omitempty"`
+	HostIp                string                 `protobuf:"bytes,5,opt,name=host_ip,json=hostIP,proto3" json:"host_ip,omitempty"`
+	PodIp                 string                 `protobuf:"bytes,6,opt,name=pod_ip,json=podIP,proto3" json:"pod_ip,omitempty"`
 	StartTime             *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
 	ContainerStatuses     []*ContainerStatus     `protobuf:"bytes,8,rep,name=container_statuses,json=containerStatuses,proto3" json:"container_statuses,omitempty"`
 	InitContainerStatuses []*ContainerStatus     `protobuf:"bytes,9,rep,name=init_container_statuses,json=initContainerStatuses,proto3" json:"init_container_statuses,omitempty"`
 	QosClass              string                 `protobuf:"bytes,10,opt,name=qos_class,json=qosClass,proto3" json:"qos_class,omitempty"`
 	NominatedNodeName     string                 `protobuf:"bytes,11,opt,name=nominated_node_name,json=nominatedNodeName,proto3" json:"nominated_node_name,omitempty"`
-	// pod_ips holds pod_ip as its first (here: only) entry, as in Kubernetes.
-	PodIps        []*PodIP `protobuf:"bytes,12,rep,name=pod_ips,json=podIPs,proto3" json:"pod_ips,omitempty"`
+	// pod_ips are the pod's addresses, pod_ip first (at most one per IP
+	// family); the apiserver fills either from the other, as Kubernetes does.
+	PodIps []*PodIP `protobuf:"bytes,12,rep,name=pod_ips,json=podIPs,proto3" json:"pod_ips,omitempty"`
+	// host_ips are the node's addresses, host_ip first; kept in step like pod_ips.
+	HostIps       []*HostIP `protobuf:"bytes,13,rep,name=host_ips,json=hostIPs,proto3" json:"host_ips,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2023,6 +2027,13 @@ func (x *PodStatus) GetPodIps() []*PodIP {
 	return nil
 }
 
+func (x *PodStatus) GetHostIps() []*HostIP {
+	if x != nil {
+		return x.HostIps
+	}
+	return nil
+}
+
 // PodIP is one address of a pod.
 type PodIP struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2068,6 +2079,51 @@ func (x *PodIP) GetIp() string {
 	return ""
 }
 
+// HostIP is one address of the node a pod runs on.
+type HostIP struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ip            string                 `protobuf:"bytes,1,opt,name=ip,proto3" json:"ip,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostIP) Reset() {
+	*x = HostIP{}
+	mi := &file_kplane_v1_core_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostIP) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostIP) ProtoMessage() {}
+
+func (x *HostIP) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostIP.ProtoReflect.Descriptor instead.
+func (*HostIP) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *HostIP) GetIp() string {
+	if x != nil {
+		return x.Ip
+	}
+	return ""
+}
+
 // ContainerStatus reports one container.
 type ContainerStatus struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2077,8 +2133,8 @@ type ContainerStatus struct {
 	Ready         bool                   `protobuf:"varint,4,opt,name=ready,proto3" json:"ready,omitempty"`
 	RestartCount  int32                  `protobuf:"varint,5,opt,name=restart_count,json=restartCount,proto3" json:"restart_count,omitempty"`
 	Image         string                 `protobuf:"bytes,6,opt,name=image,proto3" json:"image,omitempty"`
-	ImageId       string                 `protobuf:"bytes,7,opt,name=image_id,json=imageId,proto3" json:"image_id,omitempty"`
-	ContainerId   string                 `protobuf:"bytes,8,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	ImageId       string                 `protobuf:"bytes,7,opt,name=image_id,json=imageID,proto3" json:"image_id,omitempty"`
+	ContainerId   string                 `protobuf:"bytes,8,opt,name=container_id,json=containerID,proto3" json:"container_id,omitempty"`
 	Started       *bool                  `protobuf:"varint,9,opt,name=started,proto3,oneof" json:"started,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2086,7 +2142,7 @@ type ContainerStatus struct {
 
 func (x *ContainerStatus) Reset() {
 	*x = ContainerStatus{}
-	mi := &file_kplane_v1_core_proto_msgTypes[29]
+	mi := &file_kplane_v1_core_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2154,7 @@ func (x *ContainerStatus) String() string {
 func (*ContainerStatus) ProtoMessage() {}
 
 func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[29]
+	mi := &file_kplane_v1_core_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2167,7 @@ func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStatus.ProtoReflect.Descriptor instead.
 func (*ContainerStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{29}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ContainerStatus) GetName() string {
@@ -2189,7 +2245,7 @@ type ContainerState struct {
 
 func (x *ContainerState) Reset() {
 	*x = ContainerState{}
-	mi := &file_kplane_v1_core_proto_msgTypes[30]
+	mi := &file_kplane_v1_core_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2201,7 +2257,7 @@ func (x *ContainerState) String() string {
 func (*ContainerState) ProtoMessage() {}
 
 func (x *ContainerState) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[30]
+	mi := &file_kplane_v1_core_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2214,7 +2270,7 @@ func (x *ContainerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerState.ProtoReflect.Descriptor instead.
 func (*ContainerState) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{30}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ContainerState) GetWaiting() *ContainerStateWaiting {
@@ -2249,7 +2305,7 @@ type ContainerStateWaiting struct {
 
 func (x *ContainerStateWaiting) Reset() {
 	*x = ContainerStateWaiting{}
-	mi := &file_kplane_v1_core_proto_msgTypes[31]
+	mi := &file_kplane_v1_core_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2317,7 @@ func (x *ContainerStateWaiting) String() string {
 func (*ContainerStateWaiting) ProtoMessage() {}
 
 func (x *ContainerStateWaiting) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[31]
+	mi := &file_kplane_v1_core_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2330,7 @@ func (x *ContainerStateWaiting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateWaiting.ProtoReflect.Descriptor instead.
 func (*ContainerStateWaiting) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{31}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ContainerStateWaiting) GetReason() string {
@@ -2301,7 +2357,7 @@ type ContainerStateRunning struct {
 
 func (x *ContainerStateRunning) Reset() {
 	*x = ContainerStateRunning{}
-	mi := &file_kplane_v1_core_proto_msgTypes[32]
+	mi := &file_kplane_v1_core_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2313,7 +2369,7 @@ func (x *ContainerStateRunning) String() string {
 func (*ContainerStateRunning) ProtoMessage() {}
 
 func (x *ContainerStateRunning) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[32]
+	mi := &file_kplane_v1_core_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2326,7 +2382,7 @@ func (x *ContainerStateRunning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateRunning.ProtoReflect.Descriptor instead.
 func (*ContainerStateRunning) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{32}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ContainerStateRunning) GetStartedAt() *timestamppb.Timestamp {
@@ -2345,14 +2401,14 @@ type ContainerStateTerminated struct {
 	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
 	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
 	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
-	ContainerId   string                 `protobuf:"bytes,7,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	ContainerId   string                 `protobuf:"bytes,7,opt,name=container_id,json=containerID,proto3" json:"container_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ContainerStateTerminated) Reset() {
 	*x = ContainerStateTerminated{}
-	mi := &file_kplane_v1_core_proto_msgTypes[33]
+	mi := &file_kplane_v1_core_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2364,7 +2420,7 @@ func (x *ContainerStateTerminated) String() string {
 func (*ContainerStateTerminated) ProtoMessage() {}
 
 func (x *ContainerStateTerminated) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[33]
+	mi := &file_kplane_v1_core_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2377,7 +2433,7 @@ func (x *ContainerStateTerminated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateTerminated.ProtoReflect.Descriptor instead.
 func (*ContainerStateTerminated) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{33}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ContainerStateTerminated) GetExitCode() int32 {
@@ -2440,7 +2496,7 @@ type PodTemplateSpec struct {
 
 func (x *PodTemplateSpec) Reset() {
 	*x = PodTemplateSpec{}
-	mi := &file_kplane_v1_core_proto_msgTypes[34]
+	mi := &file_kplane_v1_core_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2508,7 @@ func (x *PodTemplateSpec) String() string {
 func (*PodTemplateSpec) ProtoMessage() {}
 
 func (x *PodTemplateSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[34]
+	mi := &file_kplane_v1_core_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2465,7 +2521,7 @@ func (x *PodTemplateSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodTemplateSpec.ProtoReflect.Descriptor instead.
 func (*PodTemplateSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{34}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PodTemplateSpec) GetMetadata() *ObjectMeta {
@@ -2494,7 +2550,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_kplane_v1_core_proto_msgTypes[35]
+	mi := &file_kplane_v1_core_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2506,7 +2562,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[35]
+	mi := &file_kplane_v1_core_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2519,7 +2575,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{35}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Service) GetMetadata() *ObjectMeta {
@@ -2548,19 +2604,23 @@ type ServiceSpec struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Selector  map[string]string      `protobuf:"bytes,1,rep,name=selector,proto3" json:"selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Ports     []*ServicePort         `protobuf:"bytes,2,rep,name=ports,proto3" json:"ports,omitempty"`
-	ClusterIp string                 `protobuf:"bytes,3,opt,name=cluster_ip,json=clusterIp,proto3" json:"cluster_ip,omitempty"`
+	ClusterIp string                 `protobuf:"bytes,3,opt,name=cluster_ip,json=clusterIP,proto3" json:"cluster_ip,omitempty"`
 	// type is ClusterIP (default), NodePort, LoadBalancer or ExternalName.
 	Type                     string `protobuf:"bytes,4,opt,name=type,proto3" json:"type,omitempty"`
 	SessionAffinity          string `protobuf:"bytes,5,opt,name=session_affinity,json=sessionAffinity,proto3" json:"session_affinity,omitempty"`
 	PublishNotReadyAddresses bool   `protobuf:"varint,6,opt,name=publish_not_ready_addresses,json=publishNotReadyAddresses,proto3" json:"publish_not_ready_addresses,omitempty"`
 	ExternalName             string `protobuf:"bytes,7,opt,name=external_name,json=externalName,proto3" json:"external_name,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	// cluster_ips are the service's cluster IPs, cluster_ip first ("None"
+	// alone for a headless service); the apiserver fills either from the
+	// other, as Kubernetes does.
+	ClusterIps    []string `protobuf:"bytes,8,rep,name=cluster_ips,json=clusterIPs,proto3" json:"cluster_ips,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ServiceSpec) Reset() {
 	*x = ServiceSpec{}
-	mi := &file_kplane_v1_core_proto_msgTypes[36]
+	mi := &file_kplane_v1_core_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2572,7 +2632,7 @@ func (x *ServiceSpec) String() string {
 func (*ServiceSpec) ProtoMessage() {}
 
 func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[36]
+	mi := &file_kplane_v1_core_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2585,7 +2645,7 @@ func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceSpec.ProtoReflect.Descriptor instead.
 func (*ServiceSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{36}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ServiceSpec) GetSelector() map[string]string {
@@ -2637,6 +2697,13 @@ func (x *ServiceSpec) GetExternalName() string {
 	return ""
 }
 
+func (x *ServiceSpec) GetClusterIps() []string {
+	if x != nil {
+		return x.ClusterIps
+	}
+	return nil
+}
+
 // ServicePort maps a service port to a target port on the pods.
 type ServicePort struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -2652,7 +2719,7 @@ type ServicePort struct {
 
 func (x *ServicePort) Reset() {
 	*x = ServicePort{}
-	mi := &file_kplane_v1_core_proto_msgTypes[37]
+	mi := &file_kplane_v1_core_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2664,7 +2731,7 @@ func (x *ServicePort) String() string {
 func (*ServicePort) ProtoMessage() {}
 
 func (x *ServicePort) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[37]
+	mi := &file_kplane_v1_core_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2677,7 +2744,7 @@ func (x *ServicePort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePort.ProtoReflect.Descriptor instead.
 func (*ServicePort) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{37}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ServicePort) GetName() string {
@@ -2725,7 +2792,7 @@ type ServiceStatus struct {
 
 func (x *ServiceStatus) Reset() {
 	*x = ServiceStatus{}
-	mi := &file_kplane_v1_core_proto_msgTypes[38]
+	mi := &file_kplane_v1_core_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2737,7 +2804,7 @@ func (x *ServiceStatus) String() string {
 func (*ServiceStatus) ProtoMessage() {}
 
 func (x *ServiceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[38]
+	mi := &file_kplane_v1_core_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2750,7 +2817,7 @@ func (x *ServiceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceStatus.ProtoReflect.Descriptor instead.
 func (*ServiceStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{38}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ServiceStatus) GetConditions() []*Condition {
@@ -2771,7 +2838,7 @@ type Endpoints struct {
 
 func (x *Endpoints) Reset() {
 	*x = Endpoints{}
-	mi := &file_kplane_v1_core_proto_msgTypes[39]
+	mi := &file_kplane_v1_core_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2783,7 +2850,7 @@ func (x *Endpoints) String() string {
 func (*Endpoints) ProtoMessage() {}
 
 func (x *Endpoints) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[39]
+	mi := &file_kplane_v1_core_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2796,7 +2863,7 @@ func (x *Endpoints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoints.ProtoReflect.Descriptor instead.
 func (*Endpoints) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{39}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Endpoints) GetMetadata() *ObjectMeta {
@@ -2825,7 +2892,7 @@ type EndpointSubset struct {
 
 func (x *EndpointSubset) Reset() {
 	*x = EndpointSubset{}
-	mi := &file_kplane_v1_core_proto_msgTypes[40]
+	mi := &file_kplane_v1_core_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2837,7 +2904,7 @@ func (x *EndpointSubset) String() string {
 func (*EndpointSubset) ProtoMessage() {}
 
 func (x *EndpointSubset) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[40]
+	mi := &file_kplane_v1_core_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2850,7 +2917,7 @@ func (x *EndpointSubset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointSubset.ProtoReflect.Descriptor instead.
 func (*EndpointSubset) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{40}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *EndpointSubset) GetAddresses() []*EndpointAddress {
@@ -2887,7 +2954,7 @@ type EndpointAddress struct {
 
 func (x *EndpointAddress) Reset() {
 	*x = EndpointAddress{}
-	mi := &file_kplane_v1_core_proto_msgTypes[41]
+	mi := &file_kplane_v1_core_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2899,7 +2966,7 @@ func (x *EndpointAddress) String() string {
 func (*EndpointAddress) ProtoMessage() {}
 
 func (x *EndpointAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[41]
+	mi := &file_kplane_v1_core_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2912,7 +2979,7 @@ func (x *EndpointAddress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointAddress.ProtoReflect.Descriptor instead.
 func (*EndpointAddress) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{41}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *EndpointAddress) GetIp() string {
@@ -2955,7 +3022,7 @@ type EndpointPort struct {
 
 func (x *EndpointPort) Reset() {
 	*x = EndpointPort{}
-	mi := &file_kplane_v1_core_proto_msgTypes[42]
+	mi := &file_kplane_v1_core_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2967,7 +3034,7 @@ func (x *EndpointPort) String() string {
 func (*EndpointPort) ProtoMessage() {}
 
 func (x *EndpointPort) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[42]
+	mi := &file_kplane_v1_core_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2980,7 +3047,7 @@ func (x *EndpointPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointPort.ProtoReflect.Descriptor instead.
 func (*EndpointPort) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{42}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *EndpointPort) GetName() string {
@@ -3017,7 +3084,7 @@ type ServiceAccount struct {
 
 func (x *ServiceAccount) Reset() {
 	*x = ServiceAccount{}
-	mi := &file_kplane_v1_core_proto_msgTypes[43]
+	mi := &file_kplane_v1_core_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3029,7 +3096,7 @@ func (x *ServiceAccount) String() string {
 func (*ServiceAccount) ProtoMessage() {}
 
 func (x *ServiceAccount) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[43]
+	mi := &file_kplane_v1_core_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3042,7 +3109,7 @@ func (x *ServiceAccount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceAccount.ProtoReflect.Descriptor instead.
 func (*ServiceAccount) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{43}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ServiceAccount) GetMetadata() *ObjectMeta {
@@ -3088,7 +3155,7 @@ type Secret struct {
 
 func (x *Secret) Reset() {
 	*x = Secret{}
-	mi := &file_kplane_v1_core_proto_msgTypes[44]
+	mi := &file_kplane_v1_core_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3100,7 +3167,7 @@ func (x *Secret) String() string {
 func (*Secret) ProtoMessage() {}
 
 func (x *Secret) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[44]
+	mi := &file_kplane_v1_core_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3113,7 +3180,7 @@ func (x *Secret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Secret.ProtoReflect.Descriptor instead.
 func (*Secret) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{44}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Secret) GetMetadata() *ObjectMeta {
@@ -3168,13 +3235,15 @@ type Event struct {
 	ReportingComponent string `protobuf:"bytes,10,opt,name=reporting_component,json=reportingComponent,proto3" json:"reporting_component,omitempty"`
 	ReportingInstance  string `protobuf:"bytes,11,opt,name=reporting_instance,json=reportingInstance,proto3" json:"reporting_instance,omitempty"`
 	Action             string `protobuf:"bytes,12,opt,name=action,proto3" json:"action,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// event_time is when the event was first observed, to the microsecond.
+	EventTime     *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=event_time,json=eventTime,proto3" json:"event_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_kplane_v1_core_proto_msgTypes[45]
+	mi := &file_kplane_v1_core_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3186,7 +3255,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[45]
+	mi := &file_kplane_v1_core_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3199,7 +3268,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{45}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Event) GetMetadata() *ObjectMeta {
@@ -3286,6 +3355,13 @@ func (x *Event) GetAction() string {
 	return ""
 }
 
+func (x *Event) GetEventTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EventTime
+	}
+	return nil
+}
+
 // EventSource names the component that reported an event.
 type EventSource struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3297,7 +3373,7 @@ type EventSource struct {
 
 func (x *EventSource) Reset() {
 	*x = EventSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[46]
+	mi := &file_kplane_v1_core_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3309,7 +3385,7 @@ func (x *EventSource) String() string {
 func (*EventSource) ProtoMessage() {}
 
 func (x *EventSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[46]
+	mi := &file_kplane_v1_core_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3322,7 +3398,7 @@ func (x *EventSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventSource.ProtoReflect.Descriptor instead.
 func (*EventSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{46}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *EventSource) GetComponent() string {
@@ -3343,7 +3419,7 @@ var File_kplane_v1_core_proto protoreflect.FileDescriptor
 
 const file_kplane_v1_core_proto_rawDesc = "" +
 	"\n" +
-	"\x14kplane/v1/core.proto\x12\tkplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14kplane/v1/meta.proto\"\xa0\x01\n" +
+	"\x14kplane/v1/core.proto\x12\tkplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14kplane/v1/meta.proto\x1a\x17kplane/v1/options.proto\"\xa0\x01\n" +
 	"\tNamespace\x121\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12,\n" +
 	"\x04spec\x18\x02 \x01(\v2\x18.kplane.v1.NamespaceSpecR\x04spec\x122\n" +
@@ -3359,9 +3435,9 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x04spec\x18\x02 \x01(\v2\x13.kplane.v1.NodeSpecR\x04spec\x12-\n" +
 	"\x06status\x18\x03 \x01(\v2\x15.kplane.v1.NodeStatusR\x06status\"\xb3\x01\n" +
 	"\bNodeSpec\x12\x19\n" +
-	"\bpod_cidr\x18\x01 \x01(\tR\apodCidr\x12\x1f\n" +
+	"\bpod_cidr\x18\x01 \x01(\tR\apodCIDR\x12\x1f\n" +
 	"\vprovider_id\x18\x02 \x01(\tR\n" +
-	"providerId\x12$\n" +
+	"providerID\x12$\n" +
 	"\runschedulable\x18\x03 \x01(\bR\runschedulable\x12(\n" +
 	"\x06taints\x18\x04 \x03(\v2\x10.kplane.v1.TaintR\x06taints\x12\x1b\n" +
 	"\tpod_cidrs\x18\x05 \x03(\tR\bpodCIDRs\"\x82\x01\n" +
@@ -3402,10 +3478,10 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x13NodeDaemonEndpoints\x12D\n" +
 	"\x10kubelet_endpoint\x18\x01 \x01(\v2\x19.kplane.v1.DaemonEndpointR\x0fkubeletEndpoint\"$\n" +
 	"\x0eDaemonEndpoint\x12\x12\n" +
-	"\x04port\x18\x01 \x01(\x05R\x04port\"\xa5\x02\n" +
+	"\x04port\x18\x01 \x01(\x05R\x04Port\"\xa5\x02\n" +
 	"\x0eNodeSystemInfo\x12\x1d\n" +
 	"\n" +
-	"machine_id\x18\x01 \x01(\tR\tmachineId\x12%\n" +
+	"machine_id\x18\x01 \x01(\tR\tmachineID\x12%\n" +
 	"\x0ekernel_version\x18\x02 \x01(\tR\rkernelVersion\x12\x19\n" +
 	"\bos_image\x18\x03 \x01(\tR\aosImage\x12)\n" +
 	"\x10operating_system\x18\x04 \x01(\tR\x0foperatingSystem\x12\"\n" +
@@ -3511,7 +3587,7 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\t_optional\">\n" +
 	"\x14HostPathVolumeSource\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
-	"\x04type\x18\x02 \x01(\tR\x04type\"\x8b\x04\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\"\xb9\x04\n" +
 	"\tPodStatus\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x124\n" +
 	"\n" +
@@ -3519,8 +3595,8 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"conditions\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x17\n" +
-	"\ahost_ip\x18\x05 \x01(\tR\x06hostIp\x12\x15\n" +
-	"\x06pod_ip\x18\x06 \x01(\tR\x05podIp\x129\n" +
+	"\ahost_ip\x18\x05 \x01(\tR\x06hostIP\x12\x15\n" +
+	"\x06pod_ip\x18\x06 \x01(\tR\x05podIP\x129\n" +
 	"\n" +
 	"start_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12I\n" +
 	"\x12container_statuses\x18\b \x03(\v2\x1a.kplane.v1.ContainerStatusR\x11containerStatuses\x12R\n" +
@@ -3528,8 +3604,11 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\tqos_class\x18\n" +
 	" \x01(\tR\bqosClass\x12.\n" +
 	"\x13nominated_node_name\x18\v \x01(\tR\x11nominatedNodeName\x12)\n" +
-	"\apod_ips\x18\f \x03(\v2\x10.kplane.v1.PodIPR\x06podIPs\"\x17\n" +
+	"\apod_ips\x18\f \x03(\v2\x10.kplane.v1.PodIPR\x06podIPs\x12,\n" +
+	"\bhost_ips\x18\r \x03(\v2\x11.kplane.v1.HostIPR\ahostIPs\"\x17\n" +
 	"\x05PodIP\x12\x0e\n" +
+	"\x02ip\x18\x01 \x01(\tR\x02ip\"\x18\n" +
+	"\x06HostIP\x12\x0e\n" +
 	"\x02ip\x18\x01 \x01(\tR\x02ip\"\xca\x02\n" +
 	"\x0fContainerStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
@@ -3539,8 +3618,8 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x05ready\x18\x04 \x01(\bR\x05ready\x12#\n" +
 	"\rrestart_count\x18\x05 \x01(\x05R\frestartCount\x12\x14\n" +
 	"\x05image\x18\x06 \x01(\tR\x05image\x12\x19\n" +
-	"\bimage_id\x18\a \x01(\tR\aimageId\x12!\n" +
-	"\fcontainer_id\x18\b \x01(\tR\vcontainerId\x12\x1d\n" +
+	"\bimage_id\x18\a \x01(\tR\aimageID\x12!\n" +
+	"\fcontainer_id\x18\b \x01(\tR\vcontainerID\x12\x1d\n" +
 	"\astarted\x18\t \x01(\bH\x00R\astarted\x88\x01\x01B\n" +
 	"\n" +
 	"\b_started\"\xcd\x01\n" +
@@ -3565,23 +3644,25 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"started_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
 	"\vfinished_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12!\n" +
-	"\fcontainer_id\x18\a \x01(\tR\vcontainerId\"l\n" +
+	"\fcontainer_id\x18\a \x01(\tR\vcontainerID\"l\n" +
 	"\x0fPodTemplateSpec\x121\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12&\n" +
 	"\x04spec\x18\x02 \x01(\v2\x12.kplane.v1.PodSpecR\x04spec\"\x9a\x01\n" +
 	"\aService\x121\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12*\n" +
 	"\x04spec\x18\x02 \x01(\v2\x16.kplane.v1.ServiceSpecR\x04spec\x120\n" +
-	"\x06status\x18\x03 \x01(\v2\x18.kplane.v1.ServiceStatusR\x06status\"\xfc\x02\n" +
+	"\x06status\x18\x03 \x01(\v2\x18.kplane.v1.ServiceStatusR\x06status\"\x9d\x03\n" +
 	"\vServiceSpec\x12@\n" +
 	"\bselector\x18\x01 \x03(\v2$.kplane.v1.ServiceSpec.SelectorEntryR\bselector\x12,\n" +
 	"\x05ports\x18\x02 \x03(\v2\x16.kplane.v1.ServicePortR\x05ports\x12\x1d\n" +
 	"\n" +
-	"cluster_ip\x18\x03 \x01(\tR\tclusterIp\x12\x12\n" +
+	"cluster_ip\x18\x03 \x01(\tR\tclusterIP\x12\x12\n" +
 	"\x04type\x18\x04 \x01(\tR\x04type\x12)\n" +
 	"\x10session_affinity\x18\x05 \x01(\tR\x0fsessionAffinity\x12=\n" +
 	"\x1bpublish_not_ready_addresses\x18\x06 \x01(\bR\x18publishNotReadyAddresses\x12#\n" +
-	"\rexternal_name\x18\a \x01(\tR\fexternalName\x1a;\n" +
+	"\rexternal_name\x18\a \x01(\tR\fexternalName\x12\x1f\n" +
+	"\vcluster_ips\x18\b \x03(\tR\n" +
+	"clusterIPs\x1a;\n" +
 	"\rSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8f\x01\n" +
@@ -3633,7 +3714,7 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\f\n" +
 	"\n" +
-	"_immutable\"\x8b\x04\n" +
+	"_immutable\"\xcc\x04\n" +
 	"\x05Event\x121\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12C\n" +
 	"\x0finvolved_object\x18\x02 \x01(\v2\x1a.kplane.v1.ObjectReferenceR\x0einvolvedObject\x12\x16\n" +
@@ -3647,7 +3728,9 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x13reporting_component\x18\n" +
 	" \x01(\tR\x12reportingComponent\x12-\n" +
 	"\x12reporting_instance\x18\v \x01(\tR\x11reportingInstance\x12\x16\n" +
-	"\x06action\x18\f \x01(\tR\x06action\"?\n" +
+	"\x06action\x18\f \x01(\tR\x06action\x12?\n" +
+	"\n" +
+	"event_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampB\x04\xe8\xd2*\x01R\teventTime\"?\n" +
 	"\vEventSource\x12\x1c\n" +
 	"\tcomponent\x18\x01 \x01(\tR\tcomponent\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04hostB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
@@ -3664,7 +3747,7 @@ func file_kplane_v1_core_proto_rawDescGZIP() []byte {
 	return file_kplane_v1_core_proto_rawDescData
 }
 
-var file_kplane_v1_core_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_kplane_v1_core_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_kplane_v1_core_proto_goTypes = []any{
 	(*Namespace)(nil),                         // 0: kplane.v1.Namespace
 	(*NamespaceSpec)(nil),                     // 1: kplane.v1.NamespaceSpec
@@ -3695,64 +3778,65 @@ var file_kplane_v1_core_proto_goTypes = []any{
 	(*HostPathVolumeSource)(nil),              // 26: kplane.v1.HostPathVolumeSource
 	(*PodStatus)(nil),                         // 27: kplane.v1.PodStatus
 	(*PodIP)(nil),                             // 28: kplane.v1.PodIP
-	(*ContainerStatus)(nil),                   // 29: kplane.v1.ContainerStatus
-	(*ContainerState)(nil),                    // 30: kplane.v1.ContainerState
-	(*ContainerStateWaiting)(nil),             // 31: kplane.v1.ContainerStateWaiting
-	(*ContainerStateRunning)(nil),             // 32: kplane.v1.ContainerStateRunning
-	(*ContainerStateTerminated)(nil),          // 33: kplane.v1.ContainerStateTerminated
-	(*PodTemplateSpec)(nil),                   // 34: kplane.v1.PodTemplateSpec
-	(*Service)(nil),                           // 35: kplane.v1.Service
-	(*ServiceSpec)(nil),                       // 36: kplane.v1.ServiceSpec
-	(*ServicePort)(nil),                       // 37: kplane.v1.ServicePort
-	(*ServiceStatus)(nil),                     // 38: kplane.v1.ServiceStatus
-	(*Endpoints)(nil),                         // 39: kplane.v1.Endpoints
-	(*EndpointSubset)(nil),                    // 40: kplane.v1.EndpointSubset
-	(*EndpointAddress)(nil),                   // 41: kplane.v1.EndpointAddress
-	(*EndpointPort)(nil),                      // 42: kplane.v1.EndpointPort
-	(*ServiceAccount)(nil),                    // 43: kplane.v1.ServiceAccount
-	(*Secret)(nil),                            // 44: kplane.v1.Secret
-	(*Event)(nil),                             // 45: kplane.v1.Event
-	(*EventSource)(nil),                       // 46: kplane.v1.EventSource
-	nil,                                       // 47: kplane.v1.NodeStatus.CapacityEntry
-	nil,                                       // 48: kplane.v1.NodeStatus.AllocatableEntry
-	nil,                                       // 49: kplane.v1.PodSpec.NodeSelectorEntry
-	nil,                                       // 50: kplane.v1.ServiceSpec.SelectorEntry
-	nil,                                       // 51: kplane.v1.Secret.DataEntry
-	nil,                                       // 52: kplane.v1.Secret.StringDataEntry
-	(*ObjectMeta)(nil),                        // 53: kplane.v1.ObjectMeta
-	(*timestamppb.Timestamp)(nil),             // 54: google.protobuf.Timestamp
-	(*Condition)(nil),                         // 55: kplane.v1.Condition
-	(*ResourceRequirements)(nil),              // 56: kplane.v1.ResourceRequirements
-	(*ObjectReference)(nil),                   // 57: kplane.v1.ObjectReference
-	(*LocalObjectReference)(nil),              // 58: kplane.v1.LocalObjectReference
+	(*HostIP)(nil),                            // 29: kplane.v1.HostIP
+	(*ContainerStatus)(nil),                   // 30: kplane.v1.ContainerStatus
+	(*ContainerState)(nil),                    // 31: kplane.v1.ContainerState
+	(*ContainerStateWaiting)(nil),             // 32: kplane.v1.ContainerStateWaiting
+	(*ContainerStateRunning)(nil),             // 33: kplane.v1.ContainerStateRunning
+	(*ContainerStateTerminated)(nil),          // 34: kplane.v1.ContainerStateTerminated
+	(*PodTemplateSpec)(nil),                   // 35: kplane.v1.PodTemplateSpec
+	(*Service)(nil),                           // 36: kplane.v1.Service
+	(*ServiceSpec)(nil),                       // 37: kplane.v1.ServiceSpec
+	(*ServicePort)(nil),                       // 38: kplane.v1.ServicePort
+	(*ServiceStatus)(nil),                     // 39: kplane.v1.ServiceStatus
+	(*Endpoints)(nil),                         // 40: kplane.v1.Endpoints
+	(*EndpointSubset)(nil),                    // 41: kplane.v1.EndpointSubset
+	(*EndpointAddress)(nil),                   // 42: kplane.v1.EndpointAddress
+	(*EndpointPort)(nil),                      // 43: kplane.v1.EndpointPort
+	(*ServiceAccount)(nil),                    // 44: kplane.v1.ServiceAccount
+	(*Secret)(nil),                            // 45: kplane.v1.Secret
+	(*Event)(nil),                             // 46: kplane.v1.Event
+	(*EventSource)(nil),                       // 47: kplane.v1.EventSource
+	nil,                                       // 48: kplane.v1.NodeStatus.CapacityEntry
+	nil,                                       // 49: kplane.v1.NodeStatus.AllocatableEntry
+	nil,                                       // 50: kplane.v1.PodSpec.NodeSelectorEntry
+	nil,                                       // 51: kplane.v1.ServiceSpec.SelectorEntry
+	nil,                                       // 52: kplane.v1.Secret.DataEntry
+	nil,                                       // 53: kplane.v1.Secret.StringDataEntry
+	(*ObjectMeta)(nil),                        // 54: kplane.v1.ObjectMeta
+	(*timestamppb.Timestamp)(nil),             // 55: google.protobuf.Timestamp
+	(*Condition)(nil),                         // 56: kplane.v1.Condition
+	(*ResourceRequirements)(nil),              // 57: kplane.v1.ResourceRequirements
+	(*ObjectReference)(nil),                   // 58: kplane.v1.ObjectReference
+	(*LocalObjectReference)(nil),              // 59: kplane.v1.LocalObjectReference
 }
 var file_kplane_v1_core_proto_depIdxs = []int32{
-	53, // 0: kplane.v1.Namespace.metadata:type_name -> kplane.v1.ObjectMeta
+	54, // 0: kplane.v1.Namespace.metadata:type_name -> kplane.v1.ObjectMeta
 	1,  // 1: kplane.v1.Namespace.spec:type_name -> kplane.v1.NamespaceSpec
 	2,  // 2: kplane.v1.Namespace.status:type_name -> kplane.v1.NamespaceStatus
-	53, // 3: kplane.v1.Node.metadata:type_name -> kplane.v1.ObjectMeta
+	54, // 3: kplane.v1.Node.metadata:type_name -> kplane.v1.ObjectMeta
 	4,  // 4: kplane.v1.Node.spec:type_name -> kplane.v1.NodeSpec
 	7,  // 5: kplane.v1.Node.status:type_name -> kplane.v1.NodeStatus
 	5,  // 6: kplane.v1.NodeSpec.taints:type_name -> kplane.v1.Taint
-	54, // 7: kplane.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
-	47, // 8: kplane.v1.NodeStatus.capacity:type_name -> kplane.v1.NodeStatus.CapacityEntry
-	48, // 9: kplane.v1.NodeStatus.allocatable:type_name -> kplane.v1.NodeStatus.AllocatableEntry
-	55, // 10: kplane.v1.NodeStatus.conditions:type_name -> kplane.v1.Condition
+	55, // 7: kplane.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
+	48, // 8: kplane.v1.NodeStatus.capacity:type_name -> kplane.v1.NodeStatus.CapacityEntry
+	49, // 9: kplane.v1.NodeStatus.allocatable:type_name -> kplane.v1.NodeStatus.AllocatableEntry
+	56, // 10: kplane.v1.NodeStatus.conditions:type_name -> kplane.v1.Condition
 	8,  // 11: kplane.v1.NodeStatus.addresses:type_name -> kplane.v1.NodeAddress
 	9,  // 12: kplane.v1.NodeStatus.daemon_endpoints:type_name -> kplane.v1.NodeDaemonEndpoints
 	11, // 13: kplane.v1.NodeStatus.node_info:type_name -> kplane.v1.NodeSystemInfo
 	10, // 14: kplane.v1.NodeDaemonEndpoints.kubelet_endpoint:type_name -> kplane.v1.DaemonEndpoint
-	53, // 15: kplane.v1.Pod.metadata:type_name -> kplane.v1.ObjectMeta
+	54, // 15: kplane.v1.Pod.metadata:type_name -> kplane.v1.ObjectMeta
 	13, // 16: kplane.v1.Pod.spec:type_name -> kplane.v1.PodSpec
 	27, // 17: kplane.v1.Pod.status:type_name -> kplane.v1.PodStatus
 	14, // 18: kplane.v1.PodSpec.containers:type_name -> kplane.v1.Container
 	14, // 19: kplane.v1.PodSpec.init_containers:type_name -> kplane.v1.Container
-	49, // 20: kplane.v1.PodSpec.node_selector:type_name -> kplane.v1.PodSpec.NodeSelectorEntry
+	50, // 20: kplane.v1.PodSpec.node_selector:type_name -> kplane.v1.PodSpec.NodeSelectorEntry
 	6,  // 21: kplane.v1.PodSpec.tolerations:type_name -> kplane.v1.Toleration
 	22, // 22: kplane.v1.PodSpec.volumes:type_name -> kplane.v1.Volume
 	15, // 23: kplane.v1.Container.env:type_name -> kplane.v1.EnvVar
 	16, // 24: kplane.v1.Container.ports:type_name -> kplane.v1.ContainerPort
-	56, // 25: kplane.v1.Container.resources:type_name -> kplane.v1.ResourceRequirements
+	57, // 25: kplane.v1.Container.resources:type_name -> kplane.v1.ResourceRequirements
 	18, // 26: kplane.v1.Container.readiness_probe:type_name -> kplane.v1.Probe
 	18, // 27: kplane.v1.Container.liveness_probe:type_name -> kplane.v1.Probe
 	17, // 28: kplane.v1.Container.volume_mounts:type_name -> kplane.v1.VolumeMount
@@ -3763,49 +3847,51 @@ var file_kplane_v1_core_proto_depIdxs = []int32{
 	24, // 33: kplane.v1.Volume.empty_dir:type_name -> kplane.v1.EmptyDirVolumeSource
 	25, // 34: kplane.v1.Volume.secret:type_name -> kplane.v1.SecretVolumeSource
 	26, // 35: kplane.v1.Volume.host_path:type_name -> kplane.v1.HostPathVolumeSource
-	55, // 36: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
-	54, // 37: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
-	29, // 38: kplane.v1.PodStatus.container_statuses:type_name -> kplane.v1.ContainerStatus
-	29, // 39: kplane.v1.PodStatus.init_container_statuses:type_name -> kplane.v1.ContainerStatus
+	56, // 36: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
+	55, // 37: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
+	30, // 38: kplane.v1.PodStatus.container_statuses:type_name -> kplane.v1.ContainerStatus
+	30, // 39: kplane.v1.PodStatus.init_container_statuses:type_name -> kplane.v1.ContainerStatus
 	28, // 40: kplane.v1.PodStatus.pod_ips:type_name -> kplane.v1.PodIP
-	30, // 41: kplane.v1.ContainerStatus.state:type_name -> kplane.v1.ContainerState
-	30, // 42: kplane.v1.ContainerStatus.last_state:type_name -> kplane.v1.ContainerState
-	31, // 43: kplane.v1.ContainerState.waiting:type_name -> kplane.v1.ContainerStateWaiting
-	32, // 44: kplane.v1.ContainerState.running:type_name -> kplane.v1.ContainerStateRunning
-	33, // 45: kplane.v1.ContainerState.terminated:type_name -> kplane.v1.ContainerStateTerminated
-	54, // 46: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
-	54, // 47: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
-	54, // 48: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
-	53, // 49: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
-	13, // 50: kplane.v1.PodTemplateSpec.spec:type_name -> kplane.v1.PodSpec
-	53, // 51: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
-	36, // 52: kplane.v1.Service.spec:type_name -> kplane.v1.ServiceSpec
-	38, // 53: kplane.v1.Service.status:type_name -> kplane.v1.ServiceStatus
-	50, // 54: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
-	37, // 55: kplane.v1.ServiceSpec.ports:type_name -> kplane.v1.ServicePort
-	55, // 56: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
-	53, // 57: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
-	40, // 58: kplane.v1.Endpoints.subsets:type_name -> kplane.v1.EndpointSubset
-	41, // 59: kplane.v1.EndpointSubset.addresses:type_name -> kplane.v1.EndpointAddress
-	41, // 60: kplane.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.v1.EndpointAddress
-	42, // 61: kplane.v1.EndpointSubset.ports:type_name -> kplane.v1.EndpointPort
-	57, // 62: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
-	53, // 63: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
-	57, // 64: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
-	58, // 65: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
-	53, // 66: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
-	51, // 67: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
-	52, // 68: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
-	53, // 69: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
-	57, // 70: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
-	46, // 71: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
-	54, // 72: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
-	54, // 73: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
-	74, // [74:74] is the sub-list for method output_type
-	74, // [74:74] is the sub-list for method input_type
-	74, // [74:74] is the sub-list for extension type_name
-	74, // [74:74] is the sub-list for extension extendee
-	0,  // [0:74] is the sub-list for field type_name
+	29, // 41: kplane.v1.PodStatus.host_ips:type_name -> kplane.v1.HostIP
+	31, // 42: kplane.v1.ContainerStatus.state:type_name -> kplane.v1.ContainerState
+	31, // 43: kplane.v1.ContainerStatus.last_state:type_name -> kplane.v1.ContainerState
+	32, // 44: kplane.v1.ContainerState.waiting:type_name -> kplane.v1.ContainerStateWaiting
+	33, // 45: kplane.v1.ContainerState.running:type_name -> kplane.v1.ContainerStateRunning
+	34, // 46: kplane.v1.ContainerState.terminated:type_name -> kplane.v1.ContainerStateTerminated
+	55, // 47: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
+	55, // 48: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
+	55, // 49: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
+	54, // 50: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
+	13, // 51: kplane.v1.PodTemplateSpec.spec:type_name -> kplane.v1.PodSpec
+	54, // 52: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
+	37, // 53: kplane.v1.Service.spec:type_name -> kplane.v1.ServiceSpec
+	39, // 54: kplane.v1.Service.status:type_name -> kplane.v1.ServiceStatus
+	51, // 55: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
+	38, // 56: kplane.v1.ServiceSpec.ports:type_name -> kplane.v1.ServicePort
+	56, // 57: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
+	54, // 58: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
+	41, // 59: kplane.v1.Endpoints.subsets:type_name -> kplane.v1.EndpointSubset
+	42, // 60: kplane.v1.EndpointSubset.addresses:type_name -> kplane.v1.EndpointAddress
+	42, // 61: kplane.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.v1.EndpointAddress
+	43, // 62: kplane.v1.EndpointSubset.ports:type_name -> kplane.v1.EndpointPort
+	58, // 63: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
+	54, // 64: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
+	58, // 65: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
+	59, // 66: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
+	54, // 67: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
+	52, // 68: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
+	53, // 69: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
+	54, // 70: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
+	58, // 71: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
+	47, // 72: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
+	55, // 73: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
+	55, // 74: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
+	55, // 75: kplane.v1.Event.event_time:type_name -> google.protobuf.Timestamp
+	76, // [76:76] is the sub-list for method output_type
+	76, // [76:76] is the sub-list for method input_type
+	76, // [76:76] is the sub-list for extension type_name
+	76, // [76:76] is the sub-list for extension extendee
+	0,  // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_core_proto_init() }
@@ -3814,19 +3900,20 @@ func file_kplane_v1_core_proto_init() {
 		return
 	}
 	file_kplane_v1_meta_proto_init()
+	file_kplane_v1_options_proto_init()
 	file_kplane_v1_core_proto_msgTypes[6].OneofWrappers = []any{}
 	file_kplane_v1_core_proto_msgTypes[13].OneofWrappers = []any{}
 	file_kplane_v1_core_proto_msgTypes[25].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[29].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[43].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[30].OneofWrappers = []any{}
 	file_kplane_v1_core_proto_msgTypes[44].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[45].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_v1_core_proto_rawDesc), len(file_kplane_v1_core_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   53,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

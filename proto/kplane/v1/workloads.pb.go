@@ -1322,7 +1322,7 @@ var File_kplane_v1_workloads_proto protoreflect.FileDescriptor
 
 const file_kplane_v1_workloads_proto_rawDesc = "" +
 	"\n" +
-	"\x19kplane/v1/workloads.proto\x12\tkplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14kplane/v1/core.proto\x1a\x14kplane/v1/meta.proto\"\xa3\x01\n" +
+	"\x19kplane/v1/workloads.proto\x12\tkplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14kplane/v1/core.proto\x1a\x14kplane/v1/meta.proto\x1a\x17kplane/v1/options.proto\"\xa3\x01\n" +
 	"\n" +
 	"ReplicaSet\x121\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12-\n" +
@@ -1454,13 +1454,13 @@ const file_kplane_v1_workloads_proto_rawDesc = "" +
 	"\x17_allow_volume_expansion\"d\n" +
 	"\x05Lease\x121\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12(\n" +
-	"\x04spec\x18\x02 \x01(\v2\x14.kplane.v1.LeaseSpecR\x04spec\"\x91\x02\n" +
+	"\x04spec\x18\x02 \x01(\v2\x14.kplane.v1.LeaseSpecR\x04spec\"\x9d\x02\n" +
 	"\tLeaseSpec\x12'\n" +
 	"\x0fholder_identity\x18\x01 \x01(\tR\x0eholderIdentity\x124\n" +
-	"\x16lease_duration_seconds\x18\x02 \x01(\x05R\x14leaseDurationSeconds\x12=\n" +
-	"\facquire_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vacquireTime\x129\n" +
+	"\x16lease_duration_seconds\x18\x02 \x01(\x05R\x14leaseDurationSeconds\x12C\n" +
+	"\facquire_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampB\x04\xe8\xd2*\x01R\vacquireTime\x12?\n" +
 	"\n" +
-	"renew_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\trenewTime\x12+\n" +
+	"renew_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampB\x04\xe8\xd2*\x01R\trenewTime\x12+\n" +
 	"\x11lease_transitions\x18\x05 \x01(\x05R\x10leaseTransitionsB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
 
 var (
@@ -1560,6 +1560,7 @@ func file_kplane_v1_workloads_proto_init() {
 	}
 	file_kplane_v1_core_proto_init()
 	file_kplane_v1_meta_proto_init()
+	file_kplane_v1_options_proto_init()
 	file_kplane_v1_workloads_proto_msgTypes[1].OneofWrappers = []any{}
 	file_kplane_v1_workloads_proto_msgTypes[4].OneofWrappers = []any{}
 	file_kplane_v1_workloads_proto_msgTypes[6].OneofWrappers = []any{}

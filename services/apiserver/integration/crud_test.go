@@ -374,3 +374,35 @@ func TestEveryKindRoundTrips(t *testing.T) {
 		})
 	}
 }
+
+// TestTimestampsStoredAtKubernetesPrecision: the store keeps a Time to the
+// second and a MicroTime to the microsecond, as Kubernetes does, so JSON
+// shows exactly what is stored; a rewrite that differs below that
+// precision is no change at all.
+func TestTimestampsStoredAtKubernetesPrecision(t *testing.T) {
+	_, c := start(t)
+	at := time.Date(2026, 12, 2, 17, 44, 3, 123456789, time.UTC)
+	lease := create(t, c, kplanev1.MustWrap(&kplanev1.Lease{
+		Metadata: &kplanev1.ObjectMeta{Name: "l", Namespace: "default"},
+		Spec:     &kplanev1.LeaseSpec{HolderIdentity: "a", LeaseDurationSeconds: 15, RenewTime: timestamppb.New(at)},
+	}))
+	if got := lease.GetLease().GetSpec().GetRenewTime().AsTime(); !got.Equal(at.Truncate(time.Microsecond)) {
+		t.Errorf("renewTime stored as %v, want %v", got, at.Truncate(time.Microsecond))
+	}
+	if n := lease.Meta().GetCreationTimestamp().GetNanos(); n != 0 {
+		t.Errorf("creationTimestamp keeps %d ns below the second", n)
+	}
+
+	pod := create(t, c, newPod("default", "web", nil))
+	pod.GetPod().Status = &kplanev1.PodStatus{Phase: "Running", StartTime: timestamppb.New(at)}
+	pod = updateStatus(t, c, pod)
+	if got := pod.GetPod().GetStatus().GetStartTime().AsTime(); !got.Equal(at.Truncate(time.Second)) {
+		t.Errorf("startTime stored as %v, want %v", got, at.Truncate(time.Second))
+	}
+	// Nanoseconds more are no change: no write, same resourceVersion.
+	again := proto.Clone(pod).(*kplanev1.Object)
+	again.GetPod().Status.StartTime = timestamppb.New(at.Add(400 * time.Millisecond))
+	if got := updateStatus(t, c, again); got.Meta().GetResourceVersion() != pod.Meta().GetResourceVersion() {
+		t.Errorf("a sub-second difference was written: resourceVersion %s -> %s", pod.Meta().GetResourceVersion(), got.Meta().GetResourceVersion())
+	}
+}

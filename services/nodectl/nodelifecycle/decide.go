@@ -78,7 +78,7 @@ func decideReady(node *kplanev1.Node, renew *timestamppb.Timestamp, hb heartbeat
 	}
 	d := readyDecision{staleIn: grace - age}
 	if ready.GetStatus() == kplanev1.ConditionUnknown && ready.GetReason() == reasonStatusUnknown &&
-		!proto.Equal(ready.GetLastHeartbeatTime(), renew) {
+		!sameSecond(ready.GetLastHeartbeatTime(), renew) {
 		d.cond = &kplanev1.Condition{
 			Type:               kplanev1.NodeReady,
 			Status:             kplanev1.ConditionTrue,
@@ -89,6 +89,19 @@ func decideReady(node *kplanev1.Node, renew *timestamppb.Timestamp, hb heartbeat
 		}
 	}
 	return d
+}
+
+// sameSecond compares a condition's lastHeartbeatTime with a lease's
+// renewTime. The apiserver stores a Time (lastHeartbeatTime) to the second
+// and a MicroTime (renewTime) to the microsecond, as Kubernetes does, so
+// they are compared at the coarser one. A renewal after the node was
+// marked comes at least the grace period later, so it never falls in the
+// same second.
+func sameSecond(a, b *timestamppb.Timestamp) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.AsTime().Truncate(time.Second).Equal(b.AsTime().Truncate(time.Second))
 }
 
 // taintChange describes what desiredTaints did.

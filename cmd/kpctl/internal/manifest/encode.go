@@ -1,17 +1,16 @@
 package manifest
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"sigs.k8s.io/yaml"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
 	"github.com/kplane/kplane/cmd/kpctl/internal/kinds"
+	"github.com/kplane/kplane/pkg/apijson"
 )
 
 // ToMap renders an object in manifest form: apiVersion and kind next to the
@@ -21,20 +20,12 @@ func ToMap(obj *kplanev1.Object) (map[string]any, error) {
 	if kind == "" {
 		return nil, fmt.Errorf("empty object")
 	}
-	raw, err := protojson.Marshal(obj.Message())
+	// Kubernetes' field names come from the protos' json_name; apijson
+	// writes timestamps and integers as Kubernetes does.
+	m, err := apijson.ToMap(obj.Message())
 	if err != nil {
-		return nil, fmt.Errorf("encode %s: %w", kind, err)
+		return nil, err
 	}
-	var m map[string]any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("encode %s: %w", kind, err)
-	}
-	if m == nil {
-		m = map[string]any{}
-	}
-	numify(m, obj.Message().ProtoReflect().Descriptor())
 	m["apiVersion"] = kinds.APIVersion(kind)
 	m["kind"] = kind
 	return m, nil

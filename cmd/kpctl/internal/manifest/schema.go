@@ -11,10 +11,9 @@ import (
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/kplane/kplane/pkg/apijson"
 	"github.com/kplane/kplane/pkg/validation"
 )
-
-const timestampName = "google.protobuf.Timestamp"
 
 // normalize checks a decoded manifest value against the message schema md
 // and rewrites it into the form protojson accepts. It reports the first
@@ -104,7 +103,7 @@ func normalizeField(v any, fd protoreflect.FieldDescriptor, path string) (any, e
 func normalizeValue(v any, fd protoreflect.FieldDescriptor, path string) (any, error) {
 	switch fd.Kind() {
 	case protoreflect.MessageKind, protoreflect.GroupKind:
-		if fd.Message().FullName() == timestampName {
+		if apijson.IsTimestamp(fd) {
 			s, ok := v.(string)
 			if !ok {
 				return nil, typeError(path, "an RFC 3339 timestamp string", v)
@@ -191,47 +190,4 @@ func typeError(path, want string, got any) error {
 		desc = fmt.Sprintf("%v", t)
 	}
 	return fmt.Errorf("%s: expected %s, got %s", path, want, desc)
-}
-
-// numify rewrites the 64-bit integers that protojson renders as strings
-// back into numbers, so output reads as Kubernetes output does
-// ("generation: 1", not "generation: \"1\"").
-func numify(m map[string]any, md protoreflect.MessageDescriptor) {
-	for k, v := range m {
-		fd := md.Fields().ByJSONName(k)
-		if fd == nil {
-			continue
-		}
-		switch {
-		case fd.IsMap():
-			if obj, ok := v.(map[string]any); ok {
-				for mk, mv := range obj {
-					obj[mk] = numifyValue(mv, fd.MapValue())
-				}
-			}
-		case fd.IsList():
-			if list, ok := v.([]any); ok {
-				for i, e := range list {
-					list[i] = numifyValue(e, fd)
-				}
-			}
-		default:
-			m[k] = numifyValue(v, fd)
-		}
-	}
-}
-
-func numifyValue(v any, fd protoreflect.FieldDescriptor) any {
-	switch fd.Kind() {
-	case protoreflect.MessageKind:
-		if obj, ok := v.(map[string]any); ok {
-			numify(obj, fd.Message())
-		}
-	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind,
-		protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
-		if s, ok := v.(string); ok {
-			return json.Number(s)
-		}
-	}
-	return v
 }

@@ -25,6 +25,7 @@ import (
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
+	"github.com/kplane/kplane/pkg/apijson"
 	"github.com/kplane/kplane/pkg/strategy"
 )
 
@@ -228,6 +229,10 @@ func namespaceKind() *kplanev1.KindInfo {
 }
 
 func (s *Store) encodeChecked(obj *kplanev1.Object) ([]byte, error) {
+	// Store timestamps at the precision JSON shows them (Time to the
+	// second, MicroTime to the microsecond), as Kubernetes does, so that
+	// an object read as JSON and written back is unchanged.
+	apijson.TruncateTimes(obj)
 	value, err := Encode(obj)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "%v", err)
@@ -331,6 +336,7 @@ func (s *Store) update(ctx context.Context, in *kplanev1.Object, statusOnly bool
 // metadata and spec over the stored status and server-owned fields.
 func (s *Store) prepareUpdate(k *kplanev1.KindInfo, in, cur *kplanev1.Object, conditional bool) (*kplanev1.Object, error) {
 	next := proto.Clone(in).(*kplanev1.Object)
+	apijson.TruncateTimes(next) // compare with cur at the stored precision
 	meta, curMeta := next.Meta(), cur.Meta()
 	if k.HasStatus() {
 		// Status belongs to UpdateStatus. A conditional Update carries the
@@ -378,7 +384,12 @@ func (s *Store) prepareUpdate(k *kplanev1.KindInfo, in, cur *kplanev1.Object, co
 func (s *Store) prepareStatusUpdate(k *kplanev1.KindInfo, in, cur *kplanev1.Object) (*kplanev1.Object, error) {
 	next := proto.Clone(cur).(*kplanev1.Object)
 	setStatus(next, statusOf(in))
-	if errs := strategy.For(k.Name).Validate(next); len(errs) > 0 {
+	apijson.TruncateTimes(next) // compare with cur at the stored precision
+	// Defaulting runs on status writes too, as in Kubernetes (it keeps
+	// podIP and podIPs in step).
+	strat := strategy.For(k.Name)
+	strat.Default(next)
+	if errs := strat.Validate(next); len(errs) > 0 {
 		return nil, invalidObject(k.Name, next.Meta().Name, errs)
 	}
 	return next, nil

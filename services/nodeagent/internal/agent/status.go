@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+
+	"github.com/kplane/kplane/pkg/apijson"
 )
 
 // Pod phases, restart policies and condition types: the API's names
@@ -228,6 +230,12 @@ func buildStatus(in statusInput) *kplanev1.PodStatus {
 		QosClass:          old.GetQosClass(),
 		NominatedNodeName: old.GetNominatedNodeName(),
 	}
+	// The plural forms, as the kubelet writes them (the apiserver would
+	// fill them anyway; written here, the status compares equal to the
+	// stored one).
+	if in.HostIP != "" {
+		st.HostIps = []*kplanev1.HostIP{{Ip: in.HostIP}}
+	}
 	if in.PodIP != "" {
 		st.PodIps = []*kplanev1.PodIP{{Ip: in.PodIP}}
 	}
@@ -262,6 +270,9 @@ func buildStatus(in statusInput) *kplanev1.PodStatus {
 		{Type: CondPodScheduled, Status: "True"},
 	}
 	st.Conditions = mergeConditions(old.GetConditions(), owned, in.Now)
+	// The apiserver keeps timestamps to the second; so does the status
+	// compared with the stored one, or every sync would look like a change.
+	apijson.TruncateTimes(st)
 	return st
 }
 

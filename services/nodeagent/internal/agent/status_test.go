@@ -177,7 +177,8 @@ func TestBuildStatusStableAndTerminal(t *testing.T) {
 	running := []containerInput{{Spec: pod.Spec.Containers[0], Ready: true, State: ContainerState{Created: true, Running: true, StartedAt: t0}}}
 	in := statusInput{Pod: pod, Containers: running, Runtime: "exec", PodIP: "127.1.0.1", HostIP: "127.0.0.1", StartTime: t0, Now: t0}
 	st := buildStatus(in)
-	if st.Phase != PhaseRunning || st.PodIp != "127.1.0.1" || st.HostIp != "127.0.0.1" || st.QosClass != "BestEffort" {
+	if st.Phase != PhaseRunning || st.PodIp != "127.1.0.1" || st.HostIp != "127.0.0.1" || st.QosClass != "BestEffort" ||
+		len(st.PodIps) != 1 || st.PodIps[0].Ip != st.PodIp || len(st.HostIps) != 1 || st.HostIps[0].Ip != st.HostIp {
 		t.Fatalf("status = %v", st)
 	}
 	for _, typ := range []string{CondReady, CondContainersReady, CondInitialized, CondPodScheduled} {
@@ -195,6 +196,16 @@ func TestBuildStatusStableAndTerminal(t *testing.T) {
 	in.Pod, in.Now = pod2, t0.Add(time.Minute)
 	if again := buildStatus(in); !statusEqual(st, again) {
 		t.Fatalf("status not stable:\n%v\n%v", st, again)
+	}
+
+	// A runtime's clock has nanoseconds; the status carries what the
+	// apiserver stores (to the second), so it compares equal to it.
+	precise := in
+	precise.Containers = []containerInput{{Spec: pod.Spec.Containers[0], Ready: true,
+		State: ContainerState{Created: true, Running: true, StartedAt: t0.Add(123456789)}}}
+	precise.StartTime = t0.Add(987654321)
+	if got := buildStatus(precise); !statusEqual(st, got) {
+		t.Fatalf("sub-second times make a different status:\n%v\n%v", st, got)
 	}
 
 	// The container fails: Never → Failed, Ready false with PodCompleted.
