@@ -240,7 +240,7 @@ func TestPodValidate(t *testing.T) {
 		}, nil},
 		{"status pod IPs differ", func(p *kplanev1.Pod) {
 			p.Status = &kplanev1.PodStatus{PodIp: "10.0.0.1", PodIps: []*kplanev1.PodIP{{Ip: "10.0.0.2"}}}
-		}, []string{`status.podIPs[0].ip: Invalid value: "10.0.0.2": must match status.podIP`}},
+		}, []string{"status.podIPs[0]: Invalid value: \"10.0.0.2\": must match `status.podIP`"}},
 		{"generateName is enough", func(p *kplanev1.Pod) { p.Metadata.Name, p.Metadata.GenerateName = "", "web-" }, nil},
 	})
 }
