@@ -84,6 +84,43 @@ n="$(count -E '"name": "web-[a-z0-9]+"' <<<"$out")"
 [ "$n" -eq 3 ] || fail "grpcurl List app=web shows $n pods, not 3:"$'\n'"$out"
 echo "ok: grpcurl List shows the 3 web pods"
 
+# --- the README's grpcurl walk-through: health, create, list, watch, delete, an error ---
+# grpc_ok WHAT PATTERN ARGS...: grpcurl ARGS must succeed and print PATTERN.
+grpc_ok() {
+	local what=$1 pattern=$2 out
+	shift 2
+	echo "+ grpcurl $what"
+	out="$(grpcurl "$@" 2>&1)" || fail "grpcurl $what: $out"
+	grep -qE "$pattern" <<<"$out" || fail "grpcurl $what does not show $pattern:"$'\n'"$out"
+}
+grpc_ok "Health/Check" SERVING -plaintext localhost:6443 grpc.health.v1.Health/Check
+grpc_ok "Create pod hello" '"name": "hello"' -plaintext -d '{"object": {"pod": {
+  "metadata": {"name": "hello", "namespace": "default", "labels": {"app": "hello"}},
+  "spec": {"containers": [{"name": "web", "image": "busybox",
+           "command": ["busybox", "httpd", "-f", "-p", "8080"]}]}}}}' \
+	localhost:6443 kplane.v1.Resources/Create
+grpc_ok "List app=hello" '"name": "hello"' -plaintext -d '{"kind": "Pod", "namespace": "default", "labelSelector": "app=hello"}' \
+	localhost:6443 kplane.v1.Resources/List
+watch="$(mktemp)"
+timeout 60 grpcurl -plaintext -d '{"kind": "Pod", "namespace": "default", "allowBookmarks": true}' \
+	localhost:6443 kplane.v1.Resources/Watch >"$watch" 2>&1 &
+watcher=$!
+wait_for "grpcurl Watch shows hello ADDED" 30 grep -q ADDED "$watch"
+grpc_ok "Delete pod hello" '"name": "hello"' -plaintext -d '{"kind": "Pod", "namespace": "default", "name": "hello"}' \
+	localhost:6443 kplane.v1.Resources/Delete
+wait_for "grpcurl Watch shows hello DELETED" 60 grep -q DELETED "$watch"
+kill "$watcher" 2>/dev/null || true
+wait "$watcher" || true
+rm -f "$watch"
+echo "+ grpcurl Create a ReplicaSet with replicas -1"
+if out="$(grpcurl -plaintext -d '{"object": {"replicaSet": {"metadata": {"name": "Bad", "namespace": "default"},
+  "spec": {"replicas": -1}}}}' localhost:6443 kplane.v1.Resources/Create 2>&1)"; then
+	fail "an invalid ReplicaSet was created:"$'\n'"$out"
+fi
+grep -q InvalidArgument <<<"$out" && grep -q "spec.replicas" <<<"$out" ||
+	fail "the invalid ReplicaSet's error names no InvalidArgument and field path:"$'\n'"$out"
+echo "$out"
+
 # --- the compose commands, in deploy/compose ---
 cd deploy/compose
 run "${compose[@]}" ps
