@@ -20,7 +20,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 # grpcurl for the README's examples and the quick-start smoke (make tools).
 GRPCURL_VERSION            := v1.9.3
 
-.PHONY: busybox all build test lint proto proto-check tools up down dev smoke chaos images bench-apiserver bench-scheduler clean
+.PHONY: busybox all build test lint proto proto-check tools up down dev chaos images bench-apiserver bench-scheduler clean
 
 all: build
 
