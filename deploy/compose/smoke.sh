@@ -64,7 +64,8 @@ replicactl_running() { [ "$(running replicactl)" -eq "$1" ]; }
 # --- kpctl and grpcurl against the apiserver ---
 wait_for "three nodes Ready" 120 nodes_ready
 run bin/kpctl get nodes -o wide
-wait_for "a replicactl leader" 60 test -n "$(lease_holder replicactl)"
+has_leader() { [ -n "$(lease_holder replicactl)" ]; }
+wait_for "a replicactl leader" 60 has_leader
 run bin/kpctl get leases -n kplane-system
 run bin/kpctl apply -f deploy/compose/examples/web.yaml
 wait_for "three web pods Running" 120 web_running 3
