@@ -71,7 +71,7 @@ run bin/kpctl apply -f deploy/compose/examples/web.yaml
 wait_for "three web pods Running" 120 web_running 3
 run bin/kpctl get pods -o wide
 pod="$(bin/kpctl get pods -l app=web --no-headers | awk 'NR == 1 {print $1}')"
-logs_served() { "$kpctl" logs "$pod" | grep -q "serving on 127\."; }
+logs_served() { "$kpctl" logs "$pod" | grep -q "serving on [0-9]"; }
 wait_for "kpctl logs $pod shows its httpd" 60 logs_served
 run bin/kpctl logs "$pod"
 echo "+ grpcurl -plaintext localhost:6443 list"
