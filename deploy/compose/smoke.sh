@@ -34,10 +34,11 @@ fail() {
 	exit 1
 }
 
-# run CMD...: runs a README command, echoing it; its failure fails the smoke.
+# run CMD...: runs a README command, echoing it; its failure, or taking
+# more than two minutes, fails the smoke.
 run() {
 	echo "+ $*"
-	"$@" || fail "$* exited with status $?"
+	timeout 120 "$@" || fail "$* exited with status $? (124: timed out)"
 }
 
 # wait_for WHAT SECONDS CMD...: polls CMD once a second until it succeeds.
@@ -75,11 +76,11 @@ logs_served() { "$kpctl" logs "$pod" | grep -q "serving on [0-9]"; }
 wait_for "kpctl logs $pod shows its httpd" 60 logs_served
 run bin/kpctl logs "$pod"
 echo "+ grpcurl -plaintext localhost:6443 list"
-out="$(grpcurl -plaintext localhost:6443 list 2>&1)" || fail "grpcurl list: $out"
+out="$(grpcurl -max-time 30 -plaintext localhost:6443 list 2>&1)" || fail "grpcurl list: $out"
 echo "$out"
 grep -qx kplane.v1.Resources <<<"$out" || fail "grpcurl list does not show kplane.v1.Resources"
 echo "+ grpcurl -plaintext -d '{...app=web}' localhost:6443 kplane.v1.Resources/List"
-out="$(grpcurl -plaintext -d '{"kind": "Pod", "namespace": "default", "labelSelector": "app=web"}' \
+out="$(grpcurl -max-time 30 -plaintext -d '{"kind": "Pod", "namespace": "default", "labelSelector": "app=web"}' \
 	localhost:6443 kplane.v1.Resources/List 2>&1)" || fail "grpcurl List: $out"
 n="$(count -E '"name": "web-[a-z0-9]+"' <<<"$out")"
 [ "$n" -eq 3 ] || fail "grpcurl List app=web shows $n pods, not 3:"$'\n'"$out"
@@ -91,7 +92,7 @@ grpc_ok() {
 	local what=$1 pattern=$2 out
 	shift 2
 	echo "+ grpcurl $what"
-	out="$(grpcurl "$@" 2>&1)" || fail "grpcurl $what: $out"
+	out="$(grpcurl -max-time 30 "$@" 2>&1)" || fail "grpcurl $what: $out"
 	grep -qE "$pattern" <<<"$out" || fail "grpcurl $what does not show $pattern:"$'\n'"$out"
 }
 grpc_ok "Health/Check" SERVING -plaintext localhost:6443 grpc.health.v1.Health/Check
@@ -114,7 +115,7 @@ kill "$watcher" 2>/dev/null || true
 wait "$watcher" || true
 rm -f "$watch"
 echo "+ grpcurl Create a ReplicaSet with replicas -1"
-if out="$(grpcurl -plaintext -d '{"object": {"replicaSet": {"metadata": {"name": "Bad", "namespace": "default"},
+if out="$(grpcurl -max-time 30 -plaintext -d '{"object": {"replicaSet": {"metadata": {"name": "Bad", "namespace": "default"},
   "spec": {"replicas": -1}}}}' localhost:6443 kplane.v1.Resources/Create 2>&1)"; then
 	fail "an invalid ReplicaSet was created:"$'\n'"$out"
 fi
