@@ -19,6 +19,8 @@ BUF_VERSION                := v1.75.0
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 GOLANGCI_LINT_VERSION      := v2.15.0
+# grpcurl for the README's examples and the quick-start smoke (make tools).
+GRPCURL_VERSION            := v1.9.3
 
 .PHONY: busybox all build test lint proto proto-check tools up down dev chaos images bench-apiserver bench-scheduler clean
 
@@ -33,8 +35,9 @@ build:
 	done
 
 # Every module's tests, with the race detector (goroutines live everywhere).
-# The e2e tests run the binaries that build just wrote.
-test: build
+# The e2e tests run the binaries that build just wrote; TestCompose builds
+# the images, so it needs the node image's busybox as make up does.
+test: build busybox
 	@for m in $(MODULES); do \
 		echo "== go test -race $$m"; \
 		(cd $$m && KPLANE_BIN=$(BIN) $(GO) test -race -count=1 -timeout 20m ./...); \
@@ -59,6 +62,7 @@ tools:
 	@test -x $(TOOLS)/protoc-gen-go-grpc || GOBIN=$(TOOLS) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 	@$(TOOLS)/golangci-lint version 2>/dev/null | grep -q ' $(GOLANGCI_LINT_VERSION:v%=%) ' || \
 		GOBIN=$(TOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	@test -x $(TOOLS)/grpcurl || GOBIN=$(TOOLS) $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
 
 proto: tools
 	cd proto && buf lint && buf generate
@@ -79,11 +83,17 @@ images: build busybox
 	deploy/compose/build-images.sh
 
 # The node image's shell for example pods: Debian's static busybox,
-# installed when missing (as root on Debian, like CI).
+# installed when missing and no BUSYBOX=/path/to/static/busybox is given
+# (apt-get, as root on Debian like CI; sudo otherwise). Without Docker no
+# image is built and nothing is installed.
 busybox:
-	@if [ -z "$$BUSYBOX" ] && ! [ -x /bin/busybox ] && ! command -v busybox >/dev/null 2>&1; then \
-		echo "installing busybox-static"; \
-		apt-get update -qq && apt-get install -y -qq busybox-static >/dev/null; \
+	@if command -v docker >/dev/null 2>&1 && [ -z "$${BUSYBOX:-}" ] && ! [ -x /bin/busybox ] && ! command -v busybox >/dev/null 2>&1; then \
+		if ! command -v apt-get >/dev/null 2>&1; then \
+			echo "busybox: no busybox and no apt-get: install a static busybox and set BUSYBOX=/path/to/it" >&2; exit 1; \
+		fi; \
+		sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+		echo "installing busybox-static (apt-get)"; \
+		$$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq busybox-static >/dev/null; \
 	fi
 
 # Build binaries and images, then start the stack in the background.

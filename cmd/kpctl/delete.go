@@ -132,7 +132,7 @@ func (o *deleteOptions) run(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		if len(objs) == 0 {
-			fmt.Fprintf(e.stderr, "No resources found%s.\n", notFoundWhere(kind, ns))
+			fmt.Fprint(e.stderr, noResourcesFound(kind, ns))
 			return nil
 		}
 		for _, obj := range objs {

@@ -44,7 +44,7 @@ var describeCommand = &command{
 					return err
 				}
 				if len(objs) == 0 {
-					fmt.Fprintf(e.stderr, "No resources found%s.\n", notFoundWhere(kind, ns))
+					fmt.Fprint(e.stderr, noResourcesFound(kind, ns))
 				}
 			}
 			for _, t := range targets {

@@ -381,7 +381,17 @@ func (c *cluster) testDelete(exs []example) {
 			t.Errorf("%s %s still exists after delete -f (err %v)", ex.kind, ex.name, err)
 		}
 	}
-	if out := c.run("", "get", "svc"); out.stderr != "No resources found in default namespace.\n" {
-		t.Errorf("empty listing: %q", out.stderr)
+	// kubectl's words, on stderr with a newline; across namespaces and for
+	// cluster-scoped kinds without a namespace and without a period.
+	for args, want := range map[string]string{
+		"get svc":                   "No resources found in default namespace.\n",
+		"get svc -A":                "No resources found\n",
+		"get pv":                    "No resources found\n",
+		"get pods -n kplane-system": "No resources found in kplane-system namespace.\n",
+	} {
+		out := c.run("", strings.Fields(args)...)
+		if out.stderr != want || out.stdout != "" {
+			t.Errorf("kpctl %s: stdout %q, stderr %q; want stderr %q", args, out.stdout, out.stderr, want)
+		}
 	}
 }

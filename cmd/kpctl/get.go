@@ -103,7 +103,7 @@ func (o *getOptions) run(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		if len(objs) == 0 && o.output != "yaml" && o.output != "json" {
-			fmt.Fprintf(e.stderr, "No resources found%s.\n", notFoundWhere(kind, ns))
+			fmt.Fprint(e.stderr, noResourcesFound(kind, ns))
 			return nil
 		}
 		p.withNamespace = o.allNamespaces && kind.Namespaced

@@ -58,10 +58,13 @@ func (g *globals) namespaceFor(kind *kplanev1.KindInfo) string {
 	return g.ns()
 }
 
-// notFoundWhere renders " in <ns> namespace" for "No resources found".
-func notFoundWhere(kind *kplanev1.KindInfo, ns string) string {
+// noResourcesFound is kubectl's line (on stderr) for an empty listing:
+// "No resources found in <ns> namespace." in one namespace, and
+// "No resources found" (no period) across namespaces or for a
+// cluster-scoped kind.
+func noResourcesFound(kind *kplanev1.KindInfo, ns string) string {
 	if !kind.Namespaced || ns == "" {
-		return ""
+		return "No resources found\n"
 	}
-	return " in " + ns + " namespace"
+	return "No resources found in " + ns + " namespace.\n"
 }

@@ -51,7 +51,8 @@ func parseFlags(svc Service, args []string) (*options, error) {
 		workers = 1
 	}
 	fs.IntVar(&o.workers, "workers", workers, "number of concurrent reconciles")
-	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", DefaultShutdownGrace, "on SIGTERM, how long in-flight reconciles may run before they are cancelled")
+	fs.DurationVar(&o.shutdownGrace, flagShutdownGrace, DefaultShutdownGrace,
+		"on SIGTERM, how long in-flight reconciles may run before they are cancelled (the default shrinks to fit a short leader-election lease)")
 	if svc.LeaderElected {
 		o.leader.AddFlags(fs)
 	}
@@ -76,16 +77,44 @@ func parseFlags(svc Service, args []string) (*options, error) {
 	if o.resyncPeriod < 0 {
 		return nil, &usageError{fmt.Errorf("--resync-period must not be negative")}
 	}
+	if o.shutdownGrace < 0 {
+		return nil, &usageError{fmt.Errorf("--%s must not be negative", flagShutdownGrace)}
+	}
 	if !svc.LeaderElected {
 		o.leader.LeaderElect = false
 	}
-	if o.leader.LeaderElect && o.shutdownGrace >= o.leader.LeaseDuration-o.leader.RetryPeriod {
-		// The lease is not renewed while in-flight work finishes; a longer
-		// grace would let a standby start while this replica still works.
-		return nil, &usageError{fmt.Errorf("--shutdown-grace-period (%v) must be less than --leader-elect-lease-duration minus --leader-elect-retry-period (%v)",
-			o.shutdownGrace, o.leader.LeaseDuration-o.leader.RetryPeriod)}
+	if o.leader.LeaderElect {
+		if err := o.completeLeaderFlags(fs); err != nil {
+			return nil, &usageError{err}
+		}
 	}
 	return o, nil
+}
+
+const flagShutdownGrace = "shutdown-grace-period"
+
+// completeLeaderFlags fits the leader-election durations and the shutdown
+// grace left at their defaults to the ones given on the command line, and
+// rejects explicit values that conflict. The lease is not renewed while
+// in-flight work finishes, so the grace must end before a standby may take
+// over: grace < lease duration - retry period (the last renewal may be a
+// retry period old). A default grace that does not fit becomes half of
+// that span.
+func (o *options) completeLeaderFlags(fs *flag.FlagSet) error {
+	if err := o.leader.Complete(fs); err != nil {
+		return err
+	}
+	limit := o.leader.LeaseDuration - o.leader.RetryPeriod
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == flagShutdownGrace })
+	if !given && o.shutdownGrace >= limit {
+		o.shutdownGrace = limit / 2
+	}
+	if o.shutdownGrace >= limit {
+		return fmt.Errorf("--%s (%v) must be less than --%s minus --%s (%v)",
+			flagShutdownGrace, o.shutdownGrace, leaderelection.FlagLeaseDuration, leaderelection.FlagRetryPeriod, limit)
+	}
+	return nil
 }
 
 func (o *options) logger(name string) hclog.Logger {

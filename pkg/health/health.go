@@ -35,7 +35,8 @@ func WithProfiling(on bool) Option { return func(s *settings) { s.profiling = on
 
 // Start listens on addr at once, so that a port in use fails the start
 // rather than going unnoticed, and serves in the background. /readyz
-// answers 503 with ready's error while it returns one.
+// answers 503 with ready's error while it returns one. Every kplane binary
+// takes addr from its --health-addr flag, which the error names.
 func Start(addr string, reg *prometheus.Registry, ready func() error, log hclog.Logger, opts ...Option) (*Server, error) {
 	var set settings
 	for _, o := range opts {
@@ -43,7 +44,7 @@ func Start(addr string, reg *prometheus.Registry, ready func() error, log hclog.
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("health server: %w", err)
+		return nil, fmt.Errorf("health server: %w (choose another --health-addr)", err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {

@@ -70,7 +70,12 @@ func TestPortInUseFailsStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Stop()
-	if _, err := Start(a.Addr(), prometheus.NewRegistry(), func() error { return nil }, hclog.NewNullLogger()); err == nil {
+	_, err = Start(a.Addr(), prometheus.NewRegistry(), func() error { return nil }, hclog.NewNullLogger())
+	if err == nil {
 		t.Fatal("a second server on the same address started")
+	}
+	// The error tells which flag to change.
+	if !strings.Contains(err.Error(), "--health-addr") || !strings.Contains(err.Error(), a.Addr()) {
+		t.Errorf("error %q names neither --health-addr nor the address", err)
 	}
 }

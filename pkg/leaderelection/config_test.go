@@ -138,3 +138,47 @@ func TestLeaseSeconds(t *testing.T) {
 		}
 	}
 }
+
+func TestOptionsComplete(t *testing.T) {
+	const s = time.Second
+	for _, tc := range []struct {
+		args                []string
+		lease, renew, retry time.Duration
+		err                 string // part of the error; "" = valid
+	}{
+		{args: nil, lease: 15 * s, renew: 10 * s, retry: 2 * s},
+		// A short lease shrinks the defaults that would not fit under it.
+		{args: []string{"--leader-elect-lease-duration=4s"}, lease: 4 * s, renew: 4 * s * 2 / 3, retry: 2 * s},
+		{args: []string{"--leader-elect-lease-duration=1500ms"}, lease: 1500 * time.Millisecond, renew: s, retry: 200 * time.Millisecond},
+		{args: []string{"--leader-elect-renew-deadline=1s"}, lease: 15 * s, renew: s, retry: 200 * time.Millisecond},
+		// A default that fits stays.
+		{args: []string{"--leader-elect-lease-duration=12s"}, lease: 12 * s, renew: 10 * s, retry: 2 * s},
+		// Explicit values are kept, and explicit conflicts are errors naming the flags.
+		{args: []string{"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms"},
+			lease: 4 * s, renew: 3 * s, retry: 500 * time.Millisecond},
+		{args: []string{"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=5s"},
+			err: "--leader-elect-renew-deadline (5s) must be less than --leader-elect-lease-duration (4s)"},
+		{args: []string{"--leader-elect-renew-deadline=20s"},
+			err: "--leader-elect-renew-deadline (20s) must be less than --leader-elect-lease-duration (15s)"},
+		{args: []string{"--leader-elect-lease-duration=4s", "--leader-elect-retry-period=3s"},
+			err: "--leader-elect-retry-period (3s) must be less than --leader-elect-renew-deadline (2.666666666s)"},
+		{args: []string{"--leader-elect-lease-duration=0s"}, err: "must be positive"},
+	} {
+		var o Options
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		err := o.Complete(fs)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%v: error %v, want one containing %q", tc.args, err, tc.err)
+		case tc.err == "" && err != nil:
+			t.Errorf("%v: %v", tc.args, err)
+		case tc.err == "" && (o.LeaseDuration != tc.lease || o.RenewDeadline != tc.renew || o.RetryPeriod != tc.retry):
+			t.Errorf("%v: lease %v, renew %v, retry %v; want %v, %v, %v", tc.args,
+				o.LeaseDuration, o.RenewDeadline, o.RetryPeriod, tc.lease, tc.renew, tc.retry)
+		}
+	}
+}

@@ -125,7 +125,18 @@ func fixtures() map[string][]*kplanev1.Object {
 				Spec:     &kplanev1.NodeSpec{Unschedulable: true},
 				Status:   &kplanev1.NodeStatus{Conditions: []*kplanev1.Condition{{Type: "Ready", Status: "False"}}},
 			}),
+			// No Ready condition yet: Unknown, as kubectl prints it.
 			kplanev1.MustWrap(&kplanev1.Node{Metadata: meta("", "node-3", 5*time.Minute)}),
+			// Silent past the grace period (nodectl set Ready Unknown): NotReady.
+			kplanev1.MustWrap(&kplanev1.Node{
+				Metadata: meta("", "node-4", 3*time.Hour),
+				Status:   &kplanev1.NodeStatus{Conditions: []*kplanev1.Condition{{Type: "Ready", Status: "Unknown"}}},
+			}),
+			kplanev1.MustWrap(&kplanev1.Node{
+				Metadata: meta("", "node-5", 4*time.Hour),
+				Spec:     &kplanev1.NodeSpec{Unschedulable: true},
+				Status:   &kplanev1.NodeStatus{Conditions: []*kplanev1.Condition{{Type: "Ready", Status: "True"}}},
+			}),
 		},
 		"Service": {
 			kplanev1.MustWrap(&kplanev1.Service{

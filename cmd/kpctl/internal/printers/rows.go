@@ -196,18 +196,18 @@ func nodeRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
 	}
 }
 
-// NodeStatus is Ready, NotReady or Unknown from the Ready condition, with
-// ",SchedulingDisabled" for a cordoned node.
+// NodeStatus is, as in kubectl, Ready when the Ready condition is True,
+// NotReady when it is False or Unknown (a silent node), and Unknown only
+// without a Ready condition; ",SchedulingDisabled" marks a cordoned node.
 func NodeStatus(n *kplanev1.Node) string {
 	s := "Unknown"
 	for _, c := range n.GetStatus().GetConditions() {
 		if c.GetType() != "Ready" {
 			continue
 		}
-		switch c.GetStatus() {
-		case "True":
+		if c.GetStatus() == "True" {
 			s = "Ready"
-		case "False":
+		} else {
 			s = "NotReady"
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -610,4 +611,23 @@ func TestFakeRuntimeNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitGone("instant")
+}
+
+// A second node agent on one host, on the default --logs-addr of the
+// first: the start fails with an error that names the flag to change.
+func TestLogsAddrInUseNamesTheFlag(t *testing.T) {
+	e := newEnv(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
+	defer cancel()
+	err = runService(ctx, []string{"--apiserver", e.srv.Addr(), "--health-addr", "127.0.0.1:0",
+		"--logs-addr", taken.Addr().String(), "--log-level", "warn", "--root-dir", e.root,
+		"--node-name", "node-a", "--pod-cidr", "127.10.0.0/16"})
+	if err == nil || !strings.Contains(err.Error(), "--logs-addr") || !strings.Contains(err.Error(), taken.Addr().String()) {
+		t.Fatalf("run with --logs-addr in use: %v; want an error naming --logs-addr and the address", err)
+	}
 }

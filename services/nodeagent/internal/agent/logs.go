@@ -24,7 +24,8 @@ type logsServer struct {
 func (a *Agent) startLogs(ctx context.Context) (*logsServer, error) {
 	lis, err := net.Listen("tcp", a.cfg.LogsAddr)
 	if err != nil {
-		return nil, fmt.Errorf("logs server: listen on %s: %w", a.cfg.LogsAddr, err)
+		// Typically a second node agent on one host, still on the default.
+		return nil, fmt.Errorf("logs server: %w (choose another --logs-addr)", err)
 	}
 	a.logsPort = lis.Addr().(*net.TCPAddr).Port
 	mux := http.NewServeMux()
