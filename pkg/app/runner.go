@@ -26,6 +26,9 @@ import (
 // works (Service.RequireCatchUp).
 var catchUpRetry = backoff.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Cap: 5 * time.Second}
 
+// catchUpLimit is CatchUpLimit; tests shorten it.
+var catchUpLimit = CatchUpLimit
+
 // runner is one running service.
 type runner struct {
 	svc        Service
@@ -309,7 +312,7 @@ func (r *runner) lead(ctx context.Context) {
 func (r *runner) catchUp(ctx context.Context) {
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
-		cctx, cancel := context.WithTimeout(ctx, CatchUpLimit)
+		cctx, cancel := context.WithTimeout(ctx, catchUpLimit)
 		err := informer.CatchUp(cctx, r.client, r.factory.Informers()...)
 		cancel()
 		switch {
