@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -326,5 +327,31 @@ func TestFakeRuntimeTimeline(t *testing.T) {
 	_ = r2.StartContainer(context.Background(), pod, pod.Spec.Containers[0], 0, "")
 	if st := r2.State("u", "a", created.Add(time.Second)); !st.Running || st.Attempt != 2 || !st.StartedAt.Equal(created) {
 		t.Fatalf("adopted fake container: %+v", st)
+	}
+}
+
+// latest prefers the pod our own status write returned while the cache is
+// older, the cache once it caught up, and refuses (forgetting the written
+// copy) when a resourceVersion is not a revision.
+func TestLatestComparesRevisions(t *testing.T) {
+	at := func(rv string) *kplanev1.Pod {
+		return &kplanev1.Pod{Metadata: &kplanev1.ObjectMeta{Namespace: "default", Name: "p", Uid: "u1", ResourceVersion: rv}}
+	}
+	a := &Agent{written: map[string]*kplanev1.Pod{"u1": at("10")}}
+	if got, err := a.latest(at("9")); err != nil || got.GetMetadata().GetResourceVersion() != "10" {
+		t.Fatalf("cache older than our write: got rv %q, %v; want the written 10", got.GetMetadata().GetResourceVersion(), err)
+	}
+	if got, err := a.latest(at("11")); err != nil || got.GetMetadata().GetResourceVersion() != "11" {
+		t.Fatalf("cache newer than our write: got rv %q, %v; want the cached 11", got.GetMetadata().GetResourceVersion(), err)
+	}
+	if _, ok := a.written["u1"]; ok {
+		t.Fatal("the written copy is kept after the cache passed it")
+	}
+	a.written["u1"] = at("x7")
+	if _, err := a.latest(at("12")); err == nil || !strings.Contains(err.Error(), `resourceVersion "x7" is not a revision`) {
+		t.Fatalf("unparsable written resourceVersion: %v, want an error naming it", err)
+	}
+	if got, err := a.latest(at("12")); err != nil || got.GetMetadata().GetResourceVersion() != "12" {
+		t.Fatalf("after the error: got %v, %v; want the cached pod", got, err)
 	}
 }
