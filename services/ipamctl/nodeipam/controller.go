@@ -274,16 +274,13 @@ func (c *ipamController) setNetworkCondition(ctx context.Context, node *kplanev1
 			return nil
 		}
 		now := timestamppb.Now()
-		cond := &kplanev1.Condition{Type: kplanev1.NodeNetworkUnavailable, Status: status, Reason: reason, Message: msg,
-			LastHeartbeatTime: now, LastTransitionTime: now}
-		if old.GetStatus() == status {
-			cond.LastTransitionTime = old.GetLastTransitionTime()
-		}
 		next := proto.Clone(cur).(*kplanev1.Node)
 		if next.Status == nil {
 			next.Status = &kplanev1.NodeStatus{}
 		}
-		next.Status.Conditions = apiutil.SetCondition(next.Status.Conditions, cond)
+		next.Status.Conditions = apiutil.SetStatusCondition(next.Status.Conditions, &kplanev1.Condition{
+			Type: kplanev1.NodeNetworkUnavailable, Status: status, Reason: reason, Message: msg,
+			LastHeartbeatTime: now, LastTransitionTime: now})
 		return next
 	})
 	if err != nil {

@@ -432,7 +432,7 @@ func (a *Agent) syncPod(ctx context.Context, cached *kplanev1.Pod) (time.Time, e
 	}
 
 	phase := pod.GetStatus().GetPhase()
-	terminal := phase == PhaseSucceeded || phase == PhaseFailed
+	terminal := phase == kplanev1.PodSucceeded || phase == kplanev1.PodFailed
 	policy := pod.GetSpec().GetRestartPolicy()
 	var next time.Time
 	wake := func(t time.Time) {

@@ -14,13 +14,13 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplane/kplane/pkg/apiutil"
 	"github.com/kplane/kplane/pkg/client"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
-// Node lease namespace and the node status cadence.
+// The node status cadence.
 const (
-	NodeLeaseNamespace = "kplane-node-lease"
 	// statusEveryBeats: the node status is written at least every this many
 	// heartbeats even when nothing changed (lastHeartbeatTime moves).
 	statusEveryBeats = 4
@@ -141,11 +141,11 @@ func (a *Agent) renewLease(ctx context.Context, ns *nodeState) error {
 	dur := int32(a.cfg.LeaseDuration / time.Second)
 	for attempt := 0; attempt < 3; attempt++ {
 		if ns.lease == nil {
-			l, err := leases.Get(ctx, NodeLeaseNamespace, ns.name)
+			l, err := leases.Get(ctx, kplanev1.NamespaceNodeLease, ns.name)
 			switch {
 			case client.IsNotFound(err):
 				l, err = leases.Create(ctx, &kplanev1.Lease{
-					Metadata: &kplanev1.ObjectMeta{Name: ns.name, Namespace: NodeLeaseNamespace},
+					Metadata: &kplanev1.ObjectMeta{Name: ns.name, Namespace: kplanev1.NamespaceNodeLease},
 					Spec:     &kplanev1.LeaseSpec{HolderIdentity: ns.name, LeaseDurationSeconds: dur, AcquireTime: now, RenewTime: now},
 				})
 				if err == nil {
@@ -186,28 +186,18 @@ func (a *Agent) renewLease(ctx context.Context, ns *nodeState) error {
 // nodeStatus is the status the agent reports for node name.
 func (a *Agent) nodeStatus(name string, old *kplanev1.NodeStatus, info *kplanev1.NodeSystemInfo, health error, now time.Time) *kplanev1.NodeStatus {
 	res := map[string]string{"cpu": a.cfg.CPU, "memory": a.cfg.Memory, "pods": strconv.Itoa(a.cfg.MaxPods)}
-	ready := &kplanev1.Condition{Type: "Ready", Status: "True", Reason: "KubeletReady", Message: "node agent is posting ready status"}
+	ready := &kplanev1.Condition{Type: kplanev1.NodeReady, Status: kplanev1.ConditionTrue, Reason: "KubeletReady", Message: "node agent is posting ready status"}
 	if health != nil {
-		ready.Status, ready.Reason, ready.Message = "False", "KubeletNotReady", "container runtime is not healthy: "+health.Error()
+		ready.Status, ready.Reason, ready.Message = kplanev1.ConditionFalse, "KubeletNotReady", "container runtime is not healthy: "+health.Error()
 	} else if why := a.networkNotReady(name); why != "" {
-		ready.Status, ready.Reason, ready.Message = "False", "KubeletNotReady", why
+		ready.Status, ready.Reason, ready.Message = kplanev1.ConditionFalse, "KubeletNotReady", why
 	}
 	ready.LastHeartbeatTime = timestamppb.New(now)
 	ready.LastTransitionTime = timestamppb.New(now)
-	var conds []*kplanev1.Condition
-	for _, c := range old.GetConditions() {
-		if c.GetType() == "Ready" {
-			if c.GetStatus() == ready.Status && c.GetLastTransitionTime() != nil {
-				ready.LastTransitionTime = c.GetLastTransitionTime()
-			}
-			continue
-		}
-		conds = append(conds, c) // conditions owned by others stay
-	}
 	return &kplanev1.NodeStatus{
 		Capacity:    res,
 		Allocatable: res,
-		Conditions:  append([]*kplanev1.Condition{ready}, conds...),
+		Conditions:  apiutil.SetStatusCondition(old.GetConditions(), ready), // conditions owned by others stay
 		Addresses: []*kplanev1.NodeAddress{
 			{Type: "InternalIP", Address: a.cfg.NodeIP},
 			{Type: "Hostname", Address: name},
@@ -218,12 +208,7 @@ func (a *Agent) nodeStatus(name string, old *kplanev1.NodeStatus, info *kplanev1
 }
 
 func readyOf(s *kplanev1.NodeStatus) string {
-	for _, c := range s.GetConditions() {
-		if c.GetType() == "Ready" {
-			return c.GetStatus()
-		}
-	}
-	return ""
+	return apiutil.FindCondition(s.GetConditions(), kplanev1.NodeReady).GetStatus()
 }
 
 // sameIgnoringHeartbeat compares node statuses without lastHeartbeatTime.
