@@ -27,6 +27,7 @@ import (
 	"github.com/kplane/kplane/pkg/apiutil"
 	"github.com/kplane/kplane/pkg/app"
 	"github.com/kplane/kplane/pkg/client"
+	"github.com/kplane/kplane/pkg/controller"
 	"github.com/kplane/kplane/pkg/informer"
 	"github.com/kplane/kplane/pkg/record"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -617,12 +618,13 @@ func (a *Agent) terminate(ctx context.Context, pod *kplanev1.Pod) (time.Time, er
 			return deadline, nil
 		}
 	}
-	zero := int64(0)
-	_, err := client.For[*kplanev1.Pod](a.api).Delete(ctx, md.GetNamespace(), md.GetName(), client.DeleteOptions{
-		GracePeriodSeconds: &zero, Preconditions: &kplanev1.Preconditions{Uid: uid},
-	})
-	if err != nil && !client.IsNotFound(err) && !client.IsConflict(err) {
+	obj, err := kplanev1.Wrap(pod)
+	if err != nil {
 		return time.Time{}, fmt.Errorf("delete pod %s: %w", key, err)
+	}
+	zero := int64(0)
+	if _, _, err := controller.DeleteIfSameUID(ctx, a.api, obj, client.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		return time.Time{}, err
 	}
 	a.log.Info("pod stopped and deleted", "pod", key, "uid", uid)
 	if err := a.rt.RemovePod(uid); err != nil {

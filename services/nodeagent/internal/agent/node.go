@@ -16,6 +16,7 @@ import (
 
 	"github.com/kplane/kplane/pkg/apiutil"
 	"github.com/kplane/kplane/pkg/client"
+	"github.com/kplane/kplane/pkg/controller"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
@@ -96,19 +97,27 @@ func (a *Agent) heartbeat(ctx context.Context, ns *nodeState, info *kplanev1.Nod
 		return err
 	}
 	now := time.Now()
-	want := a.nodeStatus(ns.name, cur.GetStatus(), info, health, now)
 	ns.beats++
-	if sameIgnoringHeartbeat(cur.GetStatus(), want) && ns.beats%statusEveryBeats != 0 && !ns.lastWrite.IsZero() {
-		return nil
-	}
-	next := proto.Clone(cur).(*kplanev1.Node)
-	next.Status = want
-	out, err := nodes.UpdateStatus(ctx, next)
+	// Unchanged but for the heartbeat, the status is written only every
+	// statusEveryBeats beats.
+	every := ns.beats%statusEveryBeats == 0 || ns.lastWrite.IsZero()
+	out, wrote, err := controller.UpdateStatus(ctx, a.api, cur, func(cur *kplanev1.Node) *kplanev1.Node {
+		want := a.nodeStatus(ns.name, cur.GetStatus(), info, health, now)
+		if !every && sameIgnoringHeartbeat(cur.GetStatus(), want) {
+			return nil
+		}
+		next := proto.Clone(cur).(*kplanev1.Node)
+		next.Status = want
+		return next
+	})
 	if err != nil {
 		return fmt.Errorf("update node status: %w", err)
 	}
-	if r := readyOf(cur.GetStatus()); r != readyOf(want) {
-		a.log.Info("node ready condition changed", "node", ns.name, "from", r, "to", readyOf(want))
+	if !wrote {
+		return nil // nothing new, or the node is gone (registered again next beat)
+	}
+	if r := readyOf(cur.GetStatus()); r != readyOf(out.GetStatus()) {
+		a.log.Info("node ready condition changed", "node", ns.name, "from", r, "to", readyOf(out.GetStatus()))
 	}
 	ns.node, ns.lastWrite = out, now
 	return nil
@@ -134,16 +143,17 @@ func (a *Agent) register(ctx context.Context, name string) (*kplanev1.Node, erro
 	return out, nil
 }
 
-// renewLease creates or renews kplane-node-lease/<node>.
+// renewLease creates or renews kplane-node-lease/<node>: a CAS update of
+// the lease last written (pkg/controller rereads on a conflict), or, when
+// it does not exist (any more), a create.
 func (a *Agent) renewLease(ctx context.Context, ns *nodeState) error {
 	leases := client.For[*kplanev1.Lease](a.api)
 	now := timestamppb.Now()
 	dur := int32(a.cfg.LeaseDuration / time.Second)
-	for attempt := 0; attempt < 3; attempt++ {
+	for attempt := 0; attempt < 2; attempt++ {
 		if ns.lease == nil {
 			l, err := leases.Get(ctx, kplanev1.NamespaceNodeLease, ns.name)
-			switch {
-			case client.IsNotFound(err):
+			if client.IsNotFound(err) {
 				l, err = leases.Create(ctx, &kplanev1.Lease{
 					Metadata: &kplanev1.ObjectMeta{Name: ns.name, Namespace: kplanev1.NamespaceNodeLease},
 					Spec:     &kplanev1.LeaseSpec{HolderIdentity: ns.name, LeaseDurationSeconds: dur, AcquireTime: now, RenewTime: now},
@@ -153,34 +163,36 @@ func (a *Agent) renewLease(ctx context.Context, ns *nodeState) error {
 					return nil
 				}
 				if client.IsAlreadyExists(err) {
-					continue
+					continue // created meanwhile: read it
 				}
 				return fmt.Errorf("create node lease: %w", err)
-			case err != nil:
+			}
+			if err != nil {
 				return fmt.Errorf("get node lease: %w", err)
 			}
 			ns.lease = l
 		}
-		next := proto.Clone(ns.lease).(*kplanev1.Lease)
-		if next.Spec == nil {
-			next.Spec = &kplanev1.LeaseSpec{}
-		}
-		if next.Spec.HolderIdentity != ns.name {
-			next.Spec.HolderIdentity, next.Spec.AcquireTime = ns.name, now
-			next.Spec.LeaseTransitions++
-		}
-		next.Spec.LeaseDurationSeconds, next.Spec.RenewTime = dur, now
-		out, err := leases.Update(ctx, next)
-		if err == nil {
-			ns.lease = out
-			return nil
-		}
-		ns.lease = nil
-		if !client.IsConflict(err) && !client.IsNotFound(err) {
+		out, _, err := controller.Update(ctx, a.api, ns.lease, func(cur *kplanev1.Lease) *kplanev1.Lease {
+			next := proto.Clone(cur).(*kplanev1.Lease)
+			if next.Spec == nil {
+				next.Spec = &kplanev1.LeaseSpec{}
+			}
+			if next.Spec.HolderIdentity != ns.name {
+				next.Spec.HolderIdentity, next.Spec.AcquireTime = ns.name, now
+				next.Spec.LeaseTransitions++
+			}
+			next.Spec.LeaseDurationSeconds, next.Spec.RenewTime = dur, now
+			return next
+		})
+		ns.lease = out // nil when deleted or replaced meanwhile: read or create it again
+		if err != nil {
 			return fmt.Errorf("renew node lease: %w", err)
 		}
+		if out != nil {
+			return nil
+		}
 	}
-	return fmt.Errorf("renew node lease: conflicts persisted")
+	return fmt.Errorf("renew node lease: deleted or recreated while being renewed")
 }
 
 // nodeStatus is the status the agent reports for node name.
