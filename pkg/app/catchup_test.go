@@ -1,10 +1,8 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,24 +13,6 @@ import (
 	"github.com/kplane/kplane/pkg/testutil"
 	"github.com/kplane/kplane/services/apiserver/testserver"
 )
-
-// syncBuffer is a log sink safe for the catch-up goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) count(substr string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Count(s.b.String(), substr)
-}
 
 // A term's catch-up against a cache that cannot catch up (its informer
 // never started): by default work starts after the limit anyway; with
@@ -56,7 +36,7 @@ func TestTermCatchUp(t *testing.T) {
 			t.Fatal(err)
 		}
 		inf := f.ForKind("Namespace") // the built-in namespaces exist: revision > 0
-		logs := &syncBuffer{}
+		logs := &testutil.SyncBuffer{}
 		r := &runner{svc: Service{Name: "catchup", RequireCatchUp: strict}, client: c, factory: f,
 			log: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})}
 		done := make(chan struct{})
@@ -73,12 +53,12 @@ func TestTermCatchUp(t *testing.T) {
 					return false
 				}
 			})
-			if logs.count("starting anyway") != 1 {
-				t.Fatalf("default catch-up logged %q, want one \"starting anyway\"", logs.b.String())
+			if strings.Count(logs.String(), "starting anyway") != 1 {
+				t.Fatalf("default catch-up logged %q, want one \"starting anyway\"", logs.String())
 			}
 			continue
 		}
-		testutil.Eventually(t, 10*time.Second, "three failed attempts", func() bool { return logs.count("work waits") >= 3 })
+		testutil.Eventually(t, 10*time.Second, "three failed attempts", func() bool { return strings.Count(logs.String(), "work waits") >= 3 })
 		select {
 		case <-done:
 			t.Fatal("RequireCatchUp: catch-up returned while the cache had not caught up")
@@ -90,8 +70,8 @@ func TestTermCatchUp(t *testing.T) {
 		if _, ok := inf.Store().GetByName("", "default"); !ok {
 			t.Error("catch-up returned before the cache showed the namespaces")
 		}
-		if logs.count("cache caught up") != 1 || logs.count("starting anyway") != 0 {
-			t.Errorf("RequireCatchUp logged %q", logs.b.String())
+		if strings.Count(logs.String(), "cache caught up") != 1 || strings.Count(logs.String(), "starting anyway") != 0 {
+			t.Errorf("RequireCatchUp logged %q", logs.String())
 		}
 		stop()
 		f.Wait()
