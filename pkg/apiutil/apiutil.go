@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"google.golang.org/protobuf/proto"
+
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
@@ -38,6 +40,19 @@ func SetCondition(conds []*kplanev1.Condition, c *kplanev1.Condition) []*kplanev
 		out = append(out, c)
 	}
 	return out
+}
+
+// SetStatusCondition is SetCondition for the writer of a status: when
+// conds already holds a condition of c's type with c's status, the result
+// keeps that condition's lastTransitionTime (it says when the status last
+// changed), as Kubernetes' meta.SetStatusCondition does; otherwise c's own
+// lastTransitionTime stands. Neither conds nor c is modified.
+func SetStatusCondition(conds []*kplanev1.Condition, c *kplanev1.Condition) []*kplanev1.Condition {
+	if old := FindCondition(conds, c.GetType()); old != nil && old.GetStatus() == c.GetStatus() && old.GetLastTransitionTime() != nil {
+		c = proto.Clone(c).(*kplanev1.Condition)
+		c.LastTransitionTime = old.GetLastTransitionTime()
+	}
+	return SetCondition(conds, c)
 }
 
 // IsConditionTrue reports whether conds has a condition of type typ with

@@ -2,6 +2,10 @@ package apiutil
 
 import (
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
@@ -21,6 +25,29 @@ func TestSetAndFindCondition(t *testing.T) {
 	}
 	if FindCondition(next, "C") != nil {
 		t.Fatal("found a condition that is not there")
+	}
+}
+
+// SetStatusCondition keeps the transition time while the status stays,
+// takes the new one when it changes, and modifies neither argument.
+func TestSetStatusCondition(t *testing.T) {
+	t0, t1 := timestamppb.New(time.Unix(100, 0)), timestamppb.New(time.Unix(200, 0))
+	conds := []*kplanev1.Condition{{Type: "A", Status: kplanev1.ConditionTrue, Reason: "Old", LastTransitionTime: t0}}
+	same := &kplanev1.Condition{Type: "A", Status: kplanev1.ConditionTrue, Reason: "New", LastTransitionTime: t1}
+	next := SetStatusCondition(conds, same)
+	if c := FindCondition(next, "A"); len(next) != 1 || c.GetReason() != "New" || !proto.Equal(c.GetLastTransitionTime(), t0) {
+		t.Fatalf("same status: got %v, want reason New with the old transition time", next)
+	}
+	if !proto.Equal(same.GetLastTransitionTime(), t1) || conds[0].GetReason() != "Old" {
+		t.Fatal("SetStatusCondition modified its arguments")
+	}
+	changed := &kplanev1.Condition{Type: "A", Status: kplanev1.ConditionFalse, LastTransitionTime: t1}
+	if c := FindCondition(SetStatusCondition(conds, changed), "A"); !proto.Equal(c.GetLastTransitionTime(), t1) {
+		t.Fatalf("changed status: transition time %v, want the new one", c.GetLastTransitionTime())
+	}
+	added := SetStatusCondition(conds, &kplanev1.Condition{Type: "B", Status: kplanev1.ConditionTrue, LastTransitionTime: t1})
+	if len(added) != 2 || !proto.Equal(FindCondition(added, "B").GetLastTransitionTime(), t1) {
+		t.Fatalf("new type: got %v", added)
 	}
 }
 

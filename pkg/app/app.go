@@ -44,7 +44,8 @@
 // services that are not leader-elected). A new leadership term first waits
 // until the caches have caught up with what the apiserver holds (at most
 // CatchUpLimit), since the previous leader's last writes may not have
-// reached this replica yet, then queues every watched object once, since
+// reached this replica yet (a Service with RequireCatchUp waits for as long
+// as it takes), then queues every watched object once, since
 // events seen while standing by were not queued. A reconcile that panics
 // is recovered, logged with its stack, counted
 // (kplane_controller_reconcile_panics_total) and retried with backoff.
@@ -130,6 +131,13 @@ type Service struct {
 	LeaderElected bool
 	// Watches feed the work queue.
 	Watches []Watch
+	// RequireCatchUp makes a new leadership term start no work until the
+	// caches have caught up with the apiserver, however long that takes
+	// (trying again after each CatchUpLimit or failed list). For
+	// controllers whose writes a stale cache would make wrong for good,
+	// like ipamctl's set-once spec.podCIDR; others start after
+	// CatchUpLimit anyway.
+	RequireCatchUp bool
 	// Workers is the default of --workers, the number of concurrent
 	// reconciles (default 1). A key is never reconciled concurrently.
 	Workers int

@@ -6,46 +6,74 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/kplane/kplane/pkg/client"
 	"github.com/kplane/kplane/pkg/informer"
-	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+	"github.com/kplane/kplane/pkg/testutil"
 	"github.com/kplane/kplane/services/apiserver/testserver"
 )
 
-// TestCatchUpWaitsForALaggingCache: catchUp does not return while the
-// informer has not applied the newest write the apiserver holds, and does
-// once it has.
-func TestCatchUpWaitsForALaggingCache(t *testing.T) {
+// A term's catch-up against a cache that cannot catch up (its informer
+// never started): by default work starts after the limit anyway; with
+// RequireCatchUp it keeps waiting, attempt after attempt, and returns only
+// once the cache shows what the apiserver holds.
+func TestTermCatchUp(t *testing.T) {
+	defer func(d time.Duration) { catchUpLimit = d }(catchUpLimit)
+	catchUpLimit = 100 * time.Millisecond
 	srv := testserver.Start(t)
-	api := srv.Client()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	f, err := informer.NewFactory(api, informer.FactoryOptions{})
+	c, err := client.Dial(context.Background(), client.Options{Address: srv.Addr()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	inf := f.ForKind("Namespace")
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 
-	// Not started: its cache is behind everything the apiserver holds.
-	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
-	err = catchUp(short, api, inf)
-	cancelShort()
-	if err == nil || !strings.Contains(err.Error(), "informer at revision 0") {
-		t.Fatalf("catchUp on a cache that never synced: %v", err)
-	}
-
-	runCtx, stop := context.WithCancel(ctx)
-	defer func() { stop(); f.Wait() }()
-	f.Start(runCtx)
-	if !f.WaitForCacheSync(ctx) {
-		t.Fatal("cache never synced")
-	}
-	if _, err := api.Create(ctx, &kplanev1.CreateRequest{Object: kplanev1.MustWrap(&kplanev1.Namespace{Metadata: &kplanev1.ObjectMeta{Name: "late"}})}); err != nil {
-		t.Fatal(err)
-	}
-	if err := catchUp(ctx, api, inf); err != nil {
-		t.Fatalf("catchUp with a running informer: %v", err)
-	}
-	if _, ok := inf.Store().GetByName("", "late"); !ok {
-		t.Fatal("catchUp returned before the cache showed the newest write")
+	for _, strict := range []bool{false, true} {
+		f, err := informer.NewFactory(c, informer.FactoryOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inf := f.ForKind("Namespace") // the built-in namespaces exist: revision > 0
+		logs := &testutil.SyncBuffer{}
+		r := &runner{svc: Service{Name: "catchup", RequireCatchUp: strict}, client: c, factory: f,
+			log: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			r.catchUp(ctx)
+		}()
+		if !strict {
+			testutil.Eventually(t, 10*time.Second, "catch-up to give up after the limit", func() bool {
+				select {
+				case <-done:
+					return true
+				default:
+					return false
+				}
+			})
+			if strings.Count(logs.String(), "starting anyway") != 1 {
+				t.Fatalf("default catch-up logged %q, want one \"starting anyway\"", logs.String())
+			}
+			continue
+		}
+		testutil.Eventually(t, 10*time.Second, "three failed attempts", func() bool { return strings.Count(logs.String(), "work waits") >= 3 })
+		select {
+		case <-done:
+			t.Fatal("RequireCatchUp: catch-up returned while the cache had not caught up")
+		default:
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		f.Start(runCtx)
+		<-done
+		if _, ok := inf.Store().GetByName("", "default"); !ok {
+			t.Error("catch-up returned before the cache showed the namespaces")
+		}
+		if strings.Count(logs.String(), "cache caught up") != 1 || strings.Count(logs.String(), "starting anyway") != 0 {
+			t.Errorf("RequireCatchUp logged %q", logs.String())
+		}
+		stop()
+		f.Wait()
 	}
 }

@@ -13,15 +13,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/kplane/kplane/pkg/apiutil"
+	"github.com/kplane/kplane/pkg/backoff"
 	"github.com/kplane/kplane/pkg/client"
-	"github.com/kplane/kplane/pkg/controller"
 	"github.com/kplane/kplane/pkg/health"
 	"github.com/kplane/kplane/pkg/informer"
 	"github.com/kplane/kplane/pkg/leaderelection"
 	"github.com/kplane/kplane/pkg/workqueue"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
+
+// catchUpRetry spaces the attempts of a term that must catch up before it
+// works (Service.RequireCatchUp).
+var catchUpRetry = backoff.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Cap: 5 * time.Second}
+
+// catchUpLimit is CatchUpLimit; tests shorten it.
+var catchUpLimit = CatchUpLimit
 
 // runner is one running service.
 type runner struct {
@@ -295,55 +301,33 @@ func (r *runner) lead(ctx context.Context) {
 }
 
 // catchUp holds a new leadership term until every informer has applied
-// the newest write among the objects a fresh (quorum) list returns. A
-// standby's informers run all along but may lag behind the writes of the
-// leader it replaces, whose in-flight creates can land just before it let
-// go; acting on such a cache would, say, create pods twice. Past
-// CatchUpLimit work starts anyway (expectations and the next resync still
-// protect the outcome).
+// the newest write among the objects a fresh (quorum) list returns
+// (informer.CatchUp). A standby's informers run all along but may lag
+// behind the writes of the leader it replaces, whose in-flight creates can
+// land just before it let go; acting on such a cache would, say, create
+// pods twice. Past CatchUpLimit work starts anyway (expectations and the
+// next resync still protect the outcome), unless the service sets
+// RequireCatchUp: then it tries again, with backoff, for as long as the
+// term lasts.
 func (r *runner) catchUp(ctx context.Context) {
 	start := time.Now()
-	cctx, cancel := context.WithTimeout(ctx, CatchUpLimit)
-	defer cancel()
-	for _, inf := range r.factory.Informers() {
-		if err := catchUp(cctx, r.client, inf); err != nil {
-			if ctx.Err() == nil {
-				r.log.Warn("cache did not catch up with the apiserver in time; starting anyway", "error", err)
-			}
+	for attempt := 0; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, catchUpLimit)
+		err := informer.CatchUp(cctx, r.client, r.factory.Informers()...)
+		cancel()
+		switch {
+		case err == nil:
+			r.log.Info("leading: cache caught up with the apiserver", "wait", time.Since(start))
+			return
+		case ctx.Err() != nil:
+			return
+		case !r.svc.RequireCatchUp:
+			r.log.Warn("cache did not catch up with the apiserver in time; starting anyway", "error", err)
 			return
 		}
-	}
-	r.log.Info("leading: cache caught up with the apiserver", "wait", time.Since(start))
-}
-
-func catchUp(ctx context.Context, api kplanev1.ResourcesClient, inf *informer.Informer) error {
-	sel := inf.Selection()
-	var newest int64
-	_, err := client.ListPages(ctx, api, &kplanev1.ListRequest{
-		Kind: sel.Kind, Namespace: sel.Namespace, LabelSelector: sel.LabelSelector, FieldSelector: sel.FieldSelector, Limit: 5000,
-	}, func(items []*kplanev1.Object) error {
-		for _, o := range items {
-			rv, err := apiutil.ParseResourceVersion(o.Meta().GetResourceVersion())
-			if err != nil {
-				return fmt.Errorf("%s %s: %w", sel.Kind, o.Key(), err)
-			}
-			newest = max(newest, rv)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("catch up %s: %w", sel, err)
-	}
-	for {
-		seen, err := controller.CacheRevision(inf)
-		if err != nil {
-			return err
-		}
-		if seen >= newest {
-			return nil
-		}
-		if err := client.Sleep(ctx, 5*time.Millisecond); err != nil {
-			return fmt.Errorf("catch up: %s informer at revision %d, apiserver at %d: %w", sel, seen, newest, err)
+		r.log.Warn("cache has not caught up with the apiserver; work waits", "error", err, "waited", time.Since(start))
+		if client.Sleep(ctx, catchUpRetry.Delay(attempt)) != nil {
+			return
 		}
 	}
 }

@@ -3,6 +3,7 @@ package informer_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +12,8 @@ import (
 )
 
 // CatchUp returns only once the informer shows what the apiserver holds:
-// a write the informer has not seen (its watch is held) keeps it waiting.
+// an informer that never listed, or one that misses a write (its watch is
+// held), keeps it waiting.
 func TestCatchUp(t *testing.T) {
 	_, c := startServer(t)
 	ctx := context.Background()
@@ -20,6 +22,18 @@ func TestCatchUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+
+	// Not started: its cache is behind everything the apiserver holds.
+	if _, err := client.Pods(c).Create(ctx, pod("early", nil)); err != nil {
+		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	err = informer.CatchUp(short, c, inf)
+	cancelShort()
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "informer at revision 0") {
+		t.Fatalf("CatchUp on a cache that never synced: %v", err)
+	}
+
 	runInformer(t, inf)
 	if !informer.WaitForCacheSync(ctx, inf) {
 		t.Fatal("no sync")

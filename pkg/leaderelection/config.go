@@ -12,7 +12,7 @@ import (
 
 // Defaults, as in Kubernetes' controller managers.
 const (
-	DefaultNamespace     = "kplane-system"
+	DefaultNamespace     = kplanev1.NamespaceSystem
 	DefaultLeaseDuration = 15 * time.Second
 	DefaultRenewDeadline = 10 * time.Second
 	DefaultRetryPeriod   = 2 * time.Second

@@ -68,7 +68,7 @@ func (r *Recorder) record(ctx context.Context, obj *kplanev1.Object, eventType, 
 	}
 	ns := meta.GetNamespace()
 	if ns == "" {
-		ns = "default" // events about cluster-scoped objects live in default, as in Kubernetes
+		ns = kplanev1.NamespaceDefault // events about cluster-scoped objects live in default, as in Kubernetes
 	}
 	now := timestamppb.New(r.now())
 	key := foldKey{uid: meta.GetUid(), reason: reason, message: message, typ: eventType}

@@ -25,6 +25,9 @@ const (
 	// NodeReady is the node condition the node agent keeps True and the
 	// node controller turns Unknown when the agent goes silent.
 	NodeReady = "Ready"
+	// NodeNetworkUnavailable is the node condition for a node whose
+	// network is not set up; ipamctl sets it while a node has no pod CIDR.
+	NodeNetworkUnavailable = "NetworkUnavailable"
 	// PodScheduled, PodInitialized, ContainersReady and PodReady are the
 	// pod conditions.
 	PodScheduled    = "PodScheduled"

@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,8 +24,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/pkg/apiutil"
 	"github.com/kplane/kplane/pkg/app"
 	"github.com/kplane/kplane/pkg/client"
+	"github.com/kplane/kplane/pkg/controller"
 	"github.com/kplane/kplane/pkg/informer"
 	"github.com/kplane/kplane/pkg/record"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -370,32 +371,39 @@ func (a *Agent) removeOrphan(key, uid string) (bool, error) {
 }
 
 // latest returns the newer of the cached pod and the one our last status
-// write returned (the cache may not have seen our write yet).
-func (a *Agent) latest(pod *kplanev1.Pod) *kplanev1.Pod {
+// write returned (the cache may not have seen our write yet). When the two
+// cannot be compared (a resourceVersion that is not a revision) it forgets
+// the written copy, so the next try goes by the cache alone, and returns
+// the error.
+func (a *Agent) latest(pod *kplanev1.Pod) (*kplanev1.Pod, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	uid := pod.GetMetadata().GetUid()
 	w, ok := a.written[uid]
 	if !ok {
-		return pod
+		return pod, nil
 	}
-	if rv(w) > rv(pod) {
-		return w
+	wrv, werr := apiutil.ParseResourceVersion(w.GetMetadata().GetResourceVersion())
+	crv, cerr := apiutil.ParseResourceVersion(pod.GetMetadata().GetResourceVersion())
+	if err := errors.Join(werr, cerr); err != nil {
+		delete(a.written, uid)
+		return nil, fmt.Errorf("pod %s/%s: compare cached and written status: %w", pod.GetMetadata().GetNamespace(), pod.GetMetadata().GetName(), err)
+	}
+	if wrv > crv {
+		return w, nil
 	}
 	delete(a.written, uid)
-	return pod
-}
-
-func rv(p *kplanev1.Pod) int64 {
-	n, _ := strconv.ParseInt(p.GetMetadata().GetResourceVersion(), 10, 64)
-	return n
+	return pod, nil
 }
 
 // syncPod drives one pod toward running per its spec and writes its
 // status when it changed. It returns when the pod next needs a look
 // (probe, back-off end, fake-runtime timer; zero for none).
 func (a *Agent) syncPod(ctx context.Context, cached *kplanev1.Pod) (time.Time, error) {
-	pod := a.latest(cached)
+	pod, err := a.latest(cached)
+	if err != nil {
+		return time.Time{}, err
+	}
 	md := pod.GetMetadata()
 	uid, key := md.GetUid(), md.GetNamespace()+"/"+md.GetName()
 	if md.GetDeletionTimestamp() != nil {
@@ -425,7 +433,7 @@ func (a *Agent) syncPod(ctx context.Context, cached *kplanev1.Pod) (time.Time, e
 	}
 
 	phase := pod.GetStatus().GetPhase()
-	terminal := phase == PhaseSucceeded || phase == PhaseFailed
+	terminal := phase == kplanev1.PodSucceeded || phase == kplanev1.PodFailed
 	policy := pod.GetSpec().GetRestartPolicy()
 	var next time.Time
 	wake := func(t time.Time) {
@@ -610,12 +618,13 @@ func (a *Agent) terminate(ctx context.Context, pod *kplanev1.Pod) (time.Time, er
 			return deadline, nil
 		}
 	}
-	zero := int64(0)
-	_, err := client.For[*kplanev1.Pod](a.api).Delete(ctx, md.GetNamespace(), md.GetName(), client.DeleteOptions{
-		GracePeriodSeconds: &zero, Preconditions: &kplanev1.Preconditions{Uid: uid},
-	})
-	if err != nil && !client.IsNotFound(err) && !client.IsConflict(err) {
+	obj, err := kplanev1.Wrap(pod)
+	if err != nil {
 		return time.Time{}, fmt.Errorf("delete pod %s: %w", key, err)
+	}
+	zero := int64(0)
+	if _, _, err := controller.DeleteIfSameUID(ctx, a.api, obj, client.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		return time.Time{}, err
 	}
 	a.log.Info("pod stopped and deleted", "pod", key, "uid", uid)
 	if err := a.rt.RemovePod(uid); err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/kplane/kplane/pkg/apiutil"
 	"github.com/kplane/kplane/pkg/app"
 	"github.com/kplane/kplane/pkg/client"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -198,14 +199,7 @@ func phase(ph string) func(*kplanev1.Pod) bool {
 	return func(p *kplanev1.Pod) bool { return p.GetStatus().GetPhase() == ph }
 }
 
-func isReady(p *kplanev1.Pod) bool {
-	for _, c := range p.GetStatus().GetConditions() {
-		if c.GetType() == CondReady {
-			return c.GetStatus() == "True"
-		}
-	}
-	return false
-}
+func isReady(p *kplanev1.Pod) bool { return apiutil.IsPodReady(p) }
 
 // containerPid reads the pid of the pod's current container run.
 func (e *env) containerPid(p *kplanev1.Pod, container string) int {
@@ -227,13 +221,13 @@ func TestExecPodRunsAndNodeRegisters(t *testing.T) {
 	e := newEnv(t)
 	e.startAgent("--node-labels", "zone=a,disk=ssd", "--cpu", "3", "--memory", "2Gi")
 	p := e.createPod("web", "node-a", nil, "sh", "-c", `echo "hello from $KPLANE_POD_NAMESPACE/$KPLANE_POD_NAME at $KPLANE_POD_IP"; exec sleep 300`)
-	p = e.waitPod("web", "Running and Ready", func(p *kplanev1.Pod) bool { return phase(PhaseRunning)(p) && isReady(p) })
+	p = e.waitPod("web", "Running and Ready", func(p *kplanev1.Pod) bool { return phase(kplanev1.PodRunning)(p) && isReady(p) })
 	st := p.GetStatus()
 	if !strings.HasPrefix(st.GetPodIp(), "127.10.") || st.GetHostIp() != "127.0.0.1" || st.GetStartTime() == nil {
 		t.Fatalf("status addresses: %v", st)
 	}
-	for _, typ := range []string{CondPodScheduled, CondInitialized, CondContainersReady, CondReady} {
-		if c := condition(st, typ); c.GetStatus() != "True" {
+	for _, typ := range []string{kplanev1.PodScheduled, kplanev1.PodInitialized, kplanev1.ContainersReady, kplanev1.PodReady} {
+		if c := condition(st, typ); c.GetStatus() != kplanev1.ConditionTrue {
 			t.Errorf("condition %s = %v", typ, c)
 		}
 	}
@@ -251,7 +245,7 @@ func TestExecPodRunsAndNodeRegisters(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := node.GetStatus()
-	if readyOf(ns) != "True" || ns.GetCapacity()["cpu"] != "3" || ns.GetAllocatable()["memory"] != "2Gi" || ns.GetCapacity()["pods"] != "110" {
+	if readyOf(ns) != kplanev1.ConditionTrue || ns.GetCapacity()["cpu"] != "3" || ns.GetAllocatable()["memory"] != "2Gi" || ns.GetCapacity()["pods"] != "110" {
 		t.Fatalf("node status %v", ns)
 	}
 	if node.GetMetadata().GetLabels()["zone"] != "a" || node.GetMetadata().GetLabels()["kubernetes.io/hostname"] != "node-a" {
@@ -260,13 +254,13 @@ func TestExecPodRunsAndNodeRegisters(t *testing.T) {
 	if ns.GetAddresses()[0].GetType() != "InternalIP" || ns.GetNodeInfo().GetKubeletVersion() == "" {
 		t.Fatalf("node addresses/info %v", ns)
 	}
-	lease, err := client.For[*kplanev1.Lease](e.api).Get(e.ctx, NodeLeaseNamespace, "node-a")
+	lease, err := client.For[*kplanev1.Lease](e.api).Get(e.ctx, kplanev1.NamespaceNodeLease, "node-a")
 	if err != nil || lease.GetSpec().GetHolderIdentity() != "node-a" || lease.GetSpec().GetLeaseDurationSeconds() != 40 {
 		t.Fatalf("lease %v, %v", lease, err)
 	}
 	renewed := lease.GetSpec().GetRenewTime().AsTime()
 	waitFor(t, e.ctx, "lease renewal", func() bool {
-		l, err := client.For[*kplanev1.Lease](e.api).Get(e.ctx, NodeLeaseNamespace, "node-a")
+		l, err := client.For[*kplanev1.Lease](e.api).Get(e.ctx, kplanev1.NamespaceNodeLease, "node-a")
 		return err == nil && l.GetSpec().GetRenewTime().AsTime().After(renewed)
 	})
 
@@ -297,15 +291,15 @@ func TestExecPodRunsAndNodeRegisters(t *testing.T) {
 	}
 	waitFor(t, e.ctx, "node re-registration", func() bool {
 		n, err := client.For[*kplanev1.Node](e.api).Get(e.ctx, "", "node-a")
-		return err == nil && readyOf(n.GetStatus()) == "True"
+		return err == nil && readyOf(n.GetStatus()) == kplanev1.ConditionTrue
 	})
 }
 
 func TestExecFailureUnderNever(t *testing.T) {
 	e := newEnv(t)
 	e.startAgent()
-	e.createPod("fail", "node-a", func(p *kplanev1.Pod) { p.Spec.RestartPolicy = RestartNever }, "sh", "-c", "echo bye; exit 3")
-	p := e.waitPod("fail", "Failed", phase(PhaseFailed))
+	e.createPod("fail", "node-a", func(p *kplanev1.Pod) { p.Spec.RestartPolicy = kplanev1.RestartPolicyNever }, "sh", "-c", "echo bye; exit 3")
+	p := e.waitPod("fail", "Failed", phase(kplanev1.PodFailed))
 	term := p.GetStatus().GetContainerStatuses()[0].GetState().GetTerminated()
 	if term.GetExitCode() != 3 || term.GetReason() != ReasonError || p.GetStatus().GetContainerStatuses()[0].GetRestartCount() != 0 {
 		t.Fatalf("terminated state %v", p.GetStatus().GetContainerStatuses()[0])
@@ -315,15 +309,15 @@ func TestExecFailureUnderNever(t *testing.T) {
 	}
 
 	// A command that does not exist fails to start (exit 128, StartError).
-	e.createPod("nocmd", "node-a", func(p *kplanev1.Pod) { p.Spec.RestartPolicy = RestartNever }, "/nonexistent/binary")
-	p = e.waitPod("nocmd", "Failed", phase(PhaseFailed))
+	e.createPod("nocmd", "node-a", func(p *kplanev1.Pod) { p.Spec.RestartPolicy = kplanev1.RestartPolicyNever }, "/nonexistent/binary")
+	p = e.waitPod("nocmd", "Failed", phase(kplanev1.PodFailed))
 	if term := p.GetStatus().GetContainerStatuses()[0].GetState().GetTerminated(); term.GetReason() != ReasonStartError || term.GetExitCode() != shim.StartErrorCode {
 		t.Fatalf("terminated state %v", term)
 	}
 
 	// OnFailure with success: Succeeded.
-	e.createPod("ok", "node-a", func(p *kplanev1.Pod) { p.Spec.RestartPolicy = RestartOnFailure }, "true")
-	e.waitPod("ok", "Succeeded", phase(PhaseSucceeded))
+	e.createPod("ok", "node-a", func(p *kplanev1.Pod) { p.Spec.RestartPolicy = kplanev1.RestartPolicyOnFailure }, "true")
+	e.waitPod("ok", "Succeeded", phase(kplanev1.PodSucceeded))
 }
 
 var backoffMsg = regexp.MustCompile(`^back-off (\S+) restarting failed container=main pod=crash$`)
@@ -335,7 +329,7 @@ func TestExecCrashLoopUnderAlways(t *testing.T) {
 	b := Backoff{Base: 100 * time.Millisecond, Max: DefaultBackoff.Max, ResetAfter: 2 * DefaultBackoff.Max}
 	var delays []time.Duration
 	e.waitPod("crash", "crash looping with a growing back-off", func(p *kplanev1.Pod) bool {
-		if p.GetStatus().GetPhase() != PhaseRunning || len(p.GetStatus().GetContainerStatuses()) == 0 {
+		if p.GetStatus().GetPhase() != kplanev1.PodRunning || len(p.GetStatus().GetContainerStatuses()) == 0 {
 			return false
 		}
 		cs := p.GetStatus().GetContainerStatuses()[0]
@@ -374,13 +368,13 @@ func TestGracefulDeletion(t *testing.T) {
 	e.startAgent()
 	// Exits on SIGTERM.
 	p := e.createPod("polite", "node-a", nil, "sleep", "300")
-	p = e.waitPod("polite", "Running", phase(PhaseRunning))
+	p = e.waitPod("polite", "Running", phase(kplanev1.PodRunning))
 	pid := e.containerPid(p, "main")
 	// Ignores SIGTERM (the ignore is inherited by sleep): SIGKILLed after 1s.
 	grace := int64(1)
 	q := e.createPod("stubborn", "node-a", func(p *kplanev1.Pod) { p.Spec.TerminationGracePeriodSeconds = &grace },
 		"sh", "-c", `trap "" TERM; sleep 300`)
-	q = e.waitPod("stubborn", "Running", phase(PhaseRunning))
+	q = e.waitPod("stubborn", "Running", phase(kplanev1.PodRunning))
 	qpid := e.containerPid(q, "main")
 
 	for _, name := range []string{"polite", "stubborn"} {
@@ -403,7 +397,7 @@ func TestGracefulDeletion(t *testing.T) {
 
 	// Deleted outright (grace 0): the agent kills the process anyway.
 	r := e.createPod("forced", "node-a", nil, "sleep", "300")
-	r = e.waitPod("forced", "Running", phase(PhaseRunning))
+	r = e.waitPod("forced", "Running", phase(kplanev1.PodRunning))
 	rpid := e.containerPid(r, "main")
 	zero := int64(0)
 	if _, err := client.For[*kplanev1.Pod](e.api).Delete(e.ctx, "default", "forced", client.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
@@ -421,7 +415,7 @@ func TestReadinessProbe(t *testing.T) {
 			PeriodSeconds: 1, FailureThreshold: 1,
 		}
 	}, "sleep", "300")
-	p = e.waitPod("probed", "Running", phase(PhaseRunning))
+	p = e.waitPod("probed", "Running", phase(kplanev1.PodRunning))
 	if isReady(p) {
 		t.Fatal("Ready before the probe passed")
 	}
@@ -434,7 +428,7 @@ func TestReadinessProbe(t *testing.T) {
 		t.Fatal(err)
 	}
 	p = e.waitPod("probed", "not Ready again", func(p *kplanev1.Pod) bool { return !isReady(p) })
-	if c := condition(p.GetStatus(), CondContainersReady); c.GetReason() != ReasonContainersNotRdy || !strings.Contains(c.GetMessage(), "main") {
+	if c := condition(p.GetStatus(), kplanev1.ContainersReady); c.GetReason() != ReasonContainersNotRdy || !strings.Contains(c.GetMessage(), "main") {
 		t.Fatalf("ContainersReady = %v", c)
 	}
 }
@@ -442,13 +436,13 @@ func TestReadinessProbe(t *testing.T) {
 func TestRestartAdoptsContainers(t *testing.T) {
 	e := newEnv(t)
 	a1 := e.startAgent()
-	never := func(p *kplanev1.Pod) { p.Spec.RestartPolicy = RestartNever }
+	never := func(p *kplanev1.Pod) { p.Spec.RestartPolicy = kplanev1.RestartPolicyNever }
 	keep := e.createPod("keep", "node-a", nil, "sleep", "300")
 	dies := e.createPod("dies", "node-a", never, "sleep", "300")
 	gone := e.createPod("gone", "node-a", nil, "sleep", "300")
-	keep = e.waitPod("keep", "Running", phase(PhaseRunning))
-	dies = e.waitPod("dies", "Running", phase(PhaseRunning))
-	gone = e.waitPod("gone", "Running", phase(PhaseRunning))
+	keep = e.waitPod("keep", "Running", phase(kplanev1.PodRunning))
+	dies = e.waitPod("dies", "Running", phase(kplanev1.PodRunning))
+	gone = e.waitPod("gone", "Running", phase(kplanev1.PodRunning))
 	keepPid, diesPid, gonePid := e.containerPid(keep, "main"), e.containerPid(dies, "main"), e.containerPid(gone, "main")
 
 	if err := a1.stop(); err != nil {
@@ -470,12 +464,12 @@ func TestRestartAdoptsContainers(t *testing.T) {
 	}
 
 	e.startAgent()
-	p := e.waitPod("dies", "Failed with the exit code of SIGTERM", phase(PhaseFailed))
+	p := e.waitPod("dies", "Failed with the exit code of SIGTERM", phase(kplanev1.PodFailed))
 	if term := p.GetStatus().GetContainerStatuses()[0].GetState().GetTerminated(); term.GetExitCode() != 143 || term.GetSignal() != 15 {
 		t.Fatalf("terminated %v", term)
 	}
 	waitFor(t, e.ctx, "the deleted pod's container to be killed", func() bool { return !pidAlive(gonePid) })
-	p = e.waitPod("keep", "still Running", phase(PhaseRunning))
+	p = e.waitPod("keep", "still Running", phase(kplanev1.PodRunning))
 	cs := p.GetStatus().GetContainerStatuses()[0]
 	if cs.GetRestartCount() != 0 || e.containerPid(p, "main") != keepPid || !pidAlive(keepPid) {
 		t.Fatalf("adopted container restarted: %v (pid %d)", cs, keepPid)
@@ -517,9 +511,9 @@ func TestFakeRuntimeNodes(t *testing.T) {
 		// Registered, but not Ready until the Node has its pod CIDR.
 		waitFor(t, e.ctx, "node "+name+" registered, waiting for its pod CIDR", func() bool {
 			n, err := client.For[*kplanev1.Node](e.api).Get(e.ctx, "", name)
-			return err == nil && readyOf(n.GetStatus()) == "False" && strings.Contains(n.GetStatus().GetConditions()[0].GetMessage(), "spec.podCIDR")
+			return err == nil && readyOf(n.GetStatus()) == kplanev1.ConditionFalse && strings.Contains(apiutil.FindCondition(n.GetStatus().GetConditions(), kplanev1.NodeReady).GetMessage(), "spec.podCIDR")
 		})
-		if _, err := client.For[*kplanev1.Lease](e.api).Get(e.ctx, NodeLeaseNamespace, name); err != nil {
+		if _, err := client.For[*kplanev1.Lease](e.api).Get(e.ctx, kplanev1.NamespaceNodeLease, name); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -529,11 +523,11 @@ func TestFakeRuntimeNodes(t *testing.T) {
 		e.assignPodCIDR(name, fmt.Sprintf("10.200.%d.0/24", i))
 		waitFor(t, e.ctx, "node "+name+" Ready", func() bool {
 			n, err := client.For[*kplanev1.Node](e.api).Get(e.ctx, "", name)
-			return err == nil && readyOf(n.GetStatus()) == "True"
+			return err == nil && readyOf(n.GetStatus()) == kplanev1.ConditionTrue
 		})
 	}
 	// The pod that waited for the range runs with an address from it.
-	if p := e.waitPod("early", "Running", phase(PhaseRunning)); !strings.HasPrefix(p.GetStatus().GetPodIp(), "10.200.0.") || p.GetMetadata().GetUid() != early.GetMetadata().GetUid() {
+	if p := e.waitPod("early", "Running", phase(kplanev1.PodRunning)); !strings.HasPrefix(p.GetStatus().GetPodIp(), "10.200.0.") || p.GetMetadata().GetUid() != early.GetMetadata().GetUid() {
 		t.Fatalf("early pod: podIP %q, want one of 10.200.0.0/24", p.GetStatus().GetPodIp())
 	}
 	ann := func(kv ...string) func(*kplanev1.Pod) {
@@ -542,7 +536,7 @@ func TestFakeRuntimeNodes(t *testing.T) {
 			for i := 0; i+1 < len(kv); i += 2 {
 				p.Metadata.Annotations[kv[i]] = kv[i+1]
 			}
-			p.Spec.RestartPolicy = RestartNever
+			p.Spec.RestartPolicy = kplanev1.RestartPolicyNever
 		}
 	}
 	e.createPod("instant", "fake-0", nil)
@@ -551,14 +545,14 @@ func TestFakeRuntimeNodes(t *testing.T) {
 	e.createPod("broken", "fake-2", ann(AnnotationFakeExitAfter, "200ms", AnnotationFakeExitCode, "4"))
 	e.createPod("elsewhere", "other-node", nil)
 
-	e.waitPod("instant", "Running and Ready", func(p *kplanev1.Pod) bool { return phase(PhaseRunning)(p) && isReady(p) })
-	e.waitPod("slow", "Running", phase(PhaseRunning))
-	e.waitPod("done", "Succeeded", phase(PhaseSucceeded))
-	p := e.waitPod("broken", "Failed", phase(PhaseFailed))
+	e.waitPod("instant", "Running and Ready", func(p *kplanev1.Pod) bool { return phase(kplanev1.PodRunning)(p) && isReady(p) })
+	e.waitPod("slow", "Running", phase(kplanev1.PodRunning))
+	e.waitPod("done", "Succeeded", phase(kplanev1.PodSucceeded))
+	p := e.waitPod("broken", "Failed", phase(kplanev1.PodFailed))
 	if code := p.GetStatus().GetContainerStatuses()[0].GetState().GetTerminated().GetExitCode(); code != 4 {
 		t.Fatalf("exit code %d, want 4", code)
 	}
-	if p, _ := client.For[*kplanev1.Pod](e.api).Get(e.ctx, "default", "elsewhere"); p.GetStatus().GetPhase() != PhasePending {
+	if p, _ := client.For[*kplanev1.Pod](e.api).Get(e.ctx, "default", "elsewhere"); p.GetStatus().GetPhase() != kplanev1.PodPending {
 		t.Fatalf("a pod of another node was touched: %v", p.GetStatus())
 	}
 	node, _ := client.For[*kplanev1.Node](e.api).Get(e.ctx, "", "fake-0")
@@ -596,9 +590,9 @@ func TestFakeRuntimeNodes(t *testing.T) {
 	}
 	e.startAgent("--runtime", "fake", "--fake-nodes", "3", "--node-name", "fake")
 	e.createPod("after", "fake-0", nil)
-	after := e.waitPod("after", "Running", phase(PhaseRunning))
+	after := e.waitPod("after", "Running", phase(kplanev1.PodRunning))
 	for _, name := range []string{"instant", "early"} {
-		p := e.waitPod(name, "Running", phase(PhaseRunning))
+		p := e.waitPod(name, "Running", phase(kplanev1.PodRunning))
 		if p.GetStatus().GetPodIp() != ips[name] {
 			t.Errorf("pod %s changed IP across an agent restart: %s -> %s", name, ips[name], p.GetStatus().GetPodIp())
 		}

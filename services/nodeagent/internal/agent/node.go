@@ -14,13 +14,14 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplane/kplane/pkg/apiutil"
 	"github.com/kplane/kplane/pkg/client"
+	"github.com/kplane/kplane/pkg/controller"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
-// Node lease namespace and the node status cadence.
+// The node status cadence.
 const (
-	NodeLeaseNamespace = "kplane-node-lease"
 	// statusEveryBeats: the node status is written at least every this many
 	// heartbeats even when nothing changed (lastHeartbeatTime moves).
 	statusEveryBeats = 4
@@ -96,19 +97,27 @@ func (a *Agent) heartbeat(ctx context.Context, ns *nodeState, info *kplanev1.Nod
 		return err
 	}
 	now := time.Now()
-	want := a.nodeStatus(ns.name, cur.GetStatus(), info, health, now)
 	ns.beats++
-	if sameIgnoringHeartbeat(cur.GetStatus(), want) && ns.beats%statusEveryBeats != 0 && !ns.lastWrite.IsZero() {
-		return nil
-	}
-	next := proto.Clone(cur).(*kplanev1.Node)
-	next.Status = want
-	out, err := nodes.UpdateStatus(ctx, next)
+	// Unchanged but for the heartbeat, the status is written only every
+	// statusEveryBeats beats.
+	every := ns.beats%statusEveryBeats == 0 || ns.lastWrite.IsZero()
+	out, wrote, err := controller.UpdateStatus(ctx, a.api, cur, func(cur *kplanev1.Node) *kplanev1.Node {
+		want := a.nodeStatus(ns.name, cur.GetStatus(), info, health, now)
+		if !every && sameIgnoringHeartbeat(cur.GetStatus(), want) {
+			return nil
+		}
+		next := proto.Clone(cur).(*kplanev1.Node)
+		next.Status = want
+		return next
+	})
 	if err != nil {
 		return fmt.Errorf("update node status: %w", err)
 	}
-	if r := readyOf(cur.GetStatus()); r != readyOf(want) {
-		a.log.Info("node ready condition changed", "node", ns.name, "from", r, "to", readyOf(want))
+	if !wrote {
+		return nil // nothing new, or the node is gone (registered again next beat)
+	}
+	if r := readyOf(cur.GetStatus()); r != readyOf(out.GetStatus()) {
+		a.log.Info("node ready condition changed", "node", ns.name, "from", r, "to", readyOf(out.GetStatus()))
 	}
 	ns.node, ns.lastWrite = out, now
 	return nil
@@ -134,18 +143,19 @@ func (a *Agent) register(ctx context.Context, name string) (*kplanev1.Node, erro
 	return out, nil
 }
 
-// renewLease creates or renews kplane-node-lease/<node>.
+// renewLease creates or renews kplane-node-lease/<node>: a CAS update of
+// the lease last written (pkg/controller rereads on a conflict), or, when
+// it does not exist (any more), a create.
 func (a *Agent) renewLease(ctx context.Context, ns *nodeState) error {
 	leases := client.For[*kplanev1.Lease](a.api)
 	now := timestamppb.Now()
 	dur := int32(a.cfg.LeaseDuration / time.Second)
-	for attempt := 0; attempt < 3; attempt++ {
+	for attempt := 0; attempt < 2; attempt++ {
 		if ns.lease == nil {
-			l, err := leases.Get(ctx, NodeLeaseNamespace, ns.name)
-			switch {
-			case client.IsNotFound(err):
+			l, err := leases.Get(ctx, kplanev1.NamespaceNodeLease, ns.name)
+			if client.IsNotFound(err) {
 				l, err = leases.Create(ctx, &kplanev1.Lease{
-					Metadata: &kplanev1.ObjectMeta{Name: ns.name, Namespace: NodeLeaseNamespace},
+					Metadata: &kplanev1.ObjectMeta{Name: ns.name, Namespace: kplanev1.NamespaceNodeLease},
 					Spec:     &kplanev1.LeaseSpec{HolderIdentity: ns.name, LeaseDurationSeconds: dur, AcquireTime: now, RenewTime: now},
 				})
 				if err == nil {
@@ -153,61 +163,53 @@ func (a *Agent) renewLease(ctx context.Context, ns *nodeState) error {
 					return nil
 				}
 				if client.IsAlreadyExists(err) {
-					continue
+					continue // created meanwhile: read it
 				}
 				return fmt.Errorf("create node lease: %w", err)
-			case err != nil:
+			}
+			if err != nil {
 				return fmt.Errorf("get node lease: %w", err)
 			}
 			ns.lease = l
 		}
-		next := proto.Clone(ns.lease).(*kplanev1.Lease)
-		if next.Spec == nil {
-			next.Spec = &kplanev1.LeaseSpec{}
-		}
-		if next.Spec.HolderIdentity != ns.name {
-			next.Spec.HolderIdentity, next.Spec.AcquireTime = ns.name, now
-			next.Spec.LeaseTransitions++
-		}
-		next.Spec.LeaseDurationSeconds, next.Spec.RenewTime = dur, now
-		out, err := leases.Update(ctx, next)
-		if err == nil {
-			ns.lease = out
-			return nil
-		}
-		ns.lease = nil
-		if !client.IsConflict(err) && !client.IsNotFound(err) {
+		out, _, err := controller.Update(ctx, a.api, ns.lease, func(cur *kplanev1.Lease) *kplanev1.Lease {
+			next := proto.Clone(cur).(*kplanev1.Lease)
+			if next.Spec == nil {
+				next.Spec = &kplanev1.LeaseSpec{}
+			}
+			if next.Spec.HolderIdentity != ns.name {
+				next.Spec.HolderIdentity, next.Spec.AcquireTime = ns.name, now
+				next.Spec.LeaseTransitions++
+			}
+			next.Spec.LeaseDurationSeconds, next.Spec.RenewTime = dur, now
+			return next
+		})
+		ns.lease = out // nil when deleted or replaced meanwhile: read or create it again
+		if err != nil {
 			return fmt.Errorf("renew node lease: %w", err)
 		}
+		if out != nil {
+			return nil
+		}
 	}
-	return fmt.Errorf("renew node lease: conflicts persisted")
+	return fmt.Errorf("renew node lease: deleted or recreated while being renewed")
 }
 
 // nodeStatus is the status the agent reports for node name.
 func (a *Agent) nodeStatus(name string, old *kplanev1.NodeStatus, info *kplanev1.NodeSystemInfo, health error, now time.Time) *kplanev1.NodeStatus {
 	res := map[string]string{"cpu": a.cfg.CPU, "memory": a.cfg.Memory, "pods": strconv.Itoa(a.cfg.MaxPods)}
-	ready := &kplanev1.Condition{Type: "Ready", Status: "True", Reason: "KubeletReady", Message: "node agent is posting ready status"}
+	ready := &kplanev1.Condition{Type: kplanev1.NodeReady, Status: kplanev1.ConditionTrue, Reason: "KubeletReady", Message: "node agent is posting ready status"}
 	if health != nil {
-		ready.Status, ready.Reason, ready.Message = "False", "KubeletNotReady", "container runtime is not healthy: "+health.Error()
+		ready.Status, ready.Reason, ready.Message = kplanev1.ConditionFalse, "KubeletNotReady", "container runtime is not healthy: "+health.Error()
 	} else if why := a.networkNotReady(name); why != "" {
-		ready.Status, ready.Reason, ready.Message = "False", "KubeletNotReady", why
+		ready.Status, ready.Reason, ready.Message = kplanev1.ConditionFalse, "KubeletNotReady", why
 	}
 	ready.LastHeartbeatTime = timestamppb.New(now)
 	ready.LastTransitionTime = timestamppb.New(now)
-	var conds []*kplanev1.Condition
-	for _, c := range old.GetConditions() {
-		if c.GetType() == "Ready" {
-			if c.GetStatus() == ready.Status && c.GetLastTransitionTime() != nil {
-				ready.LastTransitionTime = c.GetLastTransitionTime()
-			}
-			continue
-		}
-		conds = append(conds, c) // conditions owned by others stay
-	}
 	return &kplanev1.NodeStatus{
 		Capacity:    res,
 		Allocatable: res,
-		Conditions:  append([]*kplanev1.Condition{ready}, conds...),
+		Conditions:  apiutil.SetStatusCondition(old.GetConditions(), ready), // conditions owned by others stay
 		Addresses: []*kplanev1.NodeAddress{
 			{Type: "InternalIP", Address: a.cfg.NodeIP},
 			{Type: "Hostname", Address: name},
@@ -218,12 +220,7 @@ func (a *Agent) nodeStatus(name string, old *kplanev1.NodeStatus, info *kplanev1
 }
 
 func readyOf(s *kplanev1.NodeStatus) string {
-	for _, c := range s.GetConditions() {
-		if c.GetType() == "Ready" {
-			return c.GetStatus()
-		}
-	}
-	return ""
+	return apiutil.FindCondition(s.GetConditions(), kplanev1.NodeReady).GetStatus()
 }
 
 // sameIgnoringHeartbeat compares node statuses without lastHeartbeatTime.

@@ -9,28 +9,14 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplane/kplane/pkg/apiutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
 	"github.com/kplane/kplane/pkg/apijson"
 )
 
-// Pod phases, restart policies and condition types: the API's names
-// (proto/kplane/v1), under the short names this package reads with.
+// Reasons the agent reports, as the kubelet spells them.
 const (
-	PhasePending   = kplanev1.PodPending
-	PhaseRunning   = kplanev1.PodRunning
-	PhaseSucceeded = kplanev1.PodSucceeded
-	PhaseFailed    = kplanev1.PodFailed
-
-	RestartAlways    = kplanev1.RestartPolicyAlways
-	RestartOnFailure = kplanev1.RestartPolicyOnFailure
-	RestartNever     = kplanev1.RestartPolicyNever
-
-	CondPodScheduled    = kplanev1.PodScheduled
-	CondInitialized     = kplanev1.PodInitialized
-	CondContainersReady = kplanev1.ContainersReady
-	CondReady           = kplanev1.PodReady
-
 	ReasonContainerCreating = "ContainerCreating"
 	ReasonCrashLoopBackOff  = "CrashLoopBackOff"
 	ReasonCreateError       = "CreateContainerError"
@@ -74,9 +60,9 @@ func (b Backoff) Delay(restarts int, lastRun time.Duration) time.Duration {
 // shouldRestart applies the restart policy to a container that exited.
 func shouldRestart(policy string, e *Exit) bool {
 	switch policy {
-	case RestartNever:
+	case kplanev1.RestartPolicyNever:
 		return false
-	case RestartOnFailure:
+	case kplanev1.RestartPolicyOnFailure:
 		return e.Code != 0
 	default:
 		return true
@@ -190,17 +176,17 @@ func podPhase(policy string, statuses []*kplanev1.ContainerStatus) string {
 	}
 	switch {
 	case len(statuses) == 0 || pending > 0:
-		return PhasePending
+		return kplanev1.PodPending
 	case running > 0:
-		return PhaseRunning
-	case policy == RestartAlways:
-		return PhaseRunning
+		return kplanev1.PodRunning
+	case policy == kplanev1.RestartPolicyAlways:
+		return kplanev1.PodRunning
 	case stopped == succeeded:
-		return PhaseSucceeded
-	case policy == RestartNever:
-		return PhaseFailed
+		return kplanev1.PodSucceeded
+	case policy == kplanev1.RestartPolicyNever:
+		return kplanev1.PodFailed
 	default: // OnFailure: failed containers restart
-		return PhaseRunning
+		return kplanev1.PodRunning
 	}
 }
 
@@ -248,26 +234,26 @@ func buildStatus(in statusInput) *kplanev1.PodStatus {
 		}
 	}
 	st.Phase = podPhase(policy, st.ContainerStatuses)
-	if p := old.GetPhase(); p == PhaseSucceeded || p == PhaseFailed {
+	if p := old.GetPhase(); p == kplanev1.PodSucceeded || p == kplanev1.PodFailed {
 		st.Phase = p // terminal phases are final
 	}
 
-	ready := &kplanev1.Condition{Type: CondContainersReady, Status: "True"}
+	ready := &kplanev1.Condition{Type: kplanev1.ContainersReady, Status: kplanev1.ConditionTrue}
 	switch {
-	case st.Phase == PhaseSucceeded || st.Phase == PhaseFailed:
-		ready.Status, ready.Reason = "False", ReasonPodCompleted
+	case st.Phase == kplanev1.PodSucceeded || st.Phase == kplanev1.PodFailed:
+		ready.Status, ready.Reason = kplanev1.ConditionFalse, ReasonPodCompleted
 	case len(notReady) > 0:
 		sort.Strings(notReady)
-		ready.Status, ready.Reason = "False", ReasonContainersNotRdy
+		ready.Status, ready.Reason = kplanev1.ConditionFalse, ReasonContainersNotRdy
 		ready.Message = "containers with unready status: [" + strings.Join(notReady, " ") + "]"
 	}
 	podReady := proto.Clone(ready).(*kplanev1.Condition)
-	podReady.Type = CondReady
+	podReady.Type = kplanev1.PodReady
 	owned := []*kplanev1.Condition{
-		{Type: CondInitialized, Status: "True"},
+		{Type: kplanev1.PodInitialized, Status: kplanev1.ConditionTrue},
 		podReady,
 		ready,
-		{Type: CondPodScheduled, Status: "True"},
+		{Type: kplanev1.PodScheduled, Status: kplanev1.ConditionTrue},
 	}
 	st.Conditions = mergeConditions(old.GetConditions(), owned, in.Now)
 	// The apiserver keeps timestamps to the second; so does the status
@@ -276,29 +262,14 @@ func buildStatus(in statusInput) *kplanev1.PodStatus {
 	return st
 }
 
-// mergeConditions returns owned (in order) followed by the old conditions
-// of other types, keeping an owned condition's transition time when its
-// status did not change.
+// mergeConditions returns old with each owned condition set in it (see
+// apiutil.SetStatusCondition): its transition time is now unless its
+// status did not change; conditions of other types stay.
 func mergeConditions(old, owned []*kplanev1.Condition, now time.Time) []*kplanev1.Condition {
-	byType := map[string]*kplanev1.Condition{}
-	for _, c := range old {
-		byType[c.GetType()] = c
-	}
-	out := make([]*kplanev1.Condition, 0, len(owned)+len(old))
-	mine := map[string]bool{}
+	out := old
 	for _, c := range owned {
-		mine[c.Type] = true
-		if o := byType[c.Type]; o != nil && o.GetStatus() == c.Status && o.GetLastTransitionTime() != nil {
-			c.LastTransitionTime = o.GetLastTransitionTime()
-		} else {
-			c.LastTransitionTime = timestamppb.New(now)
-		}
-		out = append(out, c)
-	}
-	for _, c := range old {
-		if !mine[c.GetType()] {
-			out = append(out, c)
-		}
+		c.LastTransitionTime = timestamppb.New(now)
+		out = apiutil.SetStatusCondition(out, c)
 	}
 	return out
 }

@@ -3,12 +3,14 @@ package agent
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplane/kplane/pkg/apiutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
@@ -41,9 +43,9 @@ func TestShouldRestart(t *testing.T) {
 		code   int
 		want   bool
 	}{
-		{RestartAlways, 0, true}, {RestartAlways, 1, true},
-		{RestartOnFailure, 0, false}, {RestartOnFailure, 2, true},
-		{RestartNever, 0, false}, {RestartNever, 1, false},
+		{kplanev1.RestartPolicyAlways, 0, true}, {kplanev1.RestartPolicyAlways, 1, true},
+		{kplanev1.RestartPolicyOnFailure, 0, false}, {kplanev1.RestartPolicyOnFailure, 2, true},
+		{kplanev1.RestartPolicyNever, 0, false}, {kplanev1.RestartPolicyNever, 1, false},
 	}
 	for _, tc := range tests {
 		if got := shouldRestart(tc.policy, &Exit{Code: tc.code}); got != tc.want {
@@ -76,16 +78,16 @@ func TestPodPhase(t *testing.T) {
 		cs     []*kplanev1.ContainerStatus
 		want   string
 	}{
-		{"no containers yet", RestartAlways, nil, PhasePending},
-		{"one creating", RestartAlways, []*kplanev1.ContainerStatus{csRunning(), csWaiting(false)}, PhasePending},
-		{"all running", RestartNever, []*kplanev1.ContainerStatus{csRunning(), csRunning()}, PhaseRunning},
-		{"one running one failed, Never", RestartNever, []*kplanev1.ContainerStatus{csRunning(), csTerminated(1)}, PhaseRunning},
-		{"all succeeded, Never", RestartNever, []*kplanev1.ContainerStatus{csTerminated(0), csTerminated(0)}, PhaseSucceeded},
-		{"one failed, Never", RestartNever, []*kplanev1.ContainerStatus{csTerminated(0), csTerminated(3)}, PhaseFailed},
-		{"all succeeded, OnFailure", RestartOnFailure, []*kplanev1.ContainerStatus{csTerminated(0)}, PhaseSucceeded},
-		{"crash looping, OnFailure", RestartOnFailure, []*kplanev1.ContainerStatus{csWaiting(true)}, PhaseRunning},
-		{"crash looping, Always", RestartAlways, []*kplanev1.ContainerStatus{csWaiting(true)}, PhaseRunning},
-		{"exited 0, Always restarts", RestartAlways, []*kplanev1.ContainerStatus{csTerminated(0)}, PhaseRunning},
+		{"no containers yet", kplanev1.RestartPolicyAlways, nil, kplanev1.PodPending},
+		{"one creating", kplanev1.RestartPolicyAlways, []*kplanev1.ContainerStatus{csRunning(), csWaiting(false)}, kplanev1.PodPending},
+		{"all running", kplanev1.RestartPolicyNever, []*kplanev1.ContainerStatus{csRunning(), csRunning()}, kplanev1.PodRunning},
+		{"one running one failed, Never", kplanev1.RestartPolicyNever, []*kplanev1.ContainerStatus{csRunning(), csTerminated(1)}, kplanev1.PodRunning},
+		{"all succeeded, Never", kplanev1.RestartPolicyNever, []*kplanev1.ContainerStatus{csTerminated(0), csTerminated(0)}, kplanev1.PodSucceeded},
+		{"one failed, Never", kplanev1.RestartPolicyNever, []*kplanev1.ContainerStatus{csTerminated(0), csTerminated(3)}, kplanev1.PodFailed},
+		{"all succeeded, OnFailure", kplanev1.RestartPolicyOnFailure, []*kplanev1.ContainerStatus{csTerminated(0)}, kplanev1.PodSucceeded},
+		{"crash looping, OnFailure", kplanev1.RestartPolicyOnFailure, []*kplanev1.ContainerStatus{csWaiting(true)}, kplanev1.PodRunning},
+		{"crash looping, Always", kplanev1.RestartPolicyAlways, []*kplanev1.ContainerStatus{csWaiting(true)}, kplanev1.PodRunning},
+		{"exited 0, Always restarts", kplanev1.RestartPolicyAlways, []*kplanev1.ContainerStatus{csTerminated(0)}, kplanev1.PodRunning},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -157,32 +159,27 @@ func TestContainerStatus(t *testing.T) {
 }
 
 func condition(st *kplanev1.PodStatus, typ string) *kplanev1.Condition {
-	for _, c := range st.GetConditions() {
-		if c.GetType() == typ {
-			return c
-		}
-	}
-	return nil
+	return apiutil.FindCondition(st.GetConditions(), typ)
 }
 
 func TestBuildStatusStableAndTerminal(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	pod := &kplanev1.Pod{
 		Metadata: &kplanev1.ObjectMeta{Name: "p", Uid: "u"},
-		Spec:     &kplanev1.PodSpec{RestartPolicy: RestartNever, Containers: []*kplanev1.Container{{Name: "a", Image: "x"}}},
-		Status: &kplanev1.PodStatus{Phase: PhasePending, QosClass: "BestEffort", Conditions: []*kplanev1.Condition{
-			{Type: "DisruptionTarget", Status: "True"},
+		Spec:     &kplanev1.PodSpec{RestartPolicy: kplanev1.RestartPolicyNever, Containers: []*kplanev1.Container{{Name: "a", Image: "x"}}},
+		Status: &kplanev1.PodStatus{Phase: kplanev1.PodPending, QosClass: "BestEffort", Conditions: []*kplanev1.Condition{
+			{Type: "DisruptionTarget", Status: kplanev1.ConditionTrue},
 		}},
 	}
 	running := []containerInput{{Spec: pod.Spec.Containers[0], Ready: true, State: ContainerState{Created: true, Running: true, StartedAt: t0}}}
 	in := statusInput{Pod: pod, Containers: running, Runtime: "exec", PodIP: "127.1.0.1", HostIP: "127.0.0.1", StartTime: t0, Now: t0}
 	st := buildStatus(in)
-	if st.Phase != PhaseRunning || st.PodIp != "127.1.0.1" || st.HostIp != "127.0.0.1" || st.QosClass != "BestEffort" ||
+	if st.Phase != kplanev1.PodRunning || st.PodIp != "127.1.0.1" || st.HostIp != "127.0.0.1" || st.QosClass != "BestEffort" ||
 		len(st.PodIps) != 1 || st.PodIps[0].Ip != st.PodIp || len(st.HostIps) != 1 || st.HostIps[0].Ip != st.HostIp {
 		t.Fatalf("status = %v", st)
 	}
-	for _, typ := range []string{CondReady, CondContainersReady, CondInitialized, CondPodScheduled} {
-		if c := condition(st, typ); c.GetStatus() != "True" {
+	for _, typ := range []string{kplanev1.PodReady, kplanev1.ContainersReady, kplanev1.PodInitialized, kplanev1.PodScheduled} {
+		if c := condition(st, typ); c.GetStatus() != kplanev1.ConditionTrue {
 			t.Errorf("condition %s = %v, want True", typ, c)
 		}
 	}
@@ -211,10 +208,10 @@ func TestBuildStatusStableAndTerminal(t *testing.T) {
 	// The container fails: Never → Failed, Ready false with PodCompleted.
 	in.Containers = []containerInput{{Spec: pod.Spec.Containers[0], State: ContainerState{Created: true, Exit: &Exit{Code: 3, StartedAt: t0, FinishedAt: t0}}}}
 	failed := buildStatus(in)
-	if failed.Phase != PhaseFailed {
+	if failed.Phase != kplanev1.PodFailed {
 		t.Fatalf("phase = %s, want Failed", failed.Phase)
 	}
-	if c := condition(failed, CondReady); c.GetStatus() != "False" || c.GetReason() != ReasonPodCompleted ||
+	if c := condition(failed, kplanev1.PodReady); c.GetStatus() != kplanev1.ConditionFalse || c.GetReason() != ReasonPodCompleted ||
 		!c.GetLastTransitionTime().AsTime().Equal(t0.Add(time.Minute)) {
 		t.Errorf("Ready = %v, want False/PodCompleted with a new transition time", c)
 	}
@@ -222,7 +219,7 @@ func TestBuildStatusStableAndTerminal(t *testing.T) {
 	pod3 := proto.Clone(pod).(*kplanev1.Pod)
 	pod3.Status = failed
 	in.Pod, in.Containers = pod3, []containerInput{{Spec: pod.Spec.Containers[0]}}
-	if got := buildStatus(in).Phase; got != PhaseFailed {
+	if got := buildStatus(in).Phase; got != kplanev1.PodFailed {
 		t.Fatalf("terminal phase changed to %s", got)
 	}
 }
@@ -337,5 +334,31 @@ func TestFakeRuntimeTimeline(t *testing.T) {
 	_ = r2.StartContainer(context.Background(), pod, pod.Spec.Containers[0], 0, "")
 	if st := r2.State("u", "a", created.Add(time.Second)); !st.Running || st.Attempt != 2 || !st.StartedAt.Equal(created) {
 		t.Fatalf("adopted fake container: %+v", st)
+	}
+}
+
+// latest prefers the pod our own status write returned while the cache is
+// older, the cache once it caught up, and refuses (forgetting the written
+// copy) when a resourceVersion is not a revision.
+func TestLatestComparesRevisions(t *testing.T) {
+	at := func(rv string) *kplanev1.Pod {
+		return &kplanev1.Pod{Metadata: &kplanev1.ObjectMeta{Namespace: "default", Name: "p", Uid: "u1", ResourceVersion: rv}}
+	}
+	a := &Agent{written: map[string]*kplanev1.Pod{"u1": at("10")}}
+	if got, err := a.latest(at("9")); err != nil || got.GetMetadata().GetResourceVersion() != "10" {
+		t.Fatalf("cache older than our write: got rv %q, %v; want the written 10", got.GetMetadata().GetResourceVersion(), err)
+	}
+	if got, err := a.latest(at("11")); err != nil || got.GetMetadata().GetResourceVersion() != "11" {
+		t.Fatalf("cache newer than our write: got rv %q, %v; want the cached 11", got.GetMetadata().GetResourceVersion(), err)
+	}
+	if _, ok := a.written["u1"]; ok {
+		t.Fatal("the written copy is kept after the cache passed it")
+	}
+	a.written["u1"] = at("x7")
+	if _, err := a.latest(at("12")); err == nil || !strings.Contains(err.Error(), `resourceVersion "x7" is not a revision`) {
+		t.Fatalf("unparsable written resourceVersion: %v, want an error naming it", err)
+	}
+	if got, err := a.latest(at("12")); err != nil || got.GetMetadata().GetResourceVersion() != "12" {
+		t.Fatalf("after the error: got %v, %v; want the cached pod", got, err)
 	}
 }

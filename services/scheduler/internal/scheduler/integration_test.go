@@ -345,7 +345,10 @@ func TestSetPodScheduled(t *testing.T) {
 	if c.GetMessage() != "m2" || !c.GetLastTransitionTime().AsTime().Equal(now) || pod.Status.Phase != "Pending" {
 		t.Fatalf("condition %v: the transition time must stay while the status stays False", c)
 	}
-	if !setPodScheduled(pod, statusWant{scheduled: true}, now.Add(3*time.Second)) || c.GetStatus() != "True" ||
+	if !setPodScheduled(pod, statusWant{scheduled: true}, now.Add(3*time.Second)) {
+		t.Fatal("scheduling must be written")
+	}
+	if c = podScheduledCondition(pod); c.GetStatus() != kplanev1.ConditionTrue ||
 		c.GetReason() != "" || !c.GetLastTransitionTime().AsTime().Equal(now.Add(3*time.Second)) {
 		t.Fatalf("condition after scheduling: %v", c)
 	}

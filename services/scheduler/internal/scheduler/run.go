@@ -330,15 +330,7 @@ func setPodScheduled(pod *kplanev1.Pod, w statusWant, now time.Time) bool {
 	ts := timestamppb.New(now)
 	want.LastProbeTime = ts
 	want.LastTransitionTime = ts
-	if c != nil {
-		if c.Status == want.Status {
-			want.LastTransitionTime = c.LastTransitionTime
-		}
-		proto.Reset(c)
-		proto.Merge(c, want)
-		return true
-	}
-	pod.Status.Conditions = append(pod.Status.Conditions, want)
+	pod.Status.Conditions = apiutil.SetStatusCondition(pod.Status.Conditions, want)
 	return true
 }
 

@@ -1,4 +1,4 @@
-package main
+package nodeipam
 
 import (
 	"context"
@@ -12,7 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/kplane/kplane/pkg/app"
+	"github.com/kplane/kplane/pkg/controllertest"
+	"github.com/kplane/kplane/pkg/record"
 	"github.com/kplane/kplane/pkg/testutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 	"github.com/kplane/kplane/services/apiserver/testserver"
@@ -20,28 +21,21 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// startIPAM runs one ipamctl replica in-process against srv until stop is
-// called or the test ends; args are added to the command line.
+// startIPAM runs one ipamctl in-process against srv until stop is called
+// or the test ends; args are added to the command line. With an id it
+// stands for election as that id (short leases); without, it runs
+// unelected.
 func startIPAM(t *testing.T, srv *testserver.Server, id string, args ...string) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- app.Run(ctx, newController().service(), append([]string{"--apiserver", srv.Addr(), "--health-addr", "127.0.0.1:0",
-			"--id", id, "--leader-elect-lease-duration", "2s", "--leader-elect-renew-deadline", "1s",
-			"--leader-elect-retry-period", "100ms", "--shutdown-grace-period", "1s", "--log-level", "warn"}, args...))
-	}()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("ipamctl %s exited with %v", id, err)
-			}
-		})
+	if id != "" {
+		args = append(controllertest.LeaderElection(id), args...)
 	}
-	t.Cleanup(stop)
-	return stop
+	ctl := controllertest.Run(t, srv.Addr(), NewService(), args...)
+	return func() {
+		if err := ctl.Stop(); err != nil {
+			t.Errorf("ipamctl %s: %v", id, err)
+		}
+	}
 }
 
 type fixture struct {
@@ -131,10 +125,6 @@ func checkDistinct(t *testing.T, nodes map[string]*kplanev1.Node, cluster string
 	}
 }
 
-func networkCondition(n *kplanev1.Node) *kplanev1.Condition {
-	return condition(n, conditionNetworkUnavailable)
-}
-
 // Fifty nodes registering at once, against two replicas (one leads): every
 // node gets a range, no two overlap. The leader is then stopped (the lease
 // is handed over) while more nodes register; the standby takes over from
@@ -187,7 +177,7 @@ func TestConcurrentRegistrationTwoReplicas(t *testing.T) {
 func TestExhaustionReleaseAndReuse(t *testing.T) {
 	f := newFixture(t)
 	const cluster = "10.9.0.0/24"
-	startIPAM(t, f.srv, "only", "--cluster-cidr", cluster, "--node-cidr-mask-size", "26", "--leader-elect=false")
+	startIPAM(t, f.srv, "", "--cluster-cidr", cluster, "--node-cidr-mask-size", "26")
 	for i := 1; i <= 4; i++ {
 		f.createNode(fmt.Sprintf("n%d", i))
 	}
@@ -198,16 +188,16 @@ func TestExhaustionReleaseAndReuse(t *testing.T) {
 	f.createNode("n5")
 	testutil.Eventually(t, 30*time.Second, "n5 reported without a range", func() bool {
 		c := networkCondition(f.nodes()["n5"])
-		return c.GetStatus() == "True" && c.GetReason() == reasonCIDRNotAvailable
+		return c.GetStatus() == kplanev1.ConditionTrue && c.GetReason() == reasonCIDRNotAvailable
 	})
 	testutil.Eventually(t, 30*time.Second, "a CIDRNotAvailable Warning Event on n5", func() bool {
-		resp, err := f.api.List(f.ctx, &kplanev1.ListRequest{Kind: "Event", Namespace: "default"})
+		resp, err := f.api.List(f.ctx, &kplanev1.ListRequest{Kind: "Event", Namespace: kplanev1.NamespaceDefault})
 		if err != nil {
 			return false
 		}
 		for _, o := range resp.GetItems() {
 			e := o.GetEvent()
-			if e.GetReason() == reasonCIDRNotAvailable && e.GetType() == "Warning" && e.GetInvolvedObject().GetName() == "n5" {
+			if e.GetReason() == reasonCIDRNotAvailable && e.GetType() == record.Warning && e.GetInvolvedObject().GetName() == "n5" {
 				return true
 			}
 		}
@@ -227,7 +217,7 @@ func TestExhaustionReleaseAndReuse(t *testing.T) {
 	checkDistinct(t, nodes, cluster, 26)
 	testutil.Eventually(t, 30*time.Second, "n5's NetworkUnavailable condition False", func() bool {
 		c := networkCondition(f.nodes()["n5"])
-		return c.GetStatus() == "False" && c.GetReason() == reasonCIDRAssigned
+		return c.GetStatus() == kplanev1.ConditionFalse && c.GetReason() == reasonCIDRAssigned
 	})
 }
 
@@ -237,8 +227,8 @@ func TestExhaustionReleaseAndReuse(t *testing.T) {
 func TestRestartRebuildsFromNodes(t *testing.T) {
 	f := newFixture(t)
 	const cluster = "10.9.0.0/24"
-	args := []string{"--cluster-cidr", cluster, "--node-cidr-mask-size", "27", "--leader-elect=false"}
-	stop := startIPAM(t, f.srv, "first", args...)
+	args := []string{"--cluster-cidr", cluster, "--node-cidr-mask-size", "27"}
+	stop := startIPAM(t, f.srv, "", args...)
 	f.createNode("a")
 	f.createNode("b")
 	before := f.waitAssigned("a", "b")
@@ -253,7 +243,7 @@ func TestRestartRebuildsFromNodes(t *testing.T) {
 	for _, n := range []string{"c", "d", "e", "f", "g"} {
 		f.createNode(n)
 	}
-	startIPAM(t, f.srv, "second", args...)
+	startIPAM(t, f.srv, "", args...)
 	after := f.waitAssigned("a", "b", "c", "d", "e", "f", "g")
 	for _, n := range []string{"a", "b"} {
 		if after[n].GetSpec().GetPodCidr() != before[n].GetSpec().GetPodCidr() {
@@ -264,7 +254,7 @@ func TestRestartRebuildsFromNodes(t *testing.T) {
 	// 8 ranges, 8 nodes: the next one waits.
 	f.createNode("h")
 	testutil.Eventually(t, 30*time.Second, "h reported without a range", func() bool {
-		return networkCondition(f.nodes()["h"]).GetStatus() == "True"
+		return networkCondition(f.nodes()["h"]).GetStatus() == kplanev1.ConditionTrue
 	})
 	checkDistinct(t, f.nodes(), cluster, 27)
 }
