@@ -44,15 +44,13 @@ test: build busybox
 	done
 
 # gofmt, go vet, golangci-lint (staticcheck, errcheck, ... per
-# .golangci.yml) in every module, and buf lint. golangci-lint runs per
-# module; every module is linted before the target fails.
+# .golangci.yml) in every module, and buf lint. golangci-lint takes every
+# module of go.work in one run (the workspace shares one type-checked
+# graph, which is several times faster than a run per module).
 lint: tools
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
-	@failed=""; for m in $(MODULES); do \
-		echo "== golangci-lint $$m"; \
-		(cd $$m && golangci-lint run ./...) || failed="$$failed $$m"; \
-	done; if [ -n "$$failed" ]; then echo "golangci-lint findings in:$$failed"; exit 1; fi
+	golangci-lint run $(addsuffix /...,$(addprefix ./,$(MODULES)))
 	cd proto && buf lint
 
 tools:
