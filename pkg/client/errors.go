@@ -29,3 +29,22 @@ func IsUnavailable(err error) bool { return err != nil && Code(err) == codes.Una
 
 // IsInvalid reports whether err is gRPC InvalidArgument (the object was rejected).
 func IsInvalid(err error) bool { return err != nil && Code(err) == codes.InvalidArgument }
+
+// MayHaveWritten reports whether a failed write may still have been
+// applied: the apiserver rejected it outright for codes that are decided
+// before anything is written (bad input, missing or existing object,
+// conflict, refused), while a timeout, a cancelled call, a dropped
+// connection or an internal error leave the outcome unknown. A caller
+// that reserved something for the write keeps it until it sees the truth.
+func MayHaveWritten(err error) bool {
+	if err == nil {
+		return true
+	}
+	switch Code(err) {
+	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.Aborted,
+		codes.FailedPrecondition, codes.OutOfRange, codes.PermissionDenied,
+		codes.Unauthenticated, codes.ResourceExhausted, codes.Unimplemented:
+		return false
+	}
+	return true
+}

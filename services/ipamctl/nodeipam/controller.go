@@ -63,11 +63,18 @@ type ipamController struct {
 }
 
 // pendingInfo is a range this process reserved: rv is 0 while the write
-// is in flight, then the resourceVersion it produced.
+// is in flight, then the resourceVersion it produced, or outcomeUnknown
+// when the write failed in a way that may still have applied it.
 type pendingInfo struct {
 	node string
 	rv   int64
 }
+
+// outcomeUnknown marks a reservation whose write may or may not have
+// landed (a timeout, a dropped connection): it is kept until the cache
+// shows the node with a pod CIDR, or without the node, since a range
+// freed too early could be given to a second node.
+const outcomeUnknown = -1
 
 // NewService returns ipamctl: the binary's main runs it with app.Main.
 func NewService() app.Service {
@@ -171,7 +178,7 @@ func (c *ipamController) Reconcile(ctx context.Context, name string) error {
 	}
 	cidr := c.set.prefix(i)
 	written, err := c.assign(ctx, node, cidr)
-	c.settle(i, written)
+	c.settle(i, written, err)
 	if err != nil || written == nil {
 		return err
 	}
@@ -188,8 +195,11 @@ func (c *ipamController) reserve(node string) (int, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, p := range c.pending {
-		if p.rv != 0 && p.rv <= seen {
+		switch {
+		case p.rv > 0 && p.rv <= seen:
 			delete(c.pending, i) // the cache shows the write now
+		case p.rv == outcomeUnknown && c.nodeSettled(p.node):
+			delete(c.pending, i) // the node's range, ours or not, is in the index now
 		}
 	}
 	for k := 0; k < c.set.count; k++ {
@@ -206,11 +216,17 @@ func (c *ipamController) reserve(node string) (int, bool, error) {
 
 // settle records the outcome of a reservation: the written node, whose
 // resourceVersion the cache must reach before the index alone keeps the
-// range taken, or nil (nothing written), which frees it.
-func (c *ipamController) settle(i int, written *kplanev1.Node) {
+// range taken; nil with an error that may hide a write, which keeps it
+// until the cache tells (outcomeUnknown); or nil otherwise (nothing
+// written), which frees it.
+func (c *ipamController) settle(i int, written *kplanev1.Node, writeErr error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if written == nil {
+		if writeErr != nil && client.MayHaveWritten(writeErr) {
+			c.pending[i] = pendingInfo{node: c.pending[i].node, rv: outcomeUnknown}
+			return
+		}
 		delete(c.pending, i)
 		return
 	}
@@ -222,6 +238,14 @@ func (c *ipamController) settle(i int, written *kplanev1.Node) {
 		rv = math.MaxInt64
 	}
 	c.pending[i] = pendingInfo{node: c.pending[i].node, rv: rv}
+}
+
+// nodeSettled reports whether the cache shows node with a pod CIDR, or no
+// longer shows it: either way a write of ours can no longer land unseen
+// (spec.podCIDR is set once, and a deleted node takes no writes).
+func (c *ipamController) nodeSettled(node string) bool {
+	obj, ok := c.nodes.Store().Get(node)
+	return !ok || obj.GetNode().GetSpec().GetPodCidr() != ""
 }
 
 // assign writes cidr into the node's spec (a CAS update that rereads on
