@@ -19,6 +19,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -44,6 +45,30 @@ func IsTimestamp(fd protoreflect.FieldDescriptor) bool {
 func IsMicroTime(fd protoreflect.FieldDescriptor) bool {
 	opts := fd.Options()
 	return opts != nil && proto.GetExtension(opts, kplanev1.E_MicroTime).(bool)
+}
+
+// IsIntOrString reports whether fd holds a kplane.v1.IntOrString, which
+// JSON shows as a bare number or string, as Kubernetes does.
+func IsIntOrString(fd protoreflect.FieldDescriptor) bool {
+	return fd.Kind() == protoreflect.MessageKind && fd.Message().FullName() == intOrStringName
+}
+
+const intOrStringName = "kplane.v1.IntOrString"
+
+// IntOrStringValue turns a decoded JSON value (a json.Number or a string)
+// into the protojson form of an IntOrString. ok is false for any other
+// value or a number that is not a 32-bit integer.
+func IntOrStringValue(v any) (out map[string]any, ok bool) {
+	switch t := v.(type) {
+	case json.Number:
+		if _, err := strconv.ParseInt(t.String(), 10, 32); err != nil {
+			return nil, false
+		}
+		return map[string]any{"type": json.Number("0"), "intVal": t}, true
+	case string:
+		return map[string]any{"type": json.Number("1"), "strVal": t}, true
+	}
+	return nil, false
 }
 
 // Precision is the resolution Kubernetes keeps for the timestamp field fd:
@@ -148,6 +173,9 @@ func fixValue(v any, fd protoreflect.FieldDescriptor) (any, error) {
 			}
 			return FormatTime(t, Precision(fd)), nil
 		}
+		if IsIntOrString(fd) {
+			return intOrStringJSON(v), nil
+		}
 		if obj, ok := v.(map[string]any); ok {
 			return obj, fixMessage(obj, fd.Message())
 		}
@@ -158,6 +186,23 @@ func fixValue(v any, fd protoreflect.FieldDescriptor) (any, error) {
 		}
 	}
 	return v, nil
+}
+
+// intOrStringJSON renders protojson's form of an IntOrString as the bare
+// number or string.
+func intOrStringJSON(v any) any {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	if t, _ := obj["type"].(string); t == "1" {
+		s, _ := obj["strVal"].(string)
+		return s
+	}
+	if n, ok := obj["intVal"].(json.Number); ok {
+		return n
+	}
+	return json.Number("0")
 }
 
 // TruncateTimes cuts every timestamp in m (at any depth) to the precision

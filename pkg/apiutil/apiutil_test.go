@@ -1,6 +1,7 @@
 package apiutil
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -94,5 +95,37 @@ func TestParseResourceVersion(t *testing.T) {
 		if _, err := ParseResourceVersion(rv); err == nil {
 			t.Errorf("ParseResourceVersion(%q) accepted a non-revision", rv)
 		}
+	}
+}
+
+func TestPortsResolveByNumberOrName(t *testing.T) {
+	web := &kplanev1.Container{Name: "web", Ports: []*kplanev1.ContainerPort{
+		{Name: "http", ContainerPort: 8080},
+		{Name: "dns", ContainerPort: 5353, Protocol: kplanev1.ProtocolUDP},
+	}}
+	pod := &kplanev1.Pod{Spec: &kplanev1.PodSpec{Containers: []*kplanev1.Container{{Name: "side"}, web}}}
+	for _, c := range []struct {
+		port     *kplanev1.IntOrString
+		protocol string
+		want     int32
+		ok       bool
+	}{
+		{kplanev1.IntOrStringFromInt32(9000), "", 9000, true},
+		{kplanev1.IntOrStringFromString("http"), "", 8080, true},
+		{kplanev1.IntOrStringFromString("http"), kplanev1.ProtocolTCP, 8080, true},
+		{kplanev1.IntOrStringFromString("dns"), kplanev1.ProtocolUDP, 5353, true},
+		{kplanev1.IntOrStringFromString("dns"), kplanev1.ProtocolTCP, 0, false}, // the name exists, for another protocol
+		{kplanev1.IntOrStringFromString("metrics"), "", 0, false},
+	} {
+		got, ok := PodPort(pod, c.port, c.protocol)
+		if got != c.want || ok != c.ok {
+			t.Errorf("PodPort(%s, %q) = %d, %v; want %d, %v", c.port.Text(), c.protocol, got, ok, c.want, c.ok)
+		}
+	}
+	if got, err := ContainerPort(web, kplanev1.IntOrStringFromString("http")); got != 8080 || err != nil {
+		t.Errorf("ContainerPort(http) = %d, %v", got, err)
+	}
+	if _, err := ContainerPort(web, kplanev1.IntOrStringFromString("metrics")); err == nil || !strings.Contains(err.Error(), `container "web" has no port named "metrics"`) {
+		t.Errorf("ContainerPort(metrics) error = %v", err)
 	}
 }

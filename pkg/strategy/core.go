@@ -138,8 +138,9 @@ func defaultService(svc *kplanev1.Service) {
 		if p.Protocol == "" {
 			p.Protocol = defaultProtocol
 		}
-		if p.TargetPort == 0 {
-			p.TargetPort = p.Port
+		// An unset target port, 0 or "", means the service port, as in Kubernetes.
+		if t := p.TargetPort; t == nil || (t.IsString() && t.StrVal == "") || (!t.IsString() && t.IntVal == 0) {
+			p.TargetPort = kplanev1.IntOrStringFromInt32(p.Port)
 		}
 	}
 }
@@ -198,7 +199,7 @@ func validateService(svc *kplanev1.Service) validation.ErrorList {
 			names[p.GetName()] = true
 		}
 		errs.InvalidMsgs(child(pp, "port"), p.GetPort(), validation.IsValidPortNum(p.GetPort()))
-		errs.InvalidMsgs(child(pp, "targetPort"), p.GetTargetPort(), validation.IsValidPortNum(p.GetTargetPort()))
+		validatePortNumOrName(&errs, child(pp, "targetPort"), p.GetTargetPort())
 		oneOf(&errs, child(pp, "protocol"), p.GetProtocol(), protocols...)
 		if np := p.GetNodePort(); np != 0 {
 			if s.Type != serviceTypeNodePort && s.Type != serviceTypeLoadBalancer {
@@ -450,4 +451,14 @@ func validateLease(l *kplanev1.Lease) validation.ErrorList {
 	}
 	errs.NonNegative("spec.leaseTransitions", int64(s.GetLeaseTransitions()))
 	return errs
+}
+
+// validatePortNumOrName checks a port given by number (1-65535) or by the
+// name of a container port.
+func validatePortNumOrName(errs *validation.ErrorList, path string, p *kplanev1.IntOrString) {
+	if p.IsString() {
+		errs.InvalidMsgs(path, p.GetStrVal(), validation.IsIANASvcName(p.GetStrVal()))
+		return
+	}
+	errs.InvalidMsgs(path, p.GetIntVal(), validation.IsValidPortNum(p.GetIntVal()))
 }

@@ -94,7 +94,7 @@ func TestNode(t *testing.T) {
 func validService() *kplanev1.Service {
 	return &kplanev1.Service{Metadata: meta("default", "web"), Spec: &kplanev1.ServiceSpec{
 		Selector: map[string]string{"app": "web"},
-		Ports:    []*kplanev1.ServicePort{{Name: "http", Port: 80, TargetPort: 8080}, {Name: "https", Port: 443}},
+		Ports:    []*kplanev1.ServicePort{{Name: "http", Port: 80, TargetPort: kplanev1.IntOrStringFromInt32(8080)}, {Name: "https", Port: 443}},
 	}}
 }
 
@@ -102,7 +102,7 @@ func TestServiceDefaults(t *testing.T) {
 	svc := defaulted(validService())
 	s := svc.Spec
 	if s.Type != "ClusterIP" || s.SessionAffinity != "None" || s.Ports[0].Protocol != "TCP" ||
-		s.Ports[0].TargetPort != 8080 || s.Ports[1].TargetPort != 443 {
+		s.Ports[0].TargetPort.Text() != "8080" || s.Ports[1].TargetPort.IsString() || s.Ports[1].TargetPort.GetIntVal() != 443 {
 		t.Errorf("defaults: %v", s)
 	}
 }
@@ -126,8 +126,13 @@ func TestService(t *testing.T) {
 		{"port too big", func(s *kplanev1.Service) { s.Spec.Ports[1].Port = 70000 },
 			[]string{"spec.ports[1].port: Invalid value: 70000: must be between 1 and 65535, inclusive",
 				"spec.ports[1].targetPort: Invalid value: 70000: must be between 1 and 65535, inclusive"}},
-		{"target port", func(s *kplanev1.Service) { s.Spec.Ports[0].TargetPort = -1 },
+		{"target port", func(s *kplanev1.Service) { s.Spec.Ports[0].TargetPort = kplanev1.IntOrStringFromInt32(-1) },
 			[]string{"spec.ports[0].targetPort: Invalid value: -1: must be between 1 and 65535, inclusive"}},
+		{"target port by name", func(s *kplanev1.Service) { s.Spec.Ports[0].TargetPort = kplanev1.IntOrStringFromString("web-http") }, nil},
+		{"target port name", func(s *kplanev1.Service) { s.Spec.Ports[0].TargetPort = kplanev1.IntOrStringFromString("HTTP") },
+			[]string{`spec.ports[0].targetPort: Invalid value: "HTTP": a port name must consist of lower case alphanumeric characters or '-', contain at least one letter, and must not start or end with '-' or contain '--' (e.g. 'http' or 'web-80')`}},
+		{"target port name of digits", func(s *kplanev1.Service) { s.Spec.Ports[0].TargetPort = kplanev1.IntOrStringFromString("8080") },
+			[]string{`spec.ports[0].targetPort: Invalid value: "8080": a port name must consist of lower case alphanumeric characters or '-', contain at least one letter, and must not start or end with '-' or contain '--' (e.g. 'http' or 'web-80')`}},
 		{"unnamed port among several", func(s *kplanev1.Service) { s.Spec.Ports[1].Name = "" },
 			[]string{"spec.ports[1].name: Required value: when a service has more than one port, every port must be named"}},
 		{"single unnamed port", func(s *kplanev1.Service) { s.Spec.Ports = s.Spec.Ports[:1]; s.Spec.Ports[0].Name = "" }, nil},

@@ -17,12 +17,12 @@ const (
 	defaultTerminationGracePeriod = 30
 	defaultSchedulerName          = "default-scheduler"
 	defaultServiceAccountName     = "default"
-	defaultProtocol               = "TCP"
+	defaultProtocol               = kplanev1.ProtocolTCP
 )
 
 var (
 	restartPolicies   = []string{"Always", "OnFailure", "Never"}
-	protocols         = []string{"TCP", "UDP", "SCTP"}
+	protocols         = []string{kplanev1.ProtocolTCP, kplanev1.ProtocolUDP, kplanev1.ProtocolSCTP}
 	pullPolicies      = []string{"Always", "IfNotPresent", "Never"}
 	taintEffects      = []string{"NoSchedule", "PreferNoSchedule", "NoExecute"}
 	tolerationOps     = []string{"Exists", "Equal"}
@@ -427,11 +427,11 @@ func validateProbe(p *kplanev1.Probe, path string, liveness bool, errs *validati
 	}
 	if p.TcpSocket != nil {
 		handlers++
-		errs.InvalidMsgs(child(path, "tcpSocket.port"), p.TcpSocket.Port, validation.IsValidPortNum(p.TcpSocket.Port))
+		validatePortNumOrName(errs, child(path, "tcpSocket.port"), p.TcpSocket.Port)
 	}
 	if h := p.HttpGet; h != nil {
 		handlers++
-		errs.InvalidMsgs(child(path, "httpGet.port"), h.Port, validation.IsValidPortNum(h.Port))
+		validatePortNumOrName(errs, child(path, "httpGet.port"), h.Port)
 		if h.Scheme != "" {
 			oneOf(errs, child(path, "httpGet.scheme"), h.Scheme, httpSchemes...)
 		}

@@ -17,8 +17,8 @@ func validPodSpec() *kplanev1.PodSpec {
 				Requests: map[string]string{"cpu": "100m", "memory": "64Mi"},
 				Limits:   map[string]string{"cpu": "1", "memory": "128Mi", "example.com/gpu": "1"},
 			},
-			ReadinessProbe: &kplanev1.Probe{HttpGet: &kplanev1.HTTPGetAction{Port: 80}},
-			LivenessProbe:  &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: 80}},
+			ReadinessProbe: &kplanev1.Probe{HttpGet: &kplanev1.HTTPGetAction{Port: kplanev1.IntOrStringFromInt32(80)}},
+			LivenessProbe:  &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: kplanev1.IntOrStringFromInt32(80)}},
 			VolumeMounts:   []*kplanev1.VolumeMount{{Name: "data", MountPath: "/data"}},
 		}},
 		InitContainers: []*kplanev1.Container{{Name: "init", Image: "busybox", Command: []string{"true"}}},
@@ -45,7 +45,7 @@ func TestPodDefaults(t *testing.T) {
 	p := created(&kplanev1.Pod{Metadata: meta("default", "p"), Spec: &kplanev1.PodSpec{Containers: []*kplanev1.Container{{
 		Name: "c", Image: "nginx",
 		Ports:          []*kplanev1.ContainerPort{{ContainerPort: 80}},
-		ReadinessProbe: &kplanev1.Probe{HttpGet: &kplanev1.HTTPGetAction{Port: 80}},
+		ReadinessProbe: &kplanev1.Probe{HttpGet: &kplanev1.HTTPGetAction{Port: kplanev1.IntOrStringFromInt32(80)}},
 		Resources:      &kplanev1.ResourceRequirements{Limits: map[string]string{"cpu": "1", "memory": "1Gi"}},
 	}, {Name: "d", Image: "busybox:1.36"}}}})
 	s := p.Spec
@@ -196,8 +196,11 @@ func TestPodValidate(t *testing.T) {
 			[]string{"spec.containers[0].livenessProbe.failureThreshold: must be greater than or equal to 0"}},
 		{"liveness success threshold", func(p *kplanev1.Pod) { c0(p).LivenessProbe.SuccessThreshold = 2 },
 			[]string{"spec.containers[0].livenessProbe.successThreshold: Invalid value: 2: must be 1"}},
-		{"probe port", func(p *kplanev1.Pod) { c0(p).ReadinessProbe.HttpGet.Port = 0 },
+		{"probe port", func(p *kplanev1.Pod) { c0(p).ReadinessProbe.HttpGet.Port = nil },
 			[]string{"spec.containers[0].readinessProbe.httpGet.port: Invalid value: 0: must be between 1 and 65535, inclusive"}},
+		{"probe port by name", func(p *kplanev1.Pod) { c0(p).LivenessProbe.TcpSocket.Port = kplanev1.IntOrStringFromString("http") }, nil},
+		{"probe port name", func(p *kplanev1.Pod) { c0(p).LivenessProbe.TcpSocket.Port = kplanev1.IntOrStringFromString("-http") },
+			[]string{`spec.containers[0].livenessProbe.tcpSocket.port: Invalid value: "-http": a port name must consist of lower case alphanumeric characters or '-', contain at least one letter, and must not start or end with '-' or contain '--' (e.g. 'http' or 'web-80')`}},
 		{"probe scheme", func(p *kplanev1.Pod) { c0(p).ReadinessProbe.HttpGet.Scheme = "FTP" },
 			[]string{`spec.containers[0].readinessProbe.httpGet.scheme: Unsupported value: "FTP": supported values: "HTTP", "HTTPS"`}},
 		{"exec without command", func(p *kplanev1.Pod) {

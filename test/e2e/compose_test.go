@@ -335,7 +335,7 @@ func (c *composeStack) checkPodNetwork(kpctl func(args ...string) string, networ
 			Spec: &kplanev1.PodSpec{NodeName: node, Containers: []*kplanev1.Container{{
 				Name: "httpd", Image: "busybox", Command: []string{"sh", "-c",
 					`echo "hello from $KPLANE_POD_NAME at $KPLANE_POD_IP" > index.html && exec httpd -f -p "$KPLANE_POD_IP:8080" -h .`},
-				ReadinessProbe: &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: 8080}, PeriodSeconds: 1},
+				ReadinessProbe: &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: kplanev1.IntOrStringFromInt32(8080)}, PeriodSeconds: 1},
 			}}},
 		})
 	}

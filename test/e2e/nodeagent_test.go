@@ -254,7 +254,7 @@ func TestNodeAgentExecPods(t *testing.T) {
 
 	port := 8000 + os.Getpid()%1000
 	web := c.create("web", "", "Always", func(ctr *kplanev1.Container) {
-		ctr.ReadinessProbe = &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: int32(port)}, PeriodSeconds: 1}
+		ctr.ReadinessProbe = &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: kplanev1.IntOrStringFromInt32(int32(port))}, PeriodSeconds: 1}
 	}, "sh", "-c", fmt.Sprintf(`exec python3 -u -m http.server %d --bind "$KPLANE_POD_IP"`, port))
 	web = c.waitPod("web", "Running and Ready", func(p *kplanev1.Pod) bool { return naPhase("Running")(p) && naReady(p) })
 	ip := web.GetStatus().GetPodIp()

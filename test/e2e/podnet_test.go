@@ -91,7 +91,7 @@ func TestPodNetwork(t *testing.T) {
 	for i, n := range names {
 		name := fmt.Sprintf("web-%d", i+1)
 		c.create(name, n, "Always", func(ctr *kplanev1.Container) {
-			ctr.ReadinessProbe = &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: port}, PeriodSeconds: 1}
+			ctr.ReadinessProbe = &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: kplanev1.IntOrStringFromInt32(port)}, PeriodSeconds: 1}
 		}, "sh", "-c", fmt.Sprintf(`echo "hello from $KPLANE_POD_NAME at $KPLANE_POD_IP" > index.html && exec python3 -u -m http.server %d --bind "$KPLANE_POD_IP"`, port))
 	}
 	for i, n := range names {

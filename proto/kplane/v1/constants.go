@@ -112,3 +112,10 @@ func APIVersion(kind string) string {
 	}
 	return "v1"
 }
+
+// Port protocols (ports[].protocol).
+const (
+	ProtocolTCP  = "TCP"
+	ProtocolUDP  = "UDP"
+	ProtocolSCTP = "SCTP"
+)

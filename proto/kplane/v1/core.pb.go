@@ -1480,9 +1480,10 @@ func (x *ExecAction) GetCommand() []string {
 
 // TCPSocketAction succeeds when a TCP connection can be opened.
 type TCPSocketAction struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Port          int32                  `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
-	Host          string                 `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// port is a number or the name of one of the container's ports.
+	Port          *IntOrString `protobuf:"bytes,3,opt,name=port,proto3" json:"port,omitempty"`
+	Host          string       `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1517,11 +1518,11 @@ func (*TCPSocketAction) Descriptor() ([]byte, []int) {
 	return file_kplane_v1_core_proto_rawDescGZIP(), []int{20}
 }
 
-func (x *TCPSocketAction) GetPort() int32 {
+func (x *TCPSocketAction) GetPort() *IntOrString {
 	if x != nil {
 		return x.Port
 	}
-	return 0
+	return nil
 }
 
 func (x *TCPSocketAction) GetHost() string {
@@ -1533,11 +1534,12 @@ func (x *TCPSocketAction) GetHost() string {
 
 // HTTPGetAction succeeds on an HTTP status in [200, 400).
 type HTTPGetAction struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	Port          int32                  `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
-	Host          string                 `protobuf:"bytes,3,opt,name=host,proto3" json:"host,omitempty"`
-	Scheme        string                 `protobuf:"bytes,4,opt,name=scheme,proto3" json:"scheme,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// port is a number or the name of one of the container's ports.
+	Port          *IntOrString `protobuf:"bytes,5,opt,name=port,proto3" json:"port,omitempty"`
+	Host          string       `protobuf:"bytes,3,opt,name=host,proto3" json:"host,omitempty"`
+	Scheme        string       `protobuf:"bytes,4,opt,name=scheme,proto3" json:"scheme,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1579,11 +1581,11 @@ func (x *HTTPGetAction) GetPath() string {
 	return ""
 }
 
-func (x *HTTPGetAction) GetPort() int32 {
+func (x *HTTPGetAction) GetPort() *IntOrString {
 	if x != nil {
 		return x.Port
 	}
-	return 0
+	return nil
 }
 
 func (x *HTTPGetAction) GetHost() string {
@@ -2710,9 +2712,10 @@ type ServicePort struct {
 	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Protocol string                 `protobuf:"bytes,2,opt,name=protocol,proto3" json:"protocol,omitempty"`
 	Port     int32                  `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
-	// target_port defaults to port.
-	TargetPort    int32 `protobuf:"varint,4,opt,name=target_port,json=targetPort,proto3" json:"target_port,omitempty"`
-	NodePort      int32 `protobuf:"varint,5,opt,name=node_port,json=nodePort,proto3" json:"node_port,omitempty"`
+	// target_port is a number or the name of a container port of the
+	// selected pods; it defaults to port.
+	TargetPort    *IntOrString `protobuf:"bytes,6,opt,name=target_port,json=targetPort,proto3" json:"target_port,omitempty"`
+	NodePort      int32        `protobuf:"varint,5,opt,name=node_port,json=nodePort,proto3" json:"node_port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2768,11 +2771,11 @@ func (x *ServicePort) GetPort() int32 {
 	return 0
 }
 
-func (x *ServicePort) GetTargetPort() int32 {
+func (x *ServicePort) GetTargetPort() *IntOrString {
 	if x != nil {
 		return x.TargetPort
 	}
-	return 0
+	return nil
 }
 
 func (x *ServicePort) GetNodePort() int32 {
@@ -3557,15 +3560,15 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x11failure_threshold\x18\b \x01(\x05R\x10failureThreshold\"&\n" +
 	"\n" +
 	"ExecAction\x12\x18\n" +
-	"\acommand\x18\x01 \x03(\tR\acommand\"9\n" +
-	"\x0fTCPSocketAction\x12\x12\n" +
-	"\x04port\x18\x01 \x01(\x05R\x04port\x12\x12\n" +
-	"\x04host\x18\x02 \x01(\tR\x04host\"c\n" +
+	"\acommand\x18\x01 \x03(\tR\acommand\"W\n" +
+	"\x0fTCPSocketAction\x12*\n" +
+	"\x04port\x18\x03 \x01(\v2\x16.kplane.v1.IntOrStringR\x04port\x12\x12\n" +
+	"\x04host\x18\x02 \x01(\tR\x04hostJ\x04\b\x01\x10\x02\"\x81\x01\n" +
 	"\rHTTPGetAction\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
-	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12*\n" +
+	"\x04port\x18\x05 \x01(\v2\x16.kplane.v1.IntOrStringR\x04port\x12\x12\n" +
 	"\x04host\x18\x03 \x01(\tR\x04host\x12\x16\n" +
-	"\x06scheme\x18\x04 \x01(\tR\x06scheme\"\xb5\x02\n" +
+	"\x06scheme\x18\x04 \x01(\tR\x06schemeJ\x04\b\x02\x10\x03\"\xb5\x02\n" +
 	"\x06Volume\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12d\n" +
 	"\x17persistent_volume_claim\x18\x02 \x01(\v2,.kplane.v1.PersistentVolumeClaimVolumeSourceR\x15persistentVolumeClaim\x12<\n" +
@@ -3665,14 +3668,14 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"clusterIPs\x1a;\n" +
 	"\rSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8f\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xad\x01\n" +
 	"\vServicePort\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bprotocol\x18\x02 \x01(\tR\bprotocol\x12\x12\n" +
-	"\x04port\x18\x03 \x01(\x05R\x04port\x12\x1f\n" +
-	"\vtarget_port\x18\x04 \x01(\x05R\n" +
+	"\x04port\x18\x03 \x01(\x05R\x04port\x127\n" +
+	"\vtarget_port\x18\x06 \x01(\v2\x16.kplane.v1.IntOrStringR\n" +
 	"targetPort\x12\x1b\n" +
-	"\tnode_port\x18\x05 \x01(\x05R\bnodePort\"E\n" +
+	"\tnode_port\x18\x05 \x01(\x05R\bnodePortJ\x04\b\x04\x10\x05\"E\n" +
 	"\rServiceStatus\x124\n" +
 	"\n" +
 	"conditions\x18\x01 \x03(\v2\x14.kplane.v1.ConditionR\n" +
@@ -3807,8 +3810,9 @@ var file_kplane_v1_core_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),             // 55: google.protobuf.Timestamp
 	(*Condition)(nil),                         // 56: kplane.v1.Condition
 	(*ResourceRequirements)(nil),              // 57: kplane.v1.ResourceRequirements
-	(*ObjectReference)(nil),                   // 58: kplane.v1.ObjectReference
-	(*LocalObjectReference)(nil),              // 59: kplane.v1.LocalObjectReference
+	(*IntOrString)(nil),                       // 58: kplane.v1.IntOrString
+	(*ObjectReference)(nil),                   // 59: kplane.v1.ObjectReference
+	(*LocalObjectReference)(nil),              // 60: kplane.v1.LocalObjectReference
 }
 var file_kplane_v1_core_proto_depIdxs = []int32{
 	54, // 0: kplane.v1.Namespace.metadata:type_name -> kplane.v1.ObjectMeta
@@ -3843,55 +3847,58 @@ var file_kplane_v1_core_proto_depIdxs = []int32{
 	19, // 29: kplane.v1.Probe.exec:type_name -> kplane.v1.ExecAction
 	20, // 30: kplane.v1.Probe.tcp_socket:type_name -> kplane.v1.TCPSocketAction
 	21, // 31: kplane.v1.Probe.http_get:type_name -> kplane.v1.HTTPGetAction
-	23, // 32: kplane.v1.Volume.persistent_volume_claim:type_name -> kplane.v1.PersistentVolumeClaimVolumeSource
-	24, // 33: kplane.v1.Volume.empty_dir:type_name -> kplane.v1.EmptyDirVolumeSource
-	25, // 34: kplane.v1.Volume.secret:type_name -> kplane.v1.SecretVolumeSource
-	26, // 35: kplane.v1.Volume.host_path:type_name -> kplane.v1.HostPathVolumeSource
-	56, // 36: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
-	55, // 37: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
-	30, // 38: kplane.v1.PodStatus.container_statuses:type_name -> kplane.v1.ContainerStatus
-	30, // 39: kplane.v1.PodStatus.init_container_statuses:type_name -> kplane.v1.ContainerStatus
-	28, // 40: kplane.v1.PodStatus.pod_ips:type_name -> kplane.v1.PodIP
-	29, // 41: kplane.v1.PodStatus.host_ips:type_name -> kplane.v1.HostIP
-	31, // 42: kplane.v1.ContainerStatus.state:type_name -> kplane.v1.ContainerState
-	31, // 43: kplane.v1.ContainerStatus.last_state:type_name -> kplane.v1.ContainerState
-	32, // 44: kplane.v1.ContainerState.waiting:type_name -> kplane.v1.ContainerStateWaiting
-	33, // 45: kplane.v1.ContainerState.running:type_name -> kplane.v1.ContainerStateRunning
-	34, // 46: kplane.v1.ContainerState.terminated:type_name -> kplane.v1.ContainerStateTerminated
-	55, // 47: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
-	55, // 48: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
-	55, // 49: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
-	54, // 50: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
-	13, // 51: kplane.v1.PodTemplateSpec.spec:type_name -> kplane.v1.PodSpec
-	54, // 52: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
-	37, // 53: kplane.v1.Service.spec:type_name -> kplane.v1.ServiceSpec
-	39, // 54: kplane.v1.Service.status:type_name -> kplane.v1.ServiceStatus
-	51, // 55: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
-	38, // 56: kplane.v1.ServiceSpec.ports:type_name -> kplane.v1.ServicePort
-	56, // 57: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
-	54, // 58: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
-	41, // 59: kplane.v1.Endpoints.subsets:type_name -> kplane.v1.EndpointSubset
-	42, // 60: kplane.v1.EndpointSubset.addresses:type_name -> kplane.v1.EndpointAddress
-	42, // 61: kplane.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.v1.EndpointAddress
-	43, // 62: kplane.v1.EndpointSubset.ports:type_name -> kplane.v1.EndpointPort
-	58, // 63: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
-	54, // 64: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
-	58, // 65: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
-	59, // 66: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
-	54, // 67: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
-	52, // 68: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
-	53, // 69: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
-	54, // 70: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
-	58, // 71: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
-	47, // 72: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
-	55, // 73: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
-	55, // 74: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
-	55, // 75: kplane.v1.Event.event_time:type_name -> google.protobuf.Timestamp
-	76, // [76:76] is the sub-list for method output_type
-	76, // [76:76] is the sub-list for method input_type
-	76, // [76:76] is the sub-list for extension type_name
-	76, // [76:76] is the sub-list for extension extendee
-	0,  // [0:76] is the sub-list for field type_name
+	58, // 32: kplane.v1.TCPSocketAction.port:type_name -> kplane.v1.IntOrString
+	58, // 33: kplane.v1.HTTPGetAction.port:type_name -> kplane.v1.IntOrString
+	23, // 34: kplane.v1.Volume.persistent_volume_claim:type_name -> kplane.v1.PersistentVolumeClaimVolumeSource
+	24, // 35: kplane.v1.Volume.empty_dir:type_name -> kplane.v1.EmptyDirVolumeSource
+	25, // 36: kplane.v1.Volume.secret:type_name -> kplane.v1.SecretVolumeSource
+	26, // 37: kplane.v1.Volume.host_path:type_name -> kplane.v1.HostPathVolumeSource
+	56, // 38: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
+	55, // 39: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
+	30, // 40: kplane.v1.PodStatus.container_statuses:type_name -> kplane.v1.ContainerStatus
+	30, // 41: kplane.v1.PodStatus.init_container_statuses:type_name -> kplane.v1.ContainerStatus
+	28, // 42: kplane.v1.PodStatus.pod_ips:type_name -> kplane.v1.PodIP
+	29, // 43: kplane.v1.PodStatus.host_ips:type_name -> kplane.v1.HostIP
+	31, // 44: kplane.v1.ContainerStatus.state:type_name -> kplane.v1.ContainerState
+	31, // 45: kplane.v1.ContainerStatus.last_state:type_name -> kplane.v1.ContainerState
+	32, // 46: kplane.v1.ContainerState.waiting:type_name -> kplane.v1.ContainerStateWaiting
+	33, // 47: kplane.v1.ContainerState.running:type_name -> kplane.v1.ContainerStateRunning
+	34, // 48: kplane.v1.ContainerState.terminated:type_name -> kplane.v1.ContainerStateTerminated
+	55, // 49: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
+	55, // 50: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
+	55, // 51: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
+	54, // 52: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
+	13, // 53: kplane.v1.PodTemplateSpec.spec:type_name -> kplane.v1.PodSpec
+	54, // 54: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
+	37, // 55: kplane.v1.Service.spec:type_name -> kplane.v1.ServiceSpec
+	39, // 56: kplane.v1.Service.status:type_name -> kplane.v1.ServiceStatus
+	51, // 57: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
+	38, // 58: kplane.v1.ServiceSpec.ports:type_name -> kplane.v1.ServicePort
+	58, // 59: kplane.v1.ServicePort.target_port:type_name -> kplane.v1.IntOrString
+	56, // 60: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
+	54, // 61: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
+	41, // 62: kplane.v1.Endpoints.subsets:type_name -> kplane.v1.EndpointSubset
+	42, // 63: kplane.v1.EndpointSubset.addresses:type_name -> kplane.v1.EndpointAddress
+	42, // 64: kplane.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.v1.EndpointAddress
+	43, // 65: kplane.v1.EndpointSubset.ports:type_name -> kplane.v1.EndpointPort
+	59, // 66: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
+	54, // 67: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
+	59, // 68: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
+	60, // 69: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
+	54, // 70: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
+	52, // 71: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
+	53, // 72: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
+	54, // 73: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
+	59, // 74: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
+	47, // 75: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
+	55, // 76: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
+	55, // 77: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
+	55, // 78: kplane.v1.Event.event_time:type_name -> google.protobuf.Timestamp
+	79, // [79:79] is the sub-list for method output_type
+	79, // [79:79] is the sub-list for method input_type
+	79, // [79:79] is the sub-list for extension type_name
+	79, // [79:79] is the sub-list for extension extendee
+	0,  // [0:79] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_core_proto_init() }

@@ -670,6 +670,71 @@ func (x *ResourceRequirements) GetRequests() map[string]string {
 	return nil
 }
 
+// IntOrString holds either an integer or a string, as Kubernetes'
+// intstr.IntOrString: a port by number or by a container port's name.
+// JSON (pkg/apijson, kpctl) shows it as a bare number or string; the
+// fields below are its protobuf form, the same as Kubernetes'.
+type IntOrString struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// type is 0 for int_val, 1 for str_val.
+	Type          int64  `protobuf:"varint,1,opt,name=type,proto3" json:"type,omitempty"`
+	IntVal        int32  `protobuf:"varint,2,opt,name=int_val,json=intVal,proto3" json:"int_val,omitempty"`
+	StrVal        string `protobuf:"bytes,3,opt,name=str_val,json=strVal,proto3" json:"str_val,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IntOrString) Reset() {
+	*x = IntOrString{}
+	mi := &file_kplane_v1_meta_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IntOrString) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IntOrString) ProtoMessage() {}
+
+func (x *IntOrString) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_meta_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IntOrString.ProtoReflect.Descriptor instead.
+func (*IntOrString) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_meta_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *IntOrString) GetType() int64 {
+	if x != nil {
+		return x.Type
+	}
+	return 0
+}
+
+func (x *IntOrString) GetIntVal() int32 {
+	if x != nil {
+		return x.IntVal
+	}
+	return 0
+}
+
+func (x *IntOrString) GetStrVal() string {
+	if x != nil {
+		return x.StrVal
+	}
+	return ""
+}
+
 var File_kplane_v1_meta_proto protoreflect.FileDescriptor
 
 const file_kplane_v1_meta_proto_rawDesc = "" +
@@ -751,7 +816,11 @@ const file_kplane_v1_meta_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
 	"\rRequestsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"S\n" +
+	"\vIntOrString\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\x03R\x04type\x12\x17\n" +
+	"\aint_val\x18\x02 \x01(\x05R\x06intVal\x12\x17\n" +
+	"\astr_val\x18\x03 \x01(\tR\x06strValB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
 
 var (
 	file_kplane_v1_meta_proto_rawDescOnce sync.Once
@@ -765,7 +834,7 @@ func file_kplane_v1_meta_proto_rawDescGZIP() []byte {
 	return file_kplane_v1_meta_proto_rawDescData
 }
 
-var file_kplane_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_kplane_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_kplane_v1_meta_proto_goTypes = []any{
 	(*ObjectMeta)(nil),               // 0: kplane.v1.ObjectMeta
 	(*OwnerReference)(nil),           // 1: kplane.v1.OwnerReference
@@ -775,27 +844,28 @@ var file_kplane_v1_meta_proto_goTypes = []any{
 	(*LabelSelector)(nil),            // 5: kplane.v1.LabelSelector
 	(*LabelSelectorRequirement)(nil), // 6: kplane.v1.LabelSelectorRequirement
 	(*ResourceRequirements)(nil),     // 7: kplane.v1.ResourceRequirements
-	nil,                              // 8: kplane.v1.ObjectMeta.LabelsEntry
-	nil,                              // 9: kplane.v1.ObjectMeta.AnnotationsEntry
-	nil,                              // 10: kplane.v1.LabelSelector.MatchLabelsEntry
-	nil,                              // 11: kplane.v1.ResourceRequirements.LimitsEntry
-	nil,                              // 12: kplane.v1.ResourceRequirements.RequestsEntry
-	(*timestamppb.Timestamp)(nil),    // 13: google.protobuf.Timestamp
+	(*IntOrString)(nil),              // 8: kplane.v1.IntOrString
+	nil,                              // 9: kplane.v1.ObjectMeta.LabelsEntry
+	nil,                              // 10: kplane.v1.ObjectMeta.AnnotationsEntry
+	nil,                              // 11: kplane.v1.LabelSelector.MatchLabelsEntry
+	nil,                              // 12: kplane.v1.ResourceRequirements.LimitsEntry
+	nil,                              // 13: kplane.v1.ResourceRequirements.RequestsEntry
+	(*timestamppb.Timestamp)(nil),    // 14: google.protobuf.Timestamp
 }
 var file_kplane_v1_meta_proto_depIdxs = []int32{
-	13, // 0: kplane.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
-	13, // 1: kplane.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
-	8,  // 2: kplane.v1.ObjectMeta.labels:type_name -> kplane.v1.ObjectMeta.LabelsEntry
-	9,  // 3: kplane.v1.ObjectMeta.annotations:type_name -> kplane.v1.ObjectMeta.AnnotationsEntry
+	14, // 0: kplane.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
+	14, // 1: kplane.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
+	9,  // 2: kplane.v1.ObjectMeta.labels:type_name -> kplane.v1.ObjectMeta.LabelsEntry
+	10, // 3: kplane.v1.ObjectMeta.annotations:type_name -> kplane.v1.ObjectMeta.AnnotationsEntry
 	1,  // 4: kplane.v1.ObjectMeta.owner_references:type_name -> kplane.v1.OwnerReference
-	13, // 5: kplane.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	13, // 6: kplane.v1.Condition.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	13, // 7: kplane.v1.Condition.last_probe_time:type_name -> google.protobuf.Timestamp
-	13, // 8: kplane.v1.Condition.last_update_time:type_name -> google.protobuf.Timestamp
-	10, // 9: kplane.v1.LabelSelector.match_labels:type_name -> kplane.v1.LabelSelector.MatchLabelsEntry
+	14, // 5: kplane.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	14, // 6: kplane.v1.Condition.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	14, // 7: kplane.v1.Condition.last_probe_time:type_name -> google.protobuf.Timestamp
+	14, // 8: kplane.v1.Condition.last_update_time:type_name -> google.protobuf.Timestamp
+	11, // 9: kplane.v1.LabelSelector.match_labels:type_name -> kplane.v1.LabelSelector.MatchLabelsEntry
 	6,  // 10: kplane.v1.LabelSelector.match_expressions:type_name -> kplane.v1.LabelSelectorRequirement
-	11, // 11: kplane.v1.ResourceRequirements.limits:type_name -> kplane.v1.ResourceRequirements.LimitsEntry
-	12, // 12: kplane.v1.ResourceRequirements.requests:type_name -> kplane.v1.ResourceRequirements.RequestsEntry
+	12, // 11: kplane.v1.ResourceRequirements.limits:type_name -> kplane.v1.ResourceRequirements.LimitsEntry
+	13, // 12: kplane.v1.ResourceRequirements.requests:type_name -> kplane.v1.ResourceRequirements.RequestsEntry
 	13, // [13:13] is the sub-list for method output_type
 	13, // [13:13] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
@@ -815,7 +885,7 @@ func file_kplane_v1_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_v1_meta_proto_rawDesc), len(file_kplane_v1_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -20,7 +20,8 @@ import (
 //
 // Types are Kubernetes' Go types: string, bool, int32, int64, Time (RFC
 // 3339 to the second), MicroTime (to the microsecond), Quantity ("128Mi",
-// a string in kplane), IntOrString (kplane takes the integer form),
+// a string in kplane), IntOrString (kplane's IntOrString message, shown
+// in JSON as a bare number or string),
 // []T, map[string]T, or another type of this table.
 var kubernetesTypes = map[string]string{
 	// meta/v1
@@ -491,8 +492,7 @@ var kubernetesTypes = map[string]string{
 // kplaneLeaf is how kplane's protos hold the Kubernetes types that have no
 // proto counterpart.
 var kplaneLeaf = map[string]string{
-	"Quantity":    "string", // resource.Quantity, in its string form
-	"IntOrString": "int32",  // intstr.IntOrString, the integer form only
+	"Quantity": "string", // resource.Quantity, in its string form
 }
 
 // sharedConditionFields are the fields of kplane's one Condition message
@@ -532,8 +532,8 @@ func kubernetesPaths(t *testing.T, typ, prefix string, out map[string]string) {
 	}
 }
 
-// leaf translates a Kubernetes leaf type into kplane's: []IntOrString is
-// []int32, map[string]Quantity is map[string]string.
+// leaf translates a Kubernetes leaf type into kplane's: map[string]Quantity
+// is map[string]string.
 func leaf(typ string) string {
 	for k, v := range kplaneLeaf {
 		typ = strings.ReplaceAll(typ, k, v)
@@ -557,6 +557,12 @@ func protoPaths(md protoreflect.MessageDescriptor, prefix string, out map[string
 		switch {
 		case fd.IsMap():
 			out[path] = "map[string]" + scalar(fd.MapValue())
+		case fd.Kind() == protoreflect.MessageKind && fd.Message().Name() == "IntOrString":
+			// A leaf in JSON (a bare number or string), as in Kubernetes.
+			out[path] = "IntOrString"
+			if fd.IsList() {
+				out[path] = "[]IntOrString"
+			}
 		case fd.Kind() == protoreflect.MessageKind && !isTimestamp(fd):
 			if fd.IsList() {
 				path += "[]"

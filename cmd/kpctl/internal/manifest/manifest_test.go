@@ -96,6 +96,10 @@ func TestDecodeErrors(t *testing.T) {
 		{"bad yaml line", "kind: Pod\n---\nkind: Pod\nmetadata:\n  name: a\n   bad: indent\n", "f.yaml: document 2: invalid YAML: line 6:"},
 		{"duplicate key", "kind: Pod\nkind: Pod\n", "f.yaml: document 1: invalid YAML:"},
 		{"apiVersion type", "apiVersion: 1\nkind: Pod\n", "apiVersion: expected a string"},
+		{"port of the wrong type", "kind: Service\nspec:\n  ports:\n  - port: 80\n    targetPort: true\n",
+			"spec.ports[0].targetPort: expected a 32-bit integer or a string, got true"},
+		{"port overflow", "kind: Service\nspec:\n  ports:\n  - port: 80\n    targetPort: 5000000000\n",
+			"spec.ports[0].targetPort: expected a 32-bit integer or a string, got the number 5000000000"},
 		{"list item", "kind: List\nitems:\n- kind: Pod\n  bogus: 1\n", `f.yaml: document 1, items[0]: bogus: unknown field "bogus"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -137,6 +141,28 @@ func TestToMapRendersManifestForm(t *testing.T) {
 	}
 	if d := m["spec"].(map[string]any)["activeDeadlineSeconds"]; d != json.Number("60") {
 		t.Errorf("activeDeadlineSeconds = %#v, want the number 60", d)
+	}
+}
+
+// An IntOrString reads and prints as a bare number or string, as in
+// Kubernetes, and keeps which one it was.
+func TestIntOrStringIsANumberOrAString(t *testing.T) {
+	src := "kind: Service\nmetadata: {name: s}\nspec:\n  ports:\n  - {name: a, port: 80, targetPort: 8080}\n  - {name: b, port: 81, targetPort: http}\n"
+	docs, err := Decode("f.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := docs[0].Object.GetService().GetSpec().GetPorts()
+	if !proto.Equal(ports[0].TargetPort, kplanev1.IntOrStringFromInt32(8080)) || !proto.Equal(ports[1].TargetPort, kplanev1.IntOrStringFromString("http")) {
+		t.Fatalf("decoded target ports %v, %v", ports[0].TargetPort, ports[1].TargetPort)
+	}
+	m, err := ToMap(docs[0].Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := m["spec"].(map[string]any)["ports"].([]any)
+	if a, b := out[0].(map[string]any)["targetPort"], out[1].(map[string]any)["targetPort"]; a != json.Number("8080") || b != "http" {
+		t.Errorf("printed target ports %#v, %#v; want the number 8080 and the string http", a, b)
 	}
 }
 

@@ -113,6 +113,13 @@ func normalizeValue(v any, fd protoreflect.FieldDescriptor, path string) (any, e
 			}
 			return s, nil
 		}
+		if apijson.IsIntOrString(fd) {
+			out, ok := apijson.IntOrStringValue(v)
+			if !ok {
+				return nil, typeError(path, "a 32-bit integer or a string", v)
+			}
+			return out, nil
+		}
 		obj, ok := v.(map[string]any)
 		if !ok {
 			return nil, typeError(path, "an object", v)

@@ -381,12 +381,12 @@ func (d *describer) service(s *kplanev1.Service, ep *kplanev1.Endpoints) {
 		if proto == "" {
 			proto = "TCP"
 		}
-		target := p.GetTargetPort()
-		if target == 0 {
-			target = p.GetPort()
+		target := p.GetTargetPort().Text()
+		if p.GetTargetPort() == nil {
+			target = fmt.Sprint(p.GetPort())
 		}
 		d.line(0, "Port", "%s  %d/%s", orNone(p.GetName()), p.GetPort(), proto)
-		d.line(0, "TargetPort", "%d/%s", target, proto)
+		d.line(0, "TargetPort", "%s/%s", target, proto)
 		if p.GetNodePort() != 0 {
 			d.line(0, "NodePort", "%s  %d/%s", orNone(p.GetName()), p.GetNodePort(), proto)
 		}

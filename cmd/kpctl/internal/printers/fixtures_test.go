@@ -142,7 +142,7 @@ func fixtures() map[string][]*kplanev1.Object {
 			kplanev1.MustWrap(&kplanev1.Service{
 				Metadata: meta("default", "web", 24*time.Hour),
 				Spec: &kplanev1.ServiceSpec{Type: "ClusterIP", ClusterIp: "10.96.0.12", Selector: map[string]string{"app": "web"},
-					Ports: []*kplanev1.ServicePort{{Name: "http", Port: 80, TargetPort: 8080, Protocol: "TCP"}, {Name: "dns", Port: 53, Protocol: "UDP"}}},
+					Ports: []*kplanev1.ServicePort{{Name: "http", Port: 80, TargetPort: kplanev1.IntOrStringFromInt32(8080), Protocol: "TCP"}, {Name: "dns", Port: 53, Protocol: "UDP"}}},
 			}),
 			kplanev1.MustWrap(&kplanev1.Service{
 				Metadata: meta("default", "edge", time.Hour),

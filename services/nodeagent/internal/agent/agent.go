@@ -526,7 +526,7 @@ func (a *Agent) probe(ctx context.Context, pod *kplanev1.Pod, c *kplanev1.Contai
 		return ps.ready
 	}
 	dir := a.exec.containerDir(pod.GetMetadata().GetUid(), c.GetName())
-	err := runProbe(ctx, p, probeTarget{PodIP: ip, Dir: dir, Env: containerEnv(pod, c, ip, dir)})
+	err := runProbe(ctx, p, probeTarget{Container: c, PodIP: ip, Dir: dir, Env: containerEnv(pod, c, ip, dir)})
 	was := ps.ready
 	ps.record(p, err == nil, time.Now())
 	if was != ps.ready {

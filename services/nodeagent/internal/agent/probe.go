@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kplane/kplane/pkg/apiutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
@@ -24,9 +25,11 @@ type prober func(ctx context.Context, p *kplanev1.Probe, target probeTarget) err
 
 // probeTarget is where a probe runs.
 type probeTarget struct {
-	PodIP string
-	Dir   string
-	Env   []string
+	// Container's ports resolve a probe port given by name.
+	Container *kplanev1.Container
+	PodIP     string
+	Dir       string
+	Env       []string
 }
 
 // probeState is the readiness of one run (attempt) of a container.
@@ -108,7 +111,11 @@ func runProbe(ctx context.Context, p *kplanev1.Probe, target probeTarget) error 
 		if host == "" {
 			host = target.PodIP
 		}
-		addr := net.JoinHostPort(host, strconv.Itoa(int(p.GetTcpSocket().GetPort())))
+		port, err := apiutil.ContainerPort(target.Container, p.GetTcpSocket().GetPort())
+		if err != nil {
+			return fmt.Errorf("tcp probe: %w", err)
+		}
+		addr := net.JoinHostPort(host, strconv.Itoa(int(port)))
 		var d net.Dialer
 		conn, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {

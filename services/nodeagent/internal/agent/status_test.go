@@ -272,16 +272,19 @@ func TestRunProbe(t *testing.T) {
 		p    *kplanev1.Probe
 		ok   bool
 	}{
-		{"tcp open", &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: port}}, true},
-		{"tcp closed", &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: closedPort}}, false},
+		{"tcp open", &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: kplanev1.IntOrStringFromInt32(port)}}, true},
+		{"tcp closed", &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: kplanev1.IntOrStringFromInt32(closedPort)}}, false},
+		{"tcp by port name", &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: kplanev1.IntOrStringFromString("http")}}, true},
+		{"tcp by unknown port name", &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: kplanev1.IntOrStringFromString("admin")}}, false},
 		{"exec true", &kplanev1.Probe{Exec: &kplanev1.ExecAction{Command: []string{"true"}}}, true},
 		{"exec false", &kplanev1.Probe{Exec: &kplanev1.ExecAction{Command: []string{"false"}}}, false},
 		{"exec sees env", &kplanev1.Probe{Exec: &kplanev1.ExecAction{Command: []string{"sh", "-c", `test "$KPLANE_POD_IP" = 127.0.0.1`}}}, true},
 		{"exec missing", &kplanev1.Probe{Exec: &kplanev1.ExecAction{Command: []string{"/nonexistent/x"}}}, false},
-		{"http unsupported", &kplanev1.Probe{HttpGet: &kplanev1.HTTPGetAction{Port: port}}, false},
+		{"http unsupported", &kplanev1.Probe{HttpGet: &kplanev1.HTTPGetAction{Port: kplanev1.IntOrStringFromInt32(port)}}, false},
 		{"no handler", &kplanev1.Probe{}, false},
 	}
-	target := probeTarget{PodIP: "127.0.0.1", Dir: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin", "KPLANE_POD_IP=127.0.0.1"}}
+	ctr := &kplanev1.Container{Name: "c", Ports: []*kplanev1.ContainerPort{{Name: "http", ContainerPort: port}}}
+	target := probeTarget{Container: ctr, PodIP: "127.0.0.1", Dir: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin", "KPLANE_POD_IP=127.0.0.1"}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			err := runProbe(context.Background(), tc.p, target)
