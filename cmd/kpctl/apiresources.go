@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
@@ -20,12 +19,12 @@ var apiResourcesCommand = &command{
 			if len(args) > 0 {
 				return fmt.Errorf("unexpected arguments %q", args)
 			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 8, 3, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSHORTNAMES\tAPIVERSION\tNAMESPACED\tKIND")
+			tw := newColumns(e.stdout)
+			tw.println("NAME\tSHORTNAMES\tAPIVERSION\tNAMESPACED\tKIND")
 			for _, k := range kplanev1.Kinds() {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\n", kinds.Plural(k.Name), strings.Join(kinds.ShortNames(k.Name), ","), kinds.APIVersion(k.Name), k.Namespaced, k.Name)
+				tw.printf("%s\t%s\t%s\t%t\t%s\n", kinds.Plural(k.Name), strings.Join(kinds.ShortNames(k.Name), ","), kinds.APIVersion(k.Name), k.Namespaced, k.Name)
 			}
-			return tw.Flush()
+			return tw.flush()
 		}
 	},
 }

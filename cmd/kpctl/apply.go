@@ -84,7 +84,7 @@ func (w *writer) run(ctx context.Context, e *env, g *globals, args []string, app
 	}
 	if w.dryRun == "client" {
 		for _, d := range docs {
-			fmt.Fprintf(e.stdout, "%s valid (dry run)\n", kinds.Ref(d.Object.KindName(), d.Object.Meta().GetName()))
+			e.stdout.printf("%s valid (dry run)\n", kinds.Ref(d.Object.KindName(), d.Object.Meta().GetName()))
 		}
 		return nil
 	}
@@ -114,7 +114,7 @@ func (w *writer) run(ctx context.Context, e *env, g *globals, args []string, app
 			failed = append(failed, fmt.Errorf("%s (%s): %w", d.Where(), kinds.Ref(d.Object.KindName(), d.Object.Meta().GetName()), err))
 			continue
 		}
-		fmt.Fprintf(e.stdout, "%s %s\n", kinds.Ref(d.Object.KindName(), name), action)
+		e.stdout.printf("%s %s\n", kinds.Ref(d.Object.KindName(), name), action)
 	}
 	return report(e, failed)
 }
@@ -129,7 +129,7 @@ func report(e *env, errs []error) error {
 		return errs[0]
 	}
 	for _, err := range errs {
-		fmt.Fprintf(e.stderr, "error: %s\n", err)
+		e.stderr.printf("error: %s\n", err)
 	}
 	return errSilent
 }

@@ -79,9 +79,9 @@ func setUnschedulable(ctx context.Context, e *env, g *globals, args []string, wa
 		return fmt.Errorf("node/%s: %w", name, err)
 	}
 	if !changed {
-		fmt.Fprintf(e.stdout, "node/%s already %s\n", name, verb)
+		e.stdout.printf("node/%s already %s\n", name, verb)
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "node/%s %s\n", name, verb)
+	e.stdout.printf("node/%s %s\n", name, verb)
 	return nil
 }

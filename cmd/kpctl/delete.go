@@ -132,7 +132,7 @@ func (o *deleteOptions) run(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		if len(objs) == 0 {
-			fmt.Fprint(e.stderr, noResourcesFound(kind, ns))
+			e.stderr.print(noResourcesFound(kind, ns))
 			return nil
 		}
 		for _, obj := range objs {
@@ -153,7 +153,7 @@ func (o *deleteOptions) run(ctx context.Context, e *env, args []string) error {
 		case err != nil:
 			failed = append(failed, err)
 		default:
-			fmt.Fprintf(e.stdout, "%s %q deleted\n", strings.ToLower(v.kind.Name), v.name)
+			e.stdout.printf("%s %q deleted\n", strings.ToLower(v.kind.Name), v.name)
 		}
 	}
 	return report(e, failed)

@@ -44,7 +44,7 @@ var describeCommand = &command{
 					return err
 				}
 				if len(objs) == 0 {
-					fmt.Fprint(e.stderr, noResourcesFound(kind, ns))
+					e.stderr.print(noResourcesFound(kind, ns))
 				}
 			}
 			for _, t := range targets {
@@ -57,7 +57,7 @@ var describeCommand = &command{
 			}
 			for i, obj := range objs {
 				if i > 0 {
-					fmt.Fprintln(e.stdout)
+					e.stdout.println()
 				}
 				rel, err := related(ctx, a, obj)
 				if err != nil {

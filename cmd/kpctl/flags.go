@@ -7,7 +7,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/kplane/kplane/pkg/client"
 )
@@ -72,8 +71,9 @@ func (f *flagSet) parseInterspersed(args []string, stopAtFirst bool) ([]string, 
 	}
 }
 
-// printDefaults lists the flags as "-n, --namespace string   usage".
-func (f *flagSet) printDefaults(w io.Writer) {
+// printDefaults lists the flags as "-n, --namespace string   usage"; a
+// failed write sticks in w.
+func (f *flagSet) printDefaults(w *output) {
 	aliases := map[string]bool{}
 	for _, s := range f.short {
 		aliases[s] = true
@@ -102,11 +102,11 @@ func (f *flagSet) printDefaults(w io.Writer) {
 	sort.Slice(lines, func(i, j int) bool {
 		return strings.TrimLeft(lines[i][0], " -") < strings.TrimLeft(lines[j][0], " -")
 	})
-	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	tw := newColumns(w)
 	for _, l := range lines {
-		fmt.Fprintf(tw, "  %s\t%s\n", l[0], l[1])
+		tw.printf("  %s\t%s\n", l[0], l[1])
 	}
-	tw.Flush()
+	_ = tw.flush() // the error is w's, which keeps it
 }
 
 // stringList is a repeatable string flag (-f a.yaml -f b.yaml).

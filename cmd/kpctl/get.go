@@ -103,7 +103,7 @@ func (o *getOptions) run(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		if len(objs) == 0 && o.output != "yaml" && o.output != "json" {
-			fmt.Fprint(e.stderr, noResourcesFound(kind, ns))
+			e.stderr.print(noResourcesFound(kind, ns))
 			return nil
 		}
 		p.withNamespace = o.allNamespaces && kind.Namespaced
@@ -192,9 +192,9 @@ func (p *objectPrinter) print(kind string, objs []*kplanev1.Object, asList bool)
 		return manifest.WriteJSON(w, objs, asList)
 	case "name":
 		for _, obj := range objs {
-			fmt.Fprintln(w, kinds.Ref(obj.KindName(), obj.Meta().GetName()))
+			w.println(kinds.Ref(obj.KindName(), obj.Meta().GetName()))
 		}
-		return nil
+		return w.err
 	default:
 		return printers.Table(w, kind, objs, p.tableOptions())
 	}
@@ -219,7 +219,7 @@ func (p *objectPrinter) printMixed(objs []*kplanev1.Object, asList bool) error {
 			continue
 		}
 		if start > 0 {
-			fmt.Fprintln(p.e.stdout)
+			p.e.stdout.println()
 		}
 		if err := p.print(objs[start].KindName(), objs[start:i], false); err != nil {
 			return err
@@ -243,7 +243,7 @@ func (p *objectPrinter) stream(kind string, objs []*kplanev1.Object) error {
 		switch p.output {
 		case "yaml":
 			if p.streamed > 0 {
-				fmt.Fprintln(p.e.stdout, "---")
+				p.e.stdout.println("---")
 			}
 			err = manifest.WriteYAML(p.e.stdout, []*kplanev1.Object{obj}, false)
 		case "json":

@@ -125,9 +125,9 @@ func metaCommand(fs *flagSet, g *globals, noun, verb string, field func(*kplanev
 			case err != nil:
 				failed = append(failed, fmt.Errorf("%s: %w", ref, err))
 			case changed:
-				fmt.Fprintf(e.stdout, "%s %s\n", ref, verb)
+				e.stdout.printf("%s %s\n", ref, verb)
 			default:
-				fmt.Fprintf(e.stdout, "%s not %s\n", ref, verb)
+				e.stdout.printf("%s not %s\n", ref, verb)
 			}
 		}
 		return report(e, failed)

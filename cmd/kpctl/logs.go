@@ -92,7 +92,8 @@ var logsCommand = &command{
 			if err != nil {
 				return fmt.Errorf("node agent on %s: %w", nodeName, err)
 			}
-			defer resp.Body.Close()
+			// Only read: a failed Close loses nothing.
+			defer func() { _ = resp.Body.Close() }()
 			if resp.StatusCode != http.StatusOK {
 				b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 				return fmt.Errorf("node agent on %s: %s", nodeName, strings.TrimSpace(string(b)))

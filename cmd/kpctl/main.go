@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 )
 
@@ -20,8 +19,8 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], &env{
 		stdin:  os.Stdin,
-		stdout: os.Stdout,
-		stderr: os.Stderr,
+		stdout: newOutput(os.Stdout),
+		stderr: newOutput(os.Stderr),
 		getenv: os.Getenv,
 		now:    time.Now,
 	})
@@ -32,8 +31,10 @@ func main() {
 // env is everything a command touches outside its arguments, so tests can
 // run commands in-process with captured output and a fixed clock.
 type env struct {
-	stdin          io.Reader
-	stdout, stderr io.Writer
+	stdin io.Reader
+	// stdout and stderr keep their first write error: run fails when
+	// stdout lost output, however the command ended.
+	stdout, stderr *output
 	getenv         func(string) string
 	now            func() time.Time
 }
@@ -68,6 +69,18 @@ func run(ctx context.Context, args []string, e *env) (code int) {
 			code = fail(e, fmt.Errorf("internal error: %v", r))
 		}
 	}()
+	code = dispatch(ctx, args, e)
+	if err := e.stdout.err; err != nil && code == 0 {
+		// The command did its work, but what it printed did not all
+		// arrive (a closed pipe, a full disk): a script reading it must
+		// not take the partial output for the whole.
+		code = fail(e, fmt.Errorf("writing output: %w", err))
+	}
+	return code
+}
+
+// dispatch parses the global flags and the command's, and runs it.
+func dispatch(ctx context.Context, args []string, e *env) int {
 	g := newGlobals(e.getenv)
 	root := newFlagSet("kpctl")
 	g.register(root)
@@ -103,6 +116,11 @@ func run(ctx context.Context, args []string, e *env) (code int) {
 		return fail(e, fmt.Errorf("%w (see 'kpctl %s --help')", err, cmd.name))
 	}
 	if err := body(ctx, e, pos); err != nil {
+		if werr := e.stdout.err; werr != nil && errors.Is(err, werr) {
+			// The command stopped because stdout failed: say so in the
+			// same words as when it finished first (see run).
+			return fail(e, fmt.Errorf("writing output: %w", werr))
+		}
 		if errors.Is(err, errSilent) {
 			return 1
 		}
@@ -114,8 +132,10 @@ func run(ctx context.Context, args []string, e *env) (code int) {
 	return 0
 }
 
+// fail reports err on stderr and returns exit code 1. A failed write to
+// stderr has nowhere to be reported; the exit code still says it failed.
 func fail(e *env, err error) int {
-	fmt.Fprintf(e.stderr, "error: %s\n", err)
+	e.stderr.printf("error: %s\n", err)
 	return 1
 }
 
@@ -128,34 +148,36 @@ func lookupCommand(name string) *command {
 	return nil
 }
 
-func printRootHelp(w io.Writer, root *flagSet) {
-	fmt.Fprint(w, `kpctl controls a kplane cluster, the way kubectl controls Kubernetes.
+// printRootHelp prints kpctl's help; a failed write sticks in w.
+func printRootHelp(w *output, root *flagSet) {
+	w.print(`kpctl controls a kplane cluster, the way kubectl controls Kubernetes.
 
 Usage:
   kpctl [global flags] COMMAND [flags] [args]
 
 Commands:
 `)
-	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	tw := newColumns(w)
 	for _, c := range commands {
-		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.summary)
+		tw.printf("  %s\t%s\n", c.name, c.summary)
 	}
-	tw.Flush()
-	fmt.Fprint(w, `
+	_ = tw.flush() // the error is w's, which keeps it
+	w.print(`
 Kinds may be named in singular, plural or short form (po, rs, rc, svc, ep,
 no, pv, pvc, sa, ns, sc, ev); see 'kpctl api-resources'.
 
 Global flags (accepted by every command):
 `)
 	root.printDefaults(w)
-	fmt.Fprint(w, "\nRun 'kpctl COMMAND --help' for a command's flags and examples.\n")
+	w.print("\nRun 'kpctl COMMAND --help' for a command's flags and examples.\n")
 }
 
-func printCommandHelp(w io.Writer, c *command, fs *flagSet) {
-	fmt.Fprintf(w, "%s\n\nUsage:\n  kpctl %s %s [flags]\n", c.summary, c.name, c.usage)
+// printCommandHelp prints one command's help; a failed write sticks in w.
+func printCommandHelp(w *output, c *command, fs *flagSet) {
+	w.printf("%s\n\nUsage:\n  kpctl %s %s [flags]\n", c.summary, c.name, c.usage)
 	if c.example != "" {
-		fmt.Fprintf(w, "\nExamples:\n%s\n", strings.TrimRight(c.example, "\n"))
+		w.printf("\nExamples:\n%s\n", strings.TrimRight(c.example, "\n"))
 	}
-	fmt.Fprint(w, "\nFlags:\n")
+	w.print("\nFlags:\n")
 	fs.printDefaults(w)
 }

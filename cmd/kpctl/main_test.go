@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"path/filepath"
 	"strings"
@@ -29,8 +30,8 @@ func kpctl(ctx context.Context, server, stdin string, args ...string) result {
 func runWith(ctx context.Context, server, stdin string, out, errOut *testutil.SyncBuffer, args ...string) int {
 	return run(ctx, args, &env{
 		stdin:  strings.NewReader(stdin),
-		stdout: out,
-		stderr: errOut,
+		stdout: newOutput(out),
+		stderr: newOutput(errOut),
 		getenv: func(k string) string {
 			if k == "KPLANE_SERVER" {
 				return server
@@ -185,5 +186,52 @@ func TestGlobalFlagsBeforeCommandSurvive(t *testing.T) {
 	}
 	if g.server != "h:1" || g.ns() != "a" || g.token != "from-env" {
 		t.Errorf("server %q, namespace %q, token %q", g.server, g.ns(), g.token)
+	}
+}
+
+// failingWriter accepts limit bytes, then fails every write, as a pipe does
+// once its reader has gone.
+type failingWriter struct{ limit int }
+
+var errBrokenPipe = errors.New("broken pipe")
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if len(p) > w.limit {
+		n := w.limit
+		w.limit = 0
+		return n, errBrokenPipe
+	}
+	w.limit -= len(p)
+	return len(p), nil
+}
+
+// TestFailedOutputFails checks that a command whose output did not all
+// arrive exits 1 with one line saying so, whether the command noticed the
+// failed write itself (api-resources flushes its table) or finished first
+// (help, a dry run).
+func TestFailedOutputFails(t *testing.T) {
+	for _, args := range [][]string{
+		{"--help"},
+		{"get", "--help"},
+		{"api-resources"},
+		{"apply", "-f", "../../examples", "--dry-run=client"},
+	} {
+		for _, limit := range []int{0, 100} {
+			var errOut testutil.SyncBuffer
+			code := run(context.Background(), args, &env{
+				stdin:  strings.NewReader(""),
+				stdout: newOutput(&failingWriter{limit: limit}),
+				stderr: newOutput(&errOut),
+				getenv: func(string) string { return "" },
+				now:    time.Now,
+			})
+			if want := "error: writing output: broken pipe\n"; code != 1 || errOut.String() != want {
+				t.Errorf("kpctl %v, stdout failing after %d bytes: exit %d, stderr %q; want exit 1, %q", args, limit, code, errOut.String(), want)
+			}
+		}
+	}
+	// The same commands succeed when stdout works.
+	if r := kpctl(context.Background(), unreachable, "", "api-resources"); r.code != 0 || !strings.Contains(r.stdout, "replicasets") {
+		t.Errorf("api-resources: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }

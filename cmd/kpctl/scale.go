@@ -63,7 +63,7 @@ var scaleCommand = &command{
 					failed = append(failed, fmt.Errorf("%s: %w", kinds.Ref(t.kind.Name, t.name), err))
 					continue
 				}
-				fmt.Fprintf(e.stdout, "%s scaled\n", kinds.Ref(t.kind.Name, t.name))
+				e.stdout.printf("%s scaled\n", kinds.Ref(t.kind.Name, t.name))
 			}
 			return report(e, failed)
 		}

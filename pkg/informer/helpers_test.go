@@ -3,7 +3,6 @@ package informer_test
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -178,12 +177,6 @@ func (r *recorder) snapshot() map[string]string {
 	return out
 }
 
-func (r *recorder) events() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.adds + r.updates + r.deletes
-}
-
 // cacheView is an informer's cache as key -> resourceVersion.
 func cacheView(inf *informer.Informer) map[string]string {
 	out := map[string]string{}
@@ -216,22 +209,6 @@ func equalViews(a, b map[string]string) bool {
 		}
 	}
 	return true
-}
-
-func diffViews(a, b map[string]string) string {
-	var out []string
-	for k, v := range a {
-		if b[k] != v {
-			out = append(out, fmt.Sprintf("%s: %q vs %q", k, v, b[k]))
-		}
-	}
-	for k, v := range b {
-		if _, ok := a[k]; !ok {
-			out = append(out, fmt.Sprintf("%s: missing vs %q", k, v))
-		}
-	}
-	sort.Strings(out)
-	return fmt.Sprint(out)
 }
 
 // runInformer runs inf until the test ends and waits for it to stop.

@@ -410,7 +410,7 @@ func (c *composeStack) checkPodNetwork(kpctl func(args ...string) string, networ
 		t.Fatalf("the Docker host does not reach pn-3 at %s: %v", ips["pn-3"], err)
 	}
 	body, _ := io.ReadAll(r.Body)
-	r.Body.Close()
+	_ = r.Body.Close() // read-only
 	if !strings.Contains(string(body), "hello from pn-3") {
 		t.Fatalf("GET pn-3 from the host: %q", body)
 	}

@@ -35,7 +35,11 @@ func run(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 			return 1
 		}
-		defer os.RemoveAll(tmp)
+		defer func() {
+			if err := os.RemoveAll(tmp); err != nil {
+				fmt.Fprintf(os.Stderr, "e2e: remove %s: %v\n", tmp, err)
+			}
+		}()
 		binDir = tmp
 	}
 	for name, pkg := range binaries {

@@ -256,7 +256,11 @@ func TestNodeAgentExecPods(t *testing.T) {
 	web := c.create("web", "", "Always", func(ctr *kplanev1.Container) {
 		ctr.ReadinessProbe = &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: kplanev1.IntOrStringFromInt32(int32(port))}, PeriodSeconds: 1}
 	}, "sh", "-c", fmt.Sprintf(`exec python3 -u -m http.server %d --bind "$KPLANE_POD_IP"`, port))
+	created := web
 	web = c.waitPod("web", "Running and Ready", func(p *kplanev1.Pod) bool { return naPhase("Running")(p) && naReady(p) })
+	if web.GetMetadata().GetUid() != created.GetMetadata().GetUid() {
+		t.Fatalf("pod web has uid %s, want the created pod's %s", web.GetMetadata().GetUid(), created.GetMetadata().GetUid())
+	}
 	ip := web.GetStatus().GetPodIp()
 	if !strings.HasPrefix(ip, "127.6") || web.GetSpec().GetNodeName() == "" {
 		t.Fatalf("pod IP %q on node %q", ip, web.GetSpec().GetNodeName())
@@ -266,7 +270,7 @@ func TestNodeAgentExecPods(t *testing.T) {
 		t.Fatalf("the pod does not answer on its IP: %v", err)
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close() // read-only
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET / on the pod: %s", resp.Status)
 	}

@@ -162,7 +162,7 @@ func podLog(t *testing.T, c *naCluster, pod string) string {
 	if err != nil {
 		t.Fatalf("logs of %s: %v", pod, err)
 	}
-	defer r.Body.Close()
+	defer func() { _ = r.Body.Close() }() // read-only
 	b, _ := io.ReadAll(r.Body)
 	return string(b)
 }

@@ -129,7 +129,7 @@ func (c *cluster) waitReady(p *launcher.Process, health string) {
 		if err != nil {
 			return fmt.Sprintf("%s /readyz: %v", p.Name(), err)
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close() // only the status is read
 		if resp.StatusCode != http.StatusOK {
 			return fmt.Sprintf("%s /readyz: %d", p.Name(), resp.StatusCode)
 		}

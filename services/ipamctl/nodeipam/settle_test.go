@@ -32,7 +32,12 @@ func TestUnknownWriteOutcomeKeepsTheRange(t *testing.T) {
 	ctx, cancel := context.WithCancel(f.ctx)
 	done := make(chan error, 1)
 	go func() { done <- nodes.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("informer: %v", err)
+		}
+	})
 	c := &ipamController{set: set, nodes: nodes, log: hclog.NewNullLogger(), pending: map[int]pendingInfo{}}
 	if err := nodes.AddIndexers(informer.Indexers{rangeIndex: func(o *kplanev1.Object) []string {
 		var out []string

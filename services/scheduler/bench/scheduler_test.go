@@ -94,7 +94,11 @@ func runPhase(b *testing.B, phase, agentBin string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c.Close()
+	defer func() {
+		if err := c.Close(); err != nil {
+			b.Errorf("close client: %v", err)
+		}
+	}()
 
 	mode := "node agent --runtime fake --fake-nodes 100"
 	stopNodes, err := startAgent(ctx, b, c, srv.Addr(), agentBin)
@@ -221,10 +225,13 @@ func startAgent(ctx context.Context, b *testing.B, c *client.Client, addr, bin s
 	stop := func() {
 		_ = cmd.Process.Signal(os.Interrupt)
 		select {
-		case <-exited:
+		case err := <-exited:
+			if err != nil {
+				b.Logf("node agent exited after the interrupt: %v", err)
+			}
 		case <-time.After(15 * time.Second):
 			cancel()
-			<-exited
+			b.Logf("node agent killed, 15s after the interrupt: %v", <-exited)
 		}
 		cancel()
 	}

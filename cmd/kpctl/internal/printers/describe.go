@@ -28,20 +28,29 @@ type Related struct {
 type describer struct {
 	tw  *tabwriter.Writer
 	now time.Time
+	// err is the first write error; Describe returns it, so the many
+	// printing helpers need not each return one.
+	err error
+}
+
+func (d *describer) printf(format string, args ...any) {
+	if d.err == nil {
+		_, d.err = fmt.Fprintf(d.tw, format, args...)
+	}
 }
 
 func (d *describer) line(level int, key string, format string, args ...any) {
 	indent := strings.Repeat("  ", level)
 	if key == "" {
-		fmt.Fprintf(d.tw, "%s\t"+format+"\n", append([]any{indent}, args...)...)
+		d.printf("%s\t"+format+"\n", append([]any{indent}, args...)...)
 		return
 	}
-	fmt.Fprintf(d.tw, "%s%s:\t"+format+"\n", append([]any{indent, key}, args...)...)
+	d.printf("%s%s:\t"+format+"\n", append([]any{indent, key}, args...)...)
 }
 
 // section starts a heading line without a value, e.g. "Containers:".
 func (d *describer) section(level int, key string) {
-	fmt.Fprintf(d.tw, "%s%s:\n", strings.Repeat("  ", level), key)
+	d.printf("%s%s:\n", strings.Repeat("  ", level), key)
 }
 
 // multi prints one value per line under key, or <none>.
@@ -71,10 +80,10 @@ func (d *describer) table(level int, headers []string, rows [][]string) {
 	for i, h := range headers {
 		rule[i] = strings.Repeat("-", len(h))
 	}
-	fmt.Fprintf(d.tw, "%s%s\n", indent, strings.Join(headers, "\t"))
-	fmt.Fprintf(d.tw, "%s%s\n", indent, strings.Join(rule, "\t"))
+	d.printf("%s%s\n", indent, strings.Join(headers, "\t"))
+	d.printf("%s%s\n", indent, strings.Join(rule, "\t"))
 	for _, r := range rows {
-		fmt.Fprintf(d.tw, "%s%s\n", indent, strings.Join(r, "\t"))
+		d.printf("%s%s\n", indent, strings.Join(r, "\t"))
 	}
 }
 
@@ -158,6 +167,9 @@ func Describe(w io.Writer, obj *kplanev1.Object, rel Related, now time.Time) err
 		}
 	}
 	d.events(rel.Events)
+	if d.err != nil {
+		return d.err
+	}
 	return d.tw.Flush()
 }
 

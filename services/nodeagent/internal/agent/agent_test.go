@@ -149,6 +149,18 @@ func (e *env) createPod(name, node string, mutate func(*kplanev1.Pod), command .
 	return out
 }
 
+// waitCreated is waitPod for the pod createPod returned; it fails when the
+// pod found is a namesake with another UID, whose status would say nothing
+// about the agent's handling of created.
+func (e *env) waitCreated(created *kplanev1.Pod, what string, cond func(*kplanev1.Pod) bool) *kplanev1.Pod {
+	e.t.Helper()
+	p := e.waitPod(created.GetMetadata().GetName(), what, cond)
+	if p.GetMetadata().GetUid() != created.GetMetadata().GetUid() {
+		e.t.Fatalf("pod %s has uid %s, want the created pod's %s", created.GetMetadata().GetName(), p.GetMetadata().GetUid(), created.GetMetadata().GetUid())
+	}
+	return p
+}
+
 // waitPod polls the pod until cond holds and returns it.
 func (e *env) waitPod(name, what string, cond func(*kplanev1.Pod) bool) *kplanev1.Pod {
 	e.t.Helper()
@@ -221,7 +233,7 @@ func TestExecPodRunsAndNodeRegisters(t *testing.T) {
 	e := newEnv(t)
 	e.startAgent("--node-labels", "zone=a,disk=ssd", "--cpu", "3", "--memory", "2Gi")
 	p := e.createPod("web", "node-a", nil, "sh", "-c", `echo "hello from $KPLANE_POD_NAMESPACE/$KPLANE_POD_NAME at $KPLANE_POD_IP"; exec sleep 300`)
-	p = e.waitPod("web", "Running and Ready", func(p *kplanev1.Pod) bool { return phase(kplanev1.PodRunning)(p) && isReady(p) })
+	p = e.waitCreated(p, "Running and Ready", func(p *kplanev1.Pod) bool { return phase(kplanev1.PodRunning)(p) && isReady(p) })
 	st := p.GetStatus()
 	if !strings.HasPrefix(st.GetPodIp(), "127.10.") || st.GetHostIp() != "127.0.0.1" || st.GetStartTime() == nil {
 		t.Fatalf("status addresses: %v", st)
@@ -272,7 +284,7 @@ func TestExecPodRunsAndNodeRegisters(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }() // read-only
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode == 200 && strings.Contains(string(b), want)
 	})
@@ -280,7 +292,7 @@ func TestExecPodRunsAndNodeRegisters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close() // read-only, and only the status is checked
 	if resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("logs of an unknown pod: %d", resp.StatusCode)
 	}
@@ -368,13 +380,13 @@ func TestGracefulDeletion(t *testing.T) {
 	e.startAgent()
 	// Exits on SIGTERM.
 	p := e.createPod("polite", "node-a", nil, "sleep", "300")
-	p = e.waitPod("polite", "Running", phase(kplanev1.PodRunning))
+	p = e.waitCreated(p, "Running", phase(kplanev1.PodRunning))
 	pid := e.containerPid(p, "main")
 	// Ignores SIGTERM (the ignore is inherited by sleep): SIGKILLed after 1s.
 	grace := int64(1)
 	q := e.createPod("stubborn", "node-a", func(p *kplanev1.Pod) { p.Spec.TerminationGracePeriodSeconds = &grace },
 		"sh", "-c", `trap "" TERM; sleep 300`)
-	q = e.waitPod("stubborn", "Running", phase(kplanev1.PodRunning))
+	q = e.waitCreated(q, "Running", phase(kplanev1.PodRunning))
 	qpid := e.containerPid(q, "main")
 
 	for _, name := range []string{"polite", "stubborn"} {
@@ -397,7 +409,7 @@ func TestGracefulDeletion(t *testing.T) {
 
 	// Deleted outright (grace 0): the agent kills the process anyway.
 	r := e.createPod("forced", "node-a", nil, "sleep", "300")
-	r = e.waitPod("forced", "Running", phase(kplanev1.PodRunning))
+	r = e.waitCreated(r, "Running", phase(kplanev1.PodRunning))
 	rpid := e.containerPid(r, "main")
 	zero := int64(0)
 	if _, err := client.For[*kplanev1.Pod](e.api).Delete(e.ctx, "default", "forced", client.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
@@ -415,7 +427,7 @@ func TestReadinessProbe(t *testing.T) {
 			PeriodSeconds: 1, FailureThreshold: 1,
 		}
 	}, "sleep", "300")
-	p = e.waitPod("probed", "Running", phase(kplanev1.PodRunning))
+	p = e.waitCreated(p, "Running", phase(kplanev1.PodRunning))
 	if isReady(p) {
 		t.Fatal("Ready before the probe passed")
 	}
@@ -440,9 +452,9 @@ func TestRestartAdoptsContainers(t *testing.T) {
 	keep := e.createPod("keep", "node-a", nil, "sleep", "300")
 	dies := e.createPod("dies", "node-a", never, "sleep", "300")
 	gone := e.createPod("gone", "node-a", nil, "sleep", "300")
-	keep = e.waitPod("keep", "Running", phase(kplanev1.PodRunning))
-	dies = e.waitPod("dies", "Running", phase(kplanev1.PodRunning))
-	gone = e.waitPod("gone", "Running", phase(kplanev1.PodRunning))
+	keep = e.waitCreated(keep, "Running", phase(kplanev1.PodRunning))
+	dies = e.waitCreated(dies, "Running", phase(kplanev1.PodRunning))
+	gone = e.waitCreated(gone, "Running", phase(kplanev1.PodRunning))
 	keepPid, diesPid, gonePid := e.containerPid(keep, "main"), e.containerPid(dies, "main"), e.containerPid(gone, "main")
 
 	if err := a1.stop(); err != nil {
@@ -560,8 +572,11 @@ func TestFakeRuntimeNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close() // read-only
+	if err != nil {
+		t.Fatalf("read fake logs: %v", err)
+	}
 	if !strings.Contains(string(b), "fake runtime") {
 		t.Fatalf("fake logs: %q", b)
 	}
@@ -615,7 +630,7 @@ func TestLogsAddrInUseNamesTheFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer taken.Close()
+	defer func() { _ = taken.Close() }() // only held to make the port busy
 	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
 	defer cancel()
 	err = runService(ctx, []string{"--apiserver", e.srv.Addr(), "--health-addr", "127.0.0.1:0",

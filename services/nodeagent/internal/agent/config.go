@@ -143,7 +143,8 @@ func hostMemory() string {
 	if err != nil {
 		return "0"
 	}
-	defer f.Close()
+	// Only read: a failed Close loses nothing.
+	defer func() { _ = f.Close() }()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())

@@ -394,7 +394,9 @@ func (r *execRuntime) StartContainer(_ context.Context, pod *kplanev1.Pod, spec 
 	if err != nil {
 		return fmt.Errorf("open container log: %w", err)
 	}
-	defer logf.Close()
+	// The shim gets its own descriptor and does the writing; the agent
+	// never writes through this one, so its Close has nothing to lose.
+	defer func() { _ = logf.Close() }()
 	args := append([]string{shim.Command, "--exit-file", c.exitFile(attempt), "--pid-file", c.pidFile(attempt),
 		"--log-file", logPath, "--dir", workDir, "--"}, argv...)
 	cmd := exec.Command(r.shim, args...)
@@ -600,7 +602,8 @@ func (r *execRuntime) Logs(ctx context.Context, pod *kplanev1.Pod, container str
 		}
 		return fmt.Errorf("open log: %w", err)
 	}
-	defer f.Close()
+	// Only read: a failed Close loses nothing.
+	defer func() { _ = f.Close() }()
 	flush := func() {
 		if fl, ok := w.(interface{ Flush() }); ok {
 			fl.Flush()

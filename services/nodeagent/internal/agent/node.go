@@ -259,7 +259,8 @@ func osImage() string {
 	if err != nil {
 		return runtime.GOOS
 	}
-	defer f.Close()
+	// Only read: a failed Close loses nothing.
+	defer func() { _ = f.Close() }()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), "PRETTY_NAME="); ok {

@@ -20,9 +20,6 @@ const (
 	defaultFailureThreshh = 3
 )
 
-// prober runs one probe and reports success.
-type prober func(ctx context.Context, p *kplanev1.Probe, target probeTarget) error
-
 // probeTarget is where a probe runs.
 type probeTarget struct {
 	// Container's ports resolve a probe port given by name.

@@ -263,10 +263,16 @@ func TestRunProbe(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := int32(lis.Addr().(*net.TCPAddr).Port)
-	closed, _ := net.Listen("tcp", "127.0.0.1:0")
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	closedPort := int32(closed.Addr().(*net.TCPAddr).Port)
-	closed.Close()
-	defer lis.Close()
+	// The port must really be closed for the probe against it to fail.
+	if err := closed.Close(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lis.Close() }() // the test is over; nothing to check
 	tests := []struct {
 		name string
 		p    *kplanev1.Probe

@@ -24,8 +24,8 @@ func inNewNetns(t *testing.T, fn func()) {
 	if err != nil {
 		t.Skipf("read the network namespace: %v", err)
 	}
-	defer orig.Close()
-	ns, err := netns.New() // also switches this thread into it
+	defer func() { _ = orig.Close() }() // a handle on the namespace, never written
+	ns, err := netns.New()              // also switches this thread into it
 	if err != nil {
 		t.Skipf("cannot create a network namespace (needs CAP_SYS_ADMIN): %v", err)
 	}
@@ -33,7 +33,9 @@ func inNewNetns(t *testing.T, fn func()) {
 		if err := netns.Set(orig); err != nil {
 			t.Fatalf("restore the network namespace: %v", err)
 		}
-		ns.Close()
+		if err := ns.Close(); err != nil {
+			t.Errorf("close the test network namespace: %v", err)
+		}
 	}()
 	fn()
 }

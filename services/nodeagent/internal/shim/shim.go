@@ -97,18 +97,20 @@ func run(cmdArgs []string, dir, logPath, pidPath string) ExitInfo {
 	if err != nil {
 		return fail(fmt.Errorf("open log: %w", err))
 	}
-	defer logf.Close()
+	// The container writes through its own descriptor; the shim's two
+	// notes below are best effort, as the exit file carries the error.
+	defer func() { _ = logf.Close() }()
 	cmd := exec.Command(cmdArgs[0], cmdArgs[1:]...)
 	cmd.Dir = dir
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(logf, "failed to start container: %v\n", err)
+		_, _ = fmt.Fprintf(logf, "failed to start container: %v\n", err)
 		return fail(fmt.Errorf("start %s: %w", cmdArgs[0], err))
 	}
 	start = time.Now()
 	if err := writeJSON(pidPath, PidInfo{ShimPid: os.Getpid(), Pid: cmd.Process.Pid, StartedAt: start}); err != nil {
-		fmt.Fprintf(logf, "failed to record pid: %v\n", err)
+		_, _ = fmt.Fprintf(logf, "failed to record pid: %v\n", err)
 	}
 	werr := cmd.Wait()
 	out := ExitInfo{StartedAt: start, FinishedAt: time.Now()}

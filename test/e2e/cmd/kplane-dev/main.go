@@ -56,12 +56,16 @@ func run() error {
 		return fmt.Errorf("start: %w", err)
 	}
 	o = s.Options()
+	// The table is buffered until Flush, which returns any write error;
+	// a terminal that cannot be written to is only a reason to say so.
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROCESS\tPID\tHEALTH\tLOG")
+	_, _ = fmt.Fprintln(tw, "PROCESS\tPID\tHEALTH\tLOG")
 	for _, svc := range s.Services() {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", svc.Name, svc.Process().Pid(), svc.HealthAddr, svc.Process().LogPath())
+		_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", svc.Name, svc.Process().Pid(), svc.HealthAddr, svc.Process().LogPath())
 	}
-	_ = tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("print the process table: %w", err)
+	}
 	fmt.Printf("\napiserver on %s (etcd in %s/apiserver)\n", s.APIAddr(), o.DataDir)
 	fmt.Printf("try: bin/kpctl --server %s get nodes; bin/kpctl get leases -n kplane-system\n", s.APIAddr())
 	fmt.Println("Ctrl-C stops everything.")

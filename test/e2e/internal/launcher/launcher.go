@@ -78,7 +78,9 @@ func (p *Process) start() error {
 	if err != nil {
 		return fmt.Errorf("%s: open log: %w", p.cfg.Name, err)
 	}
-	fmt.Fprintf(logf, "==== launcher: starting %s %v at %s\n", p.cfg.Binary, p.cfg.Args, time.Now().Format(time.RFC3339Nano))
+	// The marker lines are best effort: the process's own output is what
+	// the log is for, and a failing log file fails the process's writes too.
+	_, _ = fmt.Fprintf(logf, "==== launcher: starting %s %v at %s\n", p.cfg.Binary, p.cfg.Args, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(p.cfg.Binary, p.cfg.Args...)
 	cmd.Env = append(os.Environ(), p.cfg.Env...)
 	cmd.Stdout = logf
@@ -99,7 +101,7 @@ func (p *Process) start() error {
 		p.mu.Lock()
 		p.err = err
 		p.mu.Unlock()
-		fmt.Fprintf(logf, "==== launcher: %s exited: %v\n", p.cfg.Name, exitText(err))
+		_, _ = fmt.Fprintf(logf, "==== launcher: %s exited: %v\n", p.cfg.Name, exitText(err))
 		_ = logf.Close()
 		close(done)
 	}()
@@ -171,7 +173,7 @@ func (p *Process) WaitHealthy(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%s: dial %s: %w", p.cfg.Name, p.cfg.HealthAddr, err)
 		}
-		defer conn.Close()
+		defer func() { _ = conn.Close() }() // the check is over; nothing to flush
 		hc := healthpb.NewHealthClient(conn)
 		check = func(ctx context.Context) error {
 			resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
@@ -222,7 +224,7 @@ func checkHTTP(ctx context.Context, client *http.Client, url string) error {
 		return err
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-	resp.Body.Close()
+	_ = resp.Body.Close() // read-only
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
