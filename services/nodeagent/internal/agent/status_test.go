@@ -364,7 +364,7 @@ func TestLatestComparesRevisions(t *testing.T) {
 		t.Fatal("the written copy is kept after the cache passed it")
 	}
 	a.written["u1"] = at("x7")
-	if _, err := a.latest(at("12")); err == nil || !strings.Contains(err.Error(), `resourceVersion "x7" is not a revision`) {
+	if _, err := a.latest(at("12")); err == nil || !strings.Contains(err.Error(), `resourceVersion "x7": must be a non-negative integer`) {
 		t.Fatalf("unparsable written resourceVersion: %v, want an error naming it", err)
 	}
 	if got, err := a.latest(at("12")); err != nil || got.GetMetadata().GetResourceVersion() != "12" {
