@@ -50,7 +50,7 @@ test: build busybox
 lint: tools
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
-	golangci-lint run $(addsuffix /...,$(addprefix ./,$(MODULES)))
+	golangci-lint run --allow-parallel-runners $(addsuffix /...,$(addprefix ./,$(MODULES)))
 	cd proto && buf lint
 
 tools:
