@@ -442,8 +442,11 @@ func (c *composeStack) checkPodNetwork(kpctl func(args ...string) string, networ
 func (c *composeStack) checkServiceProxy(kpctl func(args ...string) string) {
 	t := c.t
 	for i := 1; i <= 3; i++ {
-		ids := c.containers(fmt.Sprintf("proxy-%d", i))
-		c.eventually(fmt.Sprintf("proxy-%d healthy", i), 2*time.Minute, func() bool { return len(ids) == 1 && c.healthy(ids[0]) })
+		name := fmt.Sprintf("proxy-%d", i)
+		c.eventually(name+" healthy", 2*time.Minute, func() bool {
+			ids := c.containers(name)
+			return len(ids) == 1 && c.healthy(ids[0])
+		})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
