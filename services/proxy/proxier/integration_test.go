@@ -25,7 +25,7 @@ import (
 const wait = 30 * time.Second
 
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	api   kplanev1.ResourcesClient
 	proxy *proxy
@@ -33,7 +33,7 @@ type fixture struct {
 
 // newFixture runs a test apiserver and one proxy against it (nodePorts on
 // 127.0.0.1).
-func newFixture(t *testing.T, args ...string) *fixture {
+func newFixture(t testing.TB, args ...string) *fixture {
 	t.Helper()
 	srv := testserver.Start(t)
 	svc, p := newService()
