@@ -486,7 +486,7 @@ func (c *composeStack) checkServiceProxy(kpctl func(args ...string) string) {
 	const clusterIP = "127.16.0.100"
 	svc := kplanev1.MustWrap(&kplanev1.Service{
 		Metadata: &kplanev1.ObjectMeta{Name: "hello", Namespace: "default"},
-		Spec: &kplanev1.ServiceSpec{ClusterIp: clusterIP, Ports: []*kplanev1.ServicePort{{Name: "http", Port: 80, TargetPort: 8080}}},
+		Spec:     &kplanev1.ServiceSpec{ClusterIp: clusterIP, Ports: []*kplanev1.ServicePort{{Name: "http", Port: 80, TargetPort: 8080}}},
 	})
 	for _, o := range []*kplanev1.Object{svc, kplanev1.MustWrap(ep)} {
 		if _, err := c.api.Create(ctx, &kplanev1.CreateRequest{Object: o}); err != nil {

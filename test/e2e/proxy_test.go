@@ -67,8 +67,10 @@ func TestProxyClusterIP(t *testing.T) {
 		if err != nil {
 			return "", err
 		}
-		defer r.Body.Close()
 		b, err := io.ReadAll(r.Body)
+		if cerr := r.Body.Close(); err == nil {
+			err = cerr
+		}
 		return strings.TrimSpace(string(b)), err
 	}
 	c.eventually("the proxy serves "+addr, func() bool {

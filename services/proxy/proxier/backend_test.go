@@ -177,6 +177,9 @@ func freePort(t testing.TB, ip string) int32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return int32(ln.Addr().(*net.TCPAddr).Port)
+	port := int32(ln.Addr().(*net.TCPAddr).Port)
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return port
 }

@@ -208,16 +208,16 @@ func BenchmarkProxy(b *testing.B) {
 	for range b.N {
 		results := runProxyBench(b, *benchClients, *benchDuration)
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "workload\tpath\treq/s\tMB/s\tp50\tp99\terrors\t\n")
+		_, _ = fmt.Fprintf(tw, "workload\tpath\treq/s\tMB/s\tp50\tp99\terrors\t\n")
 		for _, r := range results {
 			for _, row := range []struct {
 				name string
 				p    *phase
 			}{{"direct", &r.direct}, {"clusterIP", &r.proxed}} {
-				fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%v\t%v\t%d\t\n", r.w.name, row.name, row.p.rate(), row.p.mbps(),
+				_, _ = fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%v\t%v\t%d\t\n", r.w.name, row.name, row.p.rate(), row.p.mbps(),
 					row.p.quantile(0.5).Round(time.Microsecond), row.p.quantile(0.99).Round(time.Microsecond), row.p.errors)
 			}
-			fmt.Fprintf(tw, "%s\tratio\t%.2f\t%.2f\tx%.2f\tx%.2f\t\t\n", r.w.name, r.proxed.rate()/r.direct.rate(), r.proxed.mbps()/r.direct.mbps(),
+			_, _ = fmt.Fprintf(tw, "%s\tratio\t%.2f\t%.2f\tx%.2f\tx%.2f\t\t\n", r.w.name, r.proxed.rate()/r.direct.rate(), r.proxed.mbps()/r.direct.mbps(),
 				float64(r.proxed.quantile(0.5))/float64(r.direct.quantile(0.5)), float64(r.proxed.quantile(0.99))/float64(r.direct.quantile(0.99)))
 		}
 		_ = tw.Flush()

@@ -179,7 +179,7 @@ func TestProxyServesAService(t *testing.T) {
 	// endpoint.
 	next := proto.Clone(svc).(*kplanev1.Object)
 	next.GetService().Spec.SessionAffinity = kplanev1.ServiceAffinityClientIP
-	svc = f.update(next)
+	f.update(next)
 	testutil.Eventually(t, wait, "10 connections in a row reach one endpoint", func() bool {
 		got, err := whoAnswers(addr, 10)
 		return err == nil && len(counts(got)) == 1
