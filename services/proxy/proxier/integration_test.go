@@ -317,6 +317,9 @@ func sorted(s ...string) []string {
 // failed connection.
 func TestProxySkipsADeadEndpoint(t *testing.T) {
 	f := newFixture(t, "--dial-timeout", "2s")
+	if got := f.proxy.proxier.dialTimeout; got != 2*time.Second {
+		t.Fatalf("--dial-timeout 2s gave a dial timeout of %v", got)
+	}
 	a, dead := startBackend(t, "a"), startBackend(t, "dead")
 	dead.close()
 	ip := randomClusterIP().String()
