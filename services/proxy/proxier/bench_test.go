@@ -20,7 +20,7 @@ import (
 )
 
 var (
-	benchDuration = flag.Duration("proxy-bench-duration", 3*time.Second, "BenchmarkProxy: length of each measured phase")
+	benchDuration = flag.Duration("proxy-bench-duration", 3*time.Second, "BenchmarkProxy: time spent on each path per workload")
 	benchClients  = flag.Int("proxy-bench-clients", 16, "BenchmarkProxy: concurrent clients")
 )
 
@@ -148,18 +148,22 @@ type benchResult struct {
 	direct, proxed phase
 }
 
+// benchRounds alternate the two paths within a workload.
+const benchRounds = 4
+
 // runProxyBench serves backends through a Service on a running proxy and
 // runs every workload straight to the backends and through the
-// clusterIP, interleaved (direct, proxied, direct, proxied) so that a
-// noisy neighbour on the machine hits both alike.
+// clusterIP, alternating benchRounds times (direct, proxied, direct,
+// ...) so that a noisy neighbour on the machine hits both alike; d is
+// each path's total time per workload.
 func runProxyBench(t testing.TB, clients int, d time.Duration) []benchResult {
 	addr := benchService(t)
 	var out []benchResult
 	for _, w := range workloads {
 		r := benchResult{w: w}
-		for range 2 {
-			r.direct.add(w.run(addr.backends, clients, d/2))
-			r.proxed.add(w.run([]string{addr.clusterIP}, clients, d/2))
+		for range benchRounds {
+			r.direct.add(w.run(addr.backends, clients, d/benchRounds))
+			r.proxed.add(w.run([]string{addr.clusterIP}, clients, d/benchRounds))
 		}
 		out = append(out, r)
 	}
