@@ -2,12 +2,14 @@ package proxier
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"sync"
@@ -17,11 +19,13 @@ import (
 
 	"github.com/kplane/kplane/pkg/testutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+	"github.com/kplane/kplane/services/apiserver/testserver"
 )
 
 var (
 	benchDuration = flag.Duration("proxy-bench-duration", 3*time.Second, "BenchmarkProxy: time spent on each path per workload")
 	benchClients  = flag.Int("proxy-bench-clients", 16, "BenchmarkProxy: concurrent clients")
+	benchBinary   = flag.String("proxy-bench-binary", "", "BenchmarkProxy: run this proxy binary (bin/proxy) as its own process rather than the proxy in-process")
 )
 
 // bigBody is what GET /big answers: a bulk transfer, where splice counts.
@@ -178,7 +182,12 @@ type benchAddrs struct {
 // benchService starts an apiserver, a proxy, three HTTP backends and a
 // Service over them, and waits until the proxy serves it.
 func benchService(t testing.TB) benchAddrs {
-	f := newFixture(t, "--log-level", "error")
+	var f *fixture
+	if *benchBinary == "" {
+		f = newFixture(t, "--log-level", "error")
+	} else {
+		f = externalProxy(t, *benchBinary)
+	}
 	backends := httpBackends(t, 3)
 	ip := randomClusterIP().String()
 	port := freePort(t, ip)
@@ -205,6 +214,25 @@ func benchService(t testing.TB) benchAddrs {
 	return benchAddrs{clusterIP: addr, backends: backends}
 }
 
+// externalProxy starts a test apiserver and binary (bin/proxy) as a
+// process against it; the process is killed when the test ends.
+func externalProxy(t testing.TB, binary string) *fixture {
+	t.Helper()
+	srv := testserver.Start(t)
+	cmd := exec.Command(binary, "--apiserver", srv.Addr(), "--health-addr", "", "--log-level", "error")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", binary, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill() // the process's exit status does not matter here
+		_ = cmd.Wait()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return &fixture{t: t, ctx: ctx, api: srv.Client()}
+}
+
 // BenchmarkProxy prints requests/s, p50/p99 latency and MB/s straight to
 // the backends and through the proxy's clusterIP, with the ratios (make
 // bench-proxy).
@@ -225,7 +253,11 @@ func BenchmarkProxy(b *testing.B) {
 				float64(r.proxed.quantile(0.5))/float64(r.direct.quantile(0.5)), float64(r.proxed.quantile(0.99))/float64(r.direct.quantile(0.99)))
 		}
 		_ = tw.Flush()
-		fmt.Printf("(%d clients, %v per path per workload, GOMAXPROCS-sized machine shared by the proxy, the backends and the clients)\n", *benchClients, *benchDuration)
+		where := "in-process"
+		if *benchBinary != "" {
+			where = "process " + *benchBinary
+		}
+		fmt.Printf("(%d clients, %v per path per workload, proxy %s; proxy, backends and clients share this machine)\n", *benchClients, *benchDuration, where)
 	}
 }
 
