@@ -7,7 +7,8 @@ import (
 )
 
 // metrics are the proxy's series, labelled by service port
-// ("namespace/name:port"):
+// ("namespace/name:port"); for a UDP port a "connection" is a session
+// (one client address to one endpoint) and a refusal a dropped datagram:
 //
 //	kplane_proxy_connections_accepted_total{service}
 //	kplane_proxy_connections_refused_total{service}   no endpoint took it

@@ -16,6 +16,8 @@ import (
 // Service and its Endpoints by Plan, so that the decisions are tested
 // without sockets.
 type PortPlan struct {
+	// Protocol is kplanev1.ProtocolTCP or kplanev1.ProtocolUDP.
+	Protocol string
 	// Name is the service port's name as Kubernetes writes it,
 	// "namespace/name:port" ("namespace/name" for an unnamed port); it
 	// labels the metrics.
@@ -35,7 +37,7 @@ type PortPlan struct {
 // Plan returns the ports this node proxies for svc given its Endpoints
 // (ep may be nil: no endpoints yet), accepting nodePorts on nodeIP (the
 // zero Addr: every address). ignored names the ports left out and why
-// (only TCP is proxied). A Service without a cluster IP (headless,
+// (SCTP is not proxied). A Service without a cluster IP (headless,
 // ExternalName, not allocated yet) has no plans.
 func Plan(svc *kplanev1.Service, ep *kplanev1.Endpoints, nodeIP netip.Addr) (plans []PortPlan, ignored []string) {
 	spec := svc.GetSpec()
@@ -58,15 +60,15 @@ func Plan(svc *kplanev1.Service, ep *kplanev1.Endpoints, nodeIP netip.Addr) (pla
 			name += ":" + sp.GetName()
 		}
 		proto := protocolOf(sp.GetProtocol())
-		if proto != kplanev1.ProtocolTCP {
-			ignored = append(ignored, fmt.Sprintf("%s (%s): only TCP is proxied", name, proto))
+		if proto != kplanev1.ProtocolTCP && proto != kplanev1.ProtocolUDP {
+			ignored = append(ignored, fmt.Sprintf("%s (%s): only TCP and UDP are proxied", name, proto))
 			continue
 		}
 		if sp.GetPort() <= 0 || sp.GetPort() > 65535 {
 			ignored = append(ignored, fmt.Sprintf("%s: port %d out of range", name, sp.GetPort()))
 			continue
 		}
-		p := PortPlan{Name: name, AffinityTimeout: affinity, Endpoints: endpointsFor(ep, sp.GetName(), proto)}
+		p := PortPlan{Protocol: proto, Name: name, AffinityTimeout: affinity, Endpoints: endpointsFor(ep, sp.GetName(), proto)}
 		for _, ip := range ips {
 			p.Listen = append(p.Listen, netip.AddrPortFrom(ip, uint16(sp.GetPort())).String())
 		}

@@ -94,9 +94,21 @@ func TestPlan(t *testing.T) {
 			want: []PortPlan{{Name: "ns/web:http", Listen: []string{"127.16.0.10:80", "[::1]:80"}}},
 		},
 		{
-			name:    "UDP ports are not proxied",
-			svc:     service(&kplanev1.ServiceSpec{ClusterIp: "127.16.0.10", Ports: []*kplanev1.ServicePort{{Name: "dns", Protocol: kplanev1.ProtocolUDP, Port: 53}, {Name: "http", Port: 80}}}),
-			want:    []PortPlan{{Name: "ns/web:http", Listen: []string{"127.16.0.10:80"}}},
+			name: "UDP ports match UDP Endpoints ports; SCTP ports are not proxied",
+			svc: service(&kplanev1.ServiceSpec{ClusterIp: "127.16.0.10", Ports: []*kplanev1.ServicePort{
+				{Name: "dns", Protocol: kplanev1.ProtocolUDP, Port: 53},
+				{Name: "dns-tcp", Port: 53},
+				{Name: "sig", Protocol: kplanev1.ProtocolSCTP, Port: 99},
+			}}),
+			ep: &kplanev1.Endpoints{Subsets: []*kplanev1.EndpointSubset{
+				subset([]*kplanev1.EndpointPort{{Name: "dns", Port: 5353, Protocol: kplanev1.ProtocolUDP}, {Name: "dns-tcp", Port: 5354}}, []string{"127.64.0.2"}),
+				// A TCP port named like the UDP one does not serve it.
+				subset([]*kplanev1.EndpointPort{{Name: "dns", Port: 5355}}, []string{"127.64.0.3"}),
+			}},
+			want: []PortPlan{
+				{Protocol: kplanev1.ProtocolUDP, Name: "ns/web:dns", Listen: []string{"127.16.0.10:53"}, Endpoints: []string{"127.64.0.2:5353"}},
+				{Name: "ns/web:dns-tcp", Listen: []string{"127.16.0.10:53"}, Endpoints: []string{"127.64.0.2:5354"}},
+			},
 			ignored: 1,
 		},
 		{name: "headless", svc: service(&kplanev1.ServiceSpec{ClusterIp: kplanev1.ClusterIPNone, Ports: twoPorts}), ep: eps},
@@ -106,6 +118,11 @@ func TestPlan(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			for i := range tc.want {
+				if tc.want[i].Protocol == "" {
+					tc.want[i].Protocol = kplanev1.ProtocolTCP
+				}
+			}
 			got, ignored := Plan(tc.svc, tc.ep, tc.nodeIP)
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Plan =\n%+v\nwant\n%+v", got, tc.want)

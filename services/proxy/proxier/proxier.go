@@ -13,6 +13,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
 // maxDialAttempts bounds the endpoints one connection tries before it is
@@ -29,6 +31,7 @@ const maxDialAttempts = 3
 type Proxier struct {
 	log         hclog.Logger
 	dialTimeout time.Duration
+	udpTimeout  time.Duration // UDPSessionTimeout; tests shorten it
 	metrics     *metrics
 	now         func() time.Time
 
@@ -51,10 +54,12 @@ type servicePort struct {
 	listeners map[string]*listener
 }
 
-// listener accepts on one address for one service port.
+// listener accepts on one address for one service port: TCP
+// connections (ln) or UDP datagrams (udp).
 type listener struct {
-	addr string
+	key  string // listenKey
 	ln   *net.TCPListener
+	udp  *udpRelay
 	sp   *servicePort
 	done chan struct{} // closed when the listener is closed
 }
@@ -68,7 +73,7 @@ func NewProxier(log hclog.Logger, reg prometheus.Registerer, dialTimeout time.Du
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Proxier{
-		log: log, dialTimeout: dialTimeout, metrics: m, now: time.Now,
+		log: log, dialTimeout: dialTimeout, udpTimeout: UDPSessionTimeout, metrics: m, now: time.Now,
 		ctx: ctx, cancel: cancel,
 		services:  map[string]map[string]*servicePort{},
 		listeners: map[string]*listener{},
@@ -113,16 +118,20 @@ func (p *Proxier) Sync(key string, plans []PortPlan) error {
 		}
 		sp.lb.Update(pl.Endpoints, pl.AffinityTimeout)
 		sp.m.endpoints.Set(float64(len(pl.Endpoints)))
-		for addr, l := range sp.listeners {
-			if !slices.Contains(pl.Listen, addr) {
+		want := make([]string, len(pl.Listen))
+		for i, addr := range pl.Listen {
+			want[i] = listenKey(pl.Protocol, addr)
+		}
+		for key, l := range sp.listeners {
+			if !slices.Contains(want, key) {
 				p.closeListenerLocked(l)
 			}
 		}
 		for _, addr := range pl.Listen {
-			if _, ok := sp.listeners[addr]; ok {
+			if _, ok := sp.listeners[listenKey(pl.Protocol, addr)]; ok {
 				continue
 			}
-			if err := p.listenLocked(sp, addr); err != nil {
+			if err := p.listenLocked(sp, pl.Protocol, addr); err != nil {
 				p.metrics.listenErrs.Inc()
 				errs = append(errs, err)
 			}
@@ -141,40 +150,70 @@ func (p *Proxier) removePortLocked(sp *servicePort) {
 	p.metrics.deletePort(sp.name)
 }
 
-func (p *Proxier) listenLocked(sp *servicePort, addr string) error {
-	if other, ok := p.listeners[addr]; ok {
-		return fmt.Errorf("listen on %s for %s: the address is taken by %s", addr, sp.name, other.sp.name)
+// listenKey names a listener: its address, "udp/" first for UDP.
+func listenKey(protocol, addr string) string {
+	if protocol == kplanev1.ProtocolUDP {
+		return "udp/" + addr
 	}
+	return addr
+}
+
+func (p *Proxier) listenLocked(sp *servicePort, protocol, addr string) error {
+	key := listenKey(protocol, addr)
+	if other, ok := p.listeners[key]; ok {
+		return fmt.Errorf("listen on %s for %s: the address is taken by %s", key, sp.name, other.sp.name)
+	}
+	l := &listener{key: key, sp: sp, done: make(chan struct{})}
 	var lc net.ListenConfig
-	ln, err := lc.Listen(p.ctx, "tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s for %s: %w", addr, sp.name, err)
+	if protocol == kplanev1.ProtocolUDP {
+		pc, err := lc.ListenPacket(p.ctx, "udp", addr)
+		if err != nil {
+			return fmt.Errorf("listen on udp %s for %s: %w", addr, sp.name, err)
+		}
+		l.udp = newUDPRelay(p, sp, pc.(*net.UDPConn))
+	} else {
+		ln, err := lc.Listen(p.ctx, "tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listen on %s for %s: %w", addr, sp.name, err)
+		}
+		l.ln = ln.(*net.TCPListener)
 	}
-	l := &listener{addr: addr, ln: ln.(*net.TCPListener), sp: sp, done: make(chan struct{})}
-	sp.listeners[addr] = l
-	p.listeners[addr] = l
+	sp.listeners[key] = l
+	p.listeners[key] = l
 	p.metrics.listeners.Inc()
 	p.wg.Add(1)
-	go p.serve(l)
+	if l.udp != nil {
+		go l.udp.serve()
+	} else {
+		go p.serve(l)
+	}
 	return nil
 }
 
 func (p *Proxier) closeListenerLocked(l *listener) {
 	close(l.done)
-	_ = l.ln.Close() // the accept loop sees net.ErrClosed and returns
-	delete(l.sp.listeners, l.addr)
-	delete(p.listeners, l.addr)
+	if l.udp != nil {
+		l.udp.close()
+	} else {
+		_ = l.ln.Close() // the accept loop sees net.ErrClosed and returns
+	}
+	delete(l.sp.listeners, l.key)
+	delete(p.listeners, l.key)
 	p.metrics.listeners.Dec()
 }
 
-// Addrs returns the addresses listened on, e.g. "127.16.0.10:80" (the
-// actual port where a plan asked for port 0), sorted.
+// Addrs returns the addresses listened on, e.g. "127.16.0.10:80" or
+// "udp/127.16.0.10:53", sorted.
 func (p *Proxier) Addrs() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []string
 	for _, l := range p.listeners {
-		out = append(out, l.ln.Addr().String())
+		if l.udp != nil {
+			out = append(out, "udp/"+l.udp.conn.LocalAddr().String())
+		} else {
+			out = append(out, l.ln.Addr().String())
+		}
 	}
 	slices.Sort(out)
 	return out
@@ -214,7 +253,7 @@ func (p *Proxier) serve(l *listener) {
 			// Out of file descriptors and the like: back off rather than
 			// spin, as net/http does.
 			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			p.log.Warn("accept failed; retrying", "service", l.sp.name, "address", l.addr, "error", err, "delay", delay)
+			p.log.Warn("accept failed; retrying", "service", l.sp.name, "address", l.key, "error", err, "delay", delay)
 			t := time.NewTimer(delay)
 			select {
 			case <-l.done:

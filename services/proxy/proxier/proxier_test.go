@@ -9,6 +9,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/kplane/kplane/pkg/testutil"
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
 // TestProxierCloseEndsConnections: Close (the proxy's SIGTERM) closes the
@@ -74,5 +78,51 @@ func TestProxierAddressTakenByAnotherService(t *testing.T) {
 	// No endpoints: accepted, then reset.
 	if ok, err := refused(addr); !ok {
 		t.Fatalf("a port without endpoints: %v, want the connection refused", err)
+	}
+}
+
+// TestProxierUDPSessionExpires: an idle UDP session ends (its socket and
+// goroutine with it); the client's next datagram opens a new one.
+func TestProxierUDPSessionExpires(t *testing.T) {
+	p, err := NewProxier(hclog.NewNullLogger(), prometheus.NewRegistry(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.udpTimeout = 300 * time.Millisecond
+	a := udpBackend(t, "a")
+	ip := randomClusterIP().String()
+	ln, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(ip)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.LocalAddr().(*net.UDPAddr)
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Sync("ns/dns", []PortPlan{{Protocol: kplanev1.ProtocolUDP, Name: "ns/dns", Listen: []string{addr.String()}, Endpoints: []string{a.String()}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Addrs(); len(got) != 1 || got[0] != "udp/"+addr.String() {
+		t.Fatalf("listening on %v, want udp/%s", got, addr)
+	}
+	c, err := net.DialUDP("udp", nil, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := udpAsk(t, c, "hi"); got != "a hi" {
+		t.Fatalf("answer %q, want \"a hi\"", got)
+	}
+	active := p.metrics.active.WithLabelValues("ns/dns")
+	if n := promtest.ToFloat64(active); n != 1 {
+		t.Fatalf("%v active sessions, want 1", n)
+	}
+	testutil.Eventually(t, 10*time.Second, "the idle session ends", func() bool { return promtest.ToFloat64(active) == 0 })
+	if got := udpAsk(t, c, "back"); got != "a back" {
+		t.Fatalf("after the session ended: %q, want \"a back\"", got)
+	}
+	if n := promtest.ToFloat64(p.metrics.accepted.WithLabelValues("ns/dns")); n != 2 {
+		t.Fatalf("%v sessions opened, want 2", n)
 	}
 }

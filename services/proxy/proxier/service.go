@@ -1,5 +1,5 @@
 // Package proxier is kplane's kube-proxy: for every Service port with a
-// cluster IP it listens on clusterIP:port (and, for type NodePort or
+// cluster IP it listens on clusterIP:port (TCP or UDP) (and, for type NodePort or
 // LoadBalancer, on the node's nodePort) and forwards each new TCP
 // connection to one of the port's ready endpoints, from the Endpoints
 // object of the same name. Round robin per connection, or sticky per
@@ -16,8 +16,12 @@
 // network namespace without privileges, and every process in that
 // namespace (the node's pods) reaches them.
 //
+// UDP ports are relayed per client address: a session (a connected
+// socket to the endpoint the balancer picked) that ends after
+// UDPSessionTimeout without traffic. SCTP ports are skipped (logged).
+//
 // One proxy runs per node and every replica is active: it is not leader
-// elected. Only TCP is proxied; UDP and SCTP ports are skipped (logged).
+// elected.
 package proxier
 
 import (
