@@ -110,7 +110,7 @@ func TestProxierUDPSessionExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	if got := udpAsk(t, c, "hi"); got != "a hi" {
 		t.Fatalf("answer %q, want \"a hi\"", got)
 	}
