@@ -181,8 +181,11 @@ func (t *composeTarget) Units(ctx context.Context) ([]unit, error) {
 			continue
 		}
 		svc := f[2]
-		if strings.HasPrefix(svc, "nodeagent") {
-			svc = "nodeagent"
+		// One container per node: nodeagent-1, proxy-1, ...
+		for _, perNode := range []string{"nodeagent", "proxy"} {
+			if strings.HasPrefix(svc, perNode+"-") {
+				svc = perNode
+			}
 		}
 		units = append(units, unit{ID: f[0], Name: f[1], Service: svc})
 	}

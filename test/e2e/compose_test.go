@@ -157,7 +157,7 @@ func TestCompose(t *testing.T) {
 	for name, pkg := range map[string]string{
 		"apiserver": "services/apiserver", "scheduler": "services/scheduler", "replicactl": "services/replicactl",
 		"nodectl": "services/nodectl", "gcctl": "services/gcctl", "nodeagent": "services/nodeagent", "ipamctl": "services/ipamctl",
-		"kpctl": "cmd/kpctl", "healthcheck": "cmd/healthcheck",
+		"proxy": "services/proxy", "kpctl": "cmd/kpctl", "healthcheck": "cmd/healthcheck",
 	} {
 		if err := ensureBinary(name, pkg); err != nil {
 			t.Fatal(err)
@@ -195,7 +195,7 @@ func TestCompose(t *testing.T) {
 		if out, err := c.run(3*time.Minute, "down", "-v", "--remove-orphans", "--timeout", "10"); err != nil {
 			t.Errorf("compose down: %v\n%s", err, out)
 		}
-		for _, s := range []string{"apiserver", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "nodeagent", "kpctl"} {
+		for _, s := range []string{"apiserver", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "nodeagent", "proxy", "kpctl"} {
 			_ = exec.Command("docker", "image", "rm", "kplane/"+s+":"+c.tag).Run()
 		}
 	})
@@ -253,6 +253,7 @@ func TestCompose(t *testing.T) {
 		return err == nil && strings.Contains(string(out), "serving on "+network+".")
 	})
 
+	c.checkServiceProxy(kpctl)
 	c.checkPodNetwork(kpctl, network)
 
 	// Kill the leader's container: the standby takes the lease once it
@@ -431,4 +432,89 @@ func (c *composeStack) checkPodNetwork(kpctl func(args ...string) string, networ
 	})
 	waitServer("pn-2", "node-2")
 	fetch("pn-client-2", "pn-2")
+}
+
+// checkServiceProxy runs a web server pod on each node behind a Service
+// (clusterIP given, no selector: the test writes its Endpoints), and a
+// pod on node-1 that fetches the clusterIP 30 times: node-1's proxy, in
+// node-1's network namespace, spreads them over the pods of all three
+// nodes.
+func (c *composeStack) checkServiceProxy(kpctl func(args ...string) string) {
+	t := c.t
+	for i := 1; i <= 3; i++ {
+		name := fmt.Sprintf("proxy-%d", i)
+		c.eventually(name+" healthy", 2*time.Minute, func() bool {
+			ids := c.containers(name)
+			return len(ids) == 1 && c.healthy(ids[0])
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ep := &kplanev1.Endpoints{Metadata: &kplanev1.ObjectMeta{Name: "hello", Namespace: "default"}}
+	for i := 1; i <= 3; i++ {
+		name, node := fmt.Sprintf("hello-%d", i), fmt.Sprintf("node-%d", i)
+		pod := kplanev1.MustWrap(&kplanev1.Pod{
+			Metadata: &kplanev1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: &kplanev1.PodSpec{NodeName: node, Containers: []*kplanev1.Container{{
+				Name: "httpd", Image: "busybox", Command: []string{"sh", "-c",
+					`echo "hello from $KPLANE_POD_NAME" > index.html && exec httpd -f -p "$KPLANE_POD_IP:8080" -h .`},
+				ReadinessProbe: &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: 8080}, PeriodSeconds: 1},
+			}}},
+		})
+		if _, err := c.api.Create(ctx, &kplanev1.CreateRequest{Object: pod}); err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+		var ip string
+		c.eventually(name+" Running and Ready", 2*time.Minute, func() bool {
+			resp, err := c.api.Get(ctx, &kplanev1.GetRequest{Kind: "Pod", Namespace: "default", Name: name})
+			p := resp.GetObject().GetPod()
+			for _, cond := range p.GetStatus().GetConditions() {
+				if err == nil && cond.GetType() == "Ready" && cond.GetStatus() == "True" {
+					ip = p.GetStatus().GetPodIp()
+					return ip != ""
+				}
+			}
+			return false
+		})
+		ep.Subsets = append(ep.Subsets, &kplanev1.EndpointSubset{
+			Addresses: []*kplanev1.EndpointAddress{{Ip: ip, NodeName: node}},
+			Ports:     []*kplanev1.EndpointPort{{Name: "http", Port: 8080}},
+		})
+	}
+	// 127.16.0.0/12 is the default service range: a loopback address, so
+	// each node's proxy binds it in the node's network namespace.
+	const clusterIP = "127.16.0.100"
+	svc := kplanev1.MustWrap(&kplanev1.Service{
+		Metadata: &kplanev1.ObjectMeta{Name: "hello", Namespace: "default"},
+		Spec:     &kplanev1.ServiceSpec{ClusterIp: clusterIP, Ports: []*kplanev1.ServicePort{{Name: "http", Port: 80, TargetPort: 8080}}},
+	})
+	for _, o := range []*kplanev1.Object{svc, kplanev1.MustWrap(ep)} {
+		if _, err := c.api.Create(ctx, &kplanev1.CreateRequest{Object: o}); err != nil {
+			t.Fatalf("create %s: %v", o.Key(), err)
+		}
+	}
+	script := `for i in $(seq 1 60); do wget -qO- http://` + clusterIP + `/ && break; sleep 1; done; for i in $(seq 1 30); do wget -qO- http://` + clusterIP + `/ || exit 1; done`
+	client := kplanev1.MustWrap(&kplanev1.Pod{
+		Metadata: &kplanev1.ObjectMeta{Name: "hello-client", Namespace: "default"},
+		Spec: &kplanev1.PodSpec{NodeName: "node-1", RestartPolicy: "Never", Containers: []*kplanev1.Container{{
+			Name: "wget", Image: "busybox", Command: []string{"sh", "-c", script}}}},
+	})
+	if _, err := c.api.Create(ctx, &kplanev1.CreateRequest{Object: client}); err != nil {
+		t.Fatalf("create hello-client: %v", err)
+	}
+	var phase string
+	c.eventually("hello-client on node-1 finished", 3*time.Minute, func() bool {
+		resp, err := c.api.Get(ctx, &kplanev1.GetRequest{Kind: "Pod", Namespace: "default", Name: "hello-client"})
+		phase = resp.GetObject().GetPod().GetStatus().GetPhase()
+		return err == nil && (phase == "Succeeded" || phase == "Failed")
+	})
+	out := kpctl("logs", "hello-client")
+	if phase != "Succeeded" {
+		t.Fatalf("hello-client %s; its log:\n%s", phase, out)
+	}
+	for i := 1; i <= 3; i++ {
+		if want := fmt.Sprintf("hello from hello-%d", i); !strings.Contains(out, want) {
+			t.Fatalf("30 requests to %s from node-1 never reached hello-%d on node-%d; the log:\n%s", clusterIP, i, i, out)
+		}
+	}
 }

@@ -113,8 +113,23 @@ func APIVersion(kind string) string {
 	return "v1"
 }
 
-// Port protocols (ports[].protocol).
+// Service types (spec.type), the headless clusterIP, session affinities
+// (spec.sessionAffinity) and port protocols.
 const (
+	ServiceTypeClusterIP    = "ClusterIP"
+	ServiceTypeNodePort     = "NodePort"
+	ServiceTypeLoadBalancer = "LoadBalancer"
+	ServiceTypeExternalName = "ExternalName"
+
+	// ClusterIPNone is the clusterIP of a headless service.
+	ClusterIPNone = "None"
+
+	ServiceAffinityNone     = "None"
+	ServiceAffinityClientIP = "ClientIP"
+	// DefaultClientIPServiceAffinitySeconds is how long a client sticks
+	// to its endpoint under ClientIP affinity (Kubernetes' default, 3h).
+	DefaultClientIPServiceAffinitySeconds = 10800
+
 	ProtocolTCP  = "TCP"
 	ProtocolUDP  = "UDP"
 	ProtocolSCTP = "SCTP"

@@ -59,6 +59,10 @@ type Options struct {
 	Runtime string
 	// Nodes is the number of nodes (default 3).
 	Nodes int
+	// NoProxy leaves out the service proxy. By default one proxy runs for
+	// the host (every node's pods share the host's network, so one proxy
+	// serves them all), as a kube-proxy beside each node agent in compose.
+	NoProxy bool
 	// LogFormat and LogLevel are passed to every process when set.
 	LogFormat, LogLevel string
 }
@@ -91,7 +95,8 @@ type Stack struct {
 }
 
 // Start runs the apiserver, waits until it serves, then starts every
-// controller replica and the node agents and waits until each is ready.
+// controller replica, the node agents and the proxy and waits until each
+// is ready.
 // On error the processes already started are killed.
 func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := opts.complete(); err != nil {
@@ -124,6 +129,15 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	if err := s.startNodeAgents(); err != nil {
 		return nil, err
+	}
+	if !opts.NoProxy {
+		health, err := launcher.FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := s.add("proxy", "proxy", health, "", []string{"--apiserver", opts.APIAddr, "--health-addr", health}, ""); err != nil {
+			return nil, err
+		}
 	}
 	for _, svc := range s.services[1:] {
 		if err := svc.WaitReady(ctx); err != nil {
@@ -171,7 +185,11 @@ func (o *Options) complete() error {
 	if o.Nodes < 1 {
 		o.Nodes = 3
 	}
-	for _, b := range append([]string{"apiserver", "nodeagent"}, o.Controllers...) {
+	bins := append([]string{"apiserver", "nodeagent"}, o.Controllers...)
+	if !o.NoProxy {
+		bins = append(bins, "proxy")
+	}
+	for _, b := range bins {
 		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
 			return fmt.Errorf("stack: binary %s: %w (run make build)", b, err)
 		}
@@ -271,9 +289,9 @@ func (s *Stack) Service(name string) *Service {
 	return nil
 }
 
-// Stop ends every process in reverse start order: node agents first, then
-// the controllers (SIGTERM: they hand their leases back), then the
-// apiserver. A process that does not exit within ctx is killed. Exec
+// Stop ends every process in reverse start order: the proxy and the node
+// agents first, then the controllers (SIGTERM: they hand their leases
+// back), then the apiserver. A process that does not exit within ctx is killed. Exec
 // containers outlive their agent by design (like a kubelet restart); Stop
 // kills them too, so nothing is left behind.
 func (s *Stack) Stop(ctx context.Context) error {

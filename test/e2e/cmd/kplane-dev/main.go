@@ -1,7 +1,7 @@
 // Command kplane-dev runs the kplane control plane as local processes
-// (`make dev`): the apiserver with its etcd under ./data, every controller
-// and the node agents, each logging to ./data/logs/<process>.log, until
-// Ctrl-C stops them all. It is the compose deployment without Docker, and
+// (`make dev`): the apiserver with its etcd under ./data, every controller,
+// the node agents and one service proxy for the host, each logging to
+// ./data/logs/<process>.log, until Ctrl-C stops them all. It is the compose deployment without Docker, and
 // starts the processes through the same code as the e2e tests and the
 // chaos harness (package stack).
 package main
