@@ -458,7 +458,7 @@ func (c *composeStack) checkServiceProxy(kpctl func(args ...string) string) {
 			Spec: &kplanev1.PodSpec{NodeName: node, Containers: []*kplanev1.Container{{
 				Name: "httpd", Image: "busybox", Command: []string{"sh", "-c",
 					`echo "hello from $KPLANE_POD_NAME" > index.html && exec httpd -f -p "$KPLANE_POD_IP:8080" -h .`},
-				ReadinessProbe: &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: 8080}, PeriodSeconds: 1},
+				ReadinessProbe: &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: kplanev1.IntOrStringFromInt32(8080)}, PeriodSeconds: 1},
 			}}},
 		})
 		if _, err := c.api.Create(ctx, &kplanev1.CreateRequest{Object: pod}); err != nil {
@@ -486,7 +486,7 @@ func (c *composeStack) checkServiceProxy(kpctl func(args ...string) string) {
 	const clusterIP = "127.16.0.100"
 	svc := kplanev1.MustWrap(&kplanev1.Service{
 		Metadata: &kplanev1.ObjectMeta{Name: "hello", Namespace: "default"},
-		Spec:     &kplanev1.ServiceSpec{ClusterIp: clusterIP, Ports: []*kplanev1.ServicePort{{Name: "http", Port: 80, TargetPort: 8080}}},
+		Spec:     &kplanev1.ServiceSpec{ClusterIp: clusterIP, Ports: []*kplanev1.ServicePort{{Name: "http", Port: 80, TargetPort: kplanev1.IntOrStringFromInt32(8080)}}},
 	})
 	for _, o := range []*kplanev1.Object{svc, kplanev1.MustWrap(ep)} {
 		if _, err := c.api.Create(ctx, &kplanev1.CreateRequest{Object: o}); err != nil {

@@ -37,7 +37,7 @@ func TestProxyClusterIP(t *testing.T) {
 	for i, n := range []string{"node-1", "node-2", "node-3"} {
 		name := fmt.Sprintf("web-%d", i+1)
 		c.create(name, n, "Always", func(ctr *kplanev1.Container) {
-			ctr.ReadinessProbe = &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: port}, PeriodSeconds: 1}
+			ctr.ReadinessProbe = &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: kplanev1.IntOrStringFromInt32(port)}, PeriodSeconds: 1}
 		}, "sh", "-c", fmt.Sprintf(`echo "hello from $KPLANE_POD_NAME" > index.html && exec python3 -u -m http.server %d --bind "$KPLANE_POD_IP"`, port))
 		p := c.waitPod(name, "Running and Ready", func(p *kplanev1.Pod) bool { return naPhase("Running")(p) && naReady(p) })
 		ep.Subsets = append(ep.Subsets, &kplanev1.EndpointSubset{
@@ -53,7 +53,7 @@ func TestProxyClusterIP(t *testing.T) {
 	addr := net.JoinHostPort(clusterIP, strconv.Itoa(svcPort))
 	svc := &kplanev1.Service{
 		Metadata: &kplanev1.ObjectMeta{Name: "web", Namespace: "default"},
-		Spec:     &kplanev1.ServiceSpec{ClusterIp: clusterIP, Ports: []*kplanev1.ServicePort{{Name: "http", Port: int32(svcPort), TargetPort: port}}},
+		Spec:     &kplanev1.ServiceSpec{ClusterIp: clusterIP, Ports: []*kplanev1.ServicePort{{Name: "http", Port: int32(svcPort), TargetPort: kplanev1.IntOrStringFromInt32(port)}}},
 	}
 	for _, o := range []*kplanev1.Object{kplanev1.MustWrap(svc), kplanev1.MustWrap(ep)} {
 		ctx, opt := call(t)

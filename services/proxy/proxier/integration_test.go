@@ -65,7 +65,7 @@ func (f *fixture) update(obj *kplanev1.Object) *kplanev1.Object {
 // webService is a Service "web" with one port and no selector: its
 // Endpoints are the test's to write, as a user's would be.
 func webService(ip string, port int32, mutate ...func(*kplanev1.ServiceSpec)) *kplanev1.Object {
-	spec := &kplanev1.ServiceSpec{ClusterIp: ip, Ports: []*kplanev1.ServicePort{{Name: "app", Port: port, TargetPort: 9}}}
+	spec := &kplanev1.ServiceSpec{ClusterIp: ip, Ports: []*kplanev1.ServicePort{{Name: "app", Port: port, TargetPort: kplanev1.IntOrStringFromInt32(9)}}}
 	for _, m := range mutate {
 		m(spec)
 	}
@@ -232,7 +232,7 @@ func TestProxyNodePortAndPorts(t *testing.T) {
 	svc := f.create(webService(ip, p1, func(s *kplanev1.ServiceSpec) {
 		s.Type = kplanev1.ServiceTypeNodePort
 		s.Ports[0].NodePort = nodePort
-		s.Ports = append(s.Ports, &kplanev1.ServicePort{Name: "other", Port: p2, TargetPort: 9})
+		s.Ports = append(s.Ports, &kplanev1.ServicePort{Name: "other", Port: p2, TargetPort: kplanev1.IntOrStringFromInt32(9)})
 	}))
 	ep := endpointsOf(a)
 	ep.GetEndpoints().Subsets = append(ep.GetEndpoints().Subsets, &kplanev1.EndpointSubset{

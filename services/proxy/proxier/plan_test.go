@@ -27,8 +27,8 @@ func subset(ports []*kplanev1.EndpointPort, ready []string, notReady ...string) 
 func TestPlan(t *testing.T) {
 	tcp := kplanev1.ProtocolTCP
 	twoPorts := []*kplanev1.ServicePort{
-		{Name: "http", Protocol: tcp, Port: 80, TargetPort: 8080},
-		{Name: "metrics", Protocol: tcp, Port: 9090, TargetPort: 9090},
+		{Name: "http", Protocol: tcp, Port: 80, TargetPort: kplanev1.IntOrStringFromInt32(8080)},
+		{Name: "metrics", Protocol: tcp, Port: 9090, TargetPort: kplanev1.IntOrStringFromInt32(9090)},
 	}
 	eps := &kplanev1.Endpoints{Subsets: []*kplanev1.EndpointSubset{
 		subset([]*kplanev1.EndpointPort{{Name: "http", Port: 8080, Protocol: tcp}, {Name: "metrics", Port: 9091}},
@@ -56,7 +56,7 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "an unnamed port matches the unnamed Endpoints port",
-			svc:  service(&kplanev1.ServiceSpec{ClusterIp: "127.16.0.10", Ports: []*kplanev1.ServicePort{{Port: 80, TargetPort: 8080}}}),
+			svc:  service(&kplanev1.ServiceSpec{ClusterIp: "127.16.0.10", Ports: []*kplanev1.ServicePort{{Port: 80, TargetPort: kplanev1.IntOrStringFromInt32(8080)}}}),
 			ep: &kplanev1.Endpoints{Subsets: []*kplanev1.EndpointSubset{
 				subset([]*kplanev1.EndpointPort{{Port: 8080}}, []string{"127.64.0.2"}),
 			}},
