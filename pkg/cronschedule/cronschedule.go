@@ -70,6 +70,9 @@ func (s *Schedule) Next(t time.Time) time.Time {
 	return s.sched.Next(t.In(s.loc))
 }
 
+// In returns t in the schedule's time zone.
+func (s *Schedule) In(t time.Time) time.Time { return t.In(s.loc) }
+
 // Missed is the result of MostRecent.
 type Missed struct {
 	// Time is the latest run in (since, now]; zero when none.
