@@ -188,7 +188,7 @@ func fixtures() map[string][]*kplanev1.Object {
 				Spec: &kplanev1.CronJobSpec{Schedule: "0 3 * * *", TimeZone: ptr("Europe/Berlin"), ConcurrencyPolicy: "Forbid",
 					Suspend: ptr(false), SuccessfulJobsHistoryLimit: ptr[int32](3), FailedJobsHistoryLimit: ptr[int32](1),
 					StartingDeadlineSeconds: ptr[int64](200),
-					JobTemplate: &kplanev1.JobTemplateSpec{Spec: &kplanev1.JobSpec{Completions: ptr[int32](2), Template: template}}},
+					JobTemplate:             &kplanev1.JobTemplateSpec{Spec: &kplanev1.JobSpec{Completions: ptr[int32](2), Template: template}}},
 				Status: &kplanev1.CronJobStatus{LastScheduleTime: ago(5 * time.Hour), LastSuccessfulTime: ago(5*time.Hour - 40*time.Second),
 					Active: []*kplanev1.ObjectReference{{Kind: "Job", Namespace: "default", Name: "nightly-29410020"}}},
 			}),
