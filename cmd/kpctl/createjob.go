@@ -66,7 +66,9 @@ func (j *jobCreator) run(ctx context.Context, e *env, g *globals, args []string)
 	if _, err := a.create(ctx, kplanev1.MustWrap(job)); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "%s created\n", kinds.Ref("Job", name))
+	if _, err := fmt.Fprintf(e.stdout, "%s created\n", kinds.Ref("Job", name)); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
 	return nil
 }
 

@@ -91,7 +91,9 @@ func (w *waiter) run(ctx context.Context, e *env, g *globals, args []string) err
 		if err := w.waitOne(ctx, a, t, g.namespaceFor(t.kind)); err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "%s condition met\n", kinds.Ref(t.kind.Name, t.name))
+		if _, err := fmt.Fprintf(e.stdout, "%s condition met\n", kinds.Ref(t.kind.Name, t.name)); err != nil {
+			return fmt.Errorf("write output: %w", err)
+		}
 	}
 	return nil
 }
