@@ -12,6 +12,7 @@ import (
 
 	"github.com/kplane/kplane/pkg/client"
 	"github.com/kplane/kplane/pkg/controllertest"
+	"github.com/kplane/kplane/pkg/cronschedule"
 	"github.com/kplane/kplane/pkg/testutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 	"github.com/kplane/kplane/services/apiserver/testserver"
@@ -291,4 +292,43 @@ func TestSuspendedCreatesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitJob(JobName("paused", minute(ctl, 2)))
+}
+
+// TestRunCreatedBeforeACrash: the Job of a run exists (a controller
+// created it and died before writing the status), and a Job made by hand
+// from the CronJob runs too. The controller records the run instead of
+// creating it again, and Forbid counts the run but not the manual Job.
+func TestRunCreatedBeforeACrash(t *testing.T) {
+	h := start(t)
+	cj := h.createCronJob("resume", kplanev1.ConcurrencyPolicyForbid, 3, 1)
+	at := minute(cj, 1)
+	sched, err := cronschedule.Parse(cj.Spec.Schedule, cj.Spec.GetTimeZone())
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := NewJob(cj, sched, at)
+	if _, err := client.Jobs(h.c).Create(h.ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	manual := NewJob(cj, sched, at)
+	manual.Metadata.Name = "resume-manual"
+	delete(manual.Metadata.Annotations, kplanev1.AnnotationCronJobScheduledTimestamp)
+	if _, err := client.Jobs(h.c).Create(h.ctx, manual); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Set(at.Add(2 * time.Second))
+	testutil.Eventually(t, 10*time.Second, "the run recorded", func() bool {
+		s := h.cronJob("resume").GetStatus()
+		a := activeNames(h.cronJob("resume"))
+		return s.GetLastScheduleTime().AsTime().Equal(at) && len(a) == 1 && a[0] == run.Metadata.Name
+	})
+	testutil.Eventually(t, 10*time.Second, "UnexpectedJob for the manual Job", func() bool { return h.hasEvent("resume", "UnexpectedJob") })
+	// The next minute: Forbid holds it back for the run, not for the manual Job.
+	h.clock.Set(minute(cj, 2).Add(time.Second))
+	testutil.Eventually(t, 10*time.Second, "JobAlreadyActive", func() bool { return h.hasEvent("resume", "JobAlreadyActive") })
+	h.finish(run.Metadata.Name, jobComplete)
+	h.waitJob(JobName("resume", minute(cj, 2)))
+	if got := h.jobNames(cj); len(got) != 3 {
+		t.Errorf("jobs %v: want the run, the manual Job and the next run", got)
+	}
 }
