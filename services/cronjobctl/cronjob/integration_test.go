@@ -332,3 +332,42 @@ func TestRunCreatedBeforeACrash(t *testing.T) {
 		t.Errorf("jobs %v: want the run, the manual Job and the next run", got)
 	}
 }
+
+// TestLeaderFailover runs two replicas on the Lease kplane-system/cronjobctl:
+// one creates the runs; after it stops, the other takes over and creates
+// the next run, and no run ever has two Jobs (names are per run).
+func TestLeaderFailover(t *testing.T) {
+	srv := testserver.Start(t)
+	c, err := client.Dial(context.Background(), client.Options{Address: srv.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() }) // test teardown: nothing to report
+	clock := newFakeClock(time.Now())
+	a := controllertest.Run(t, srv.Addr(), NewService(WithClock(clock)), controllertest.LeaderElection("cron-a")...)
+	h := &harness{t: t, ctx: context.Background(), c: c, clock: clock}
+	lease := func() string {
+		l, err := client.Leases(c).Get(h.ctx, kplanev1.NamespaceSystem, "cronjobctl")
+		if err != nil {
+			return ""
+		}
+		return l.GetSpec().GetHolderIdentity()
+	}
+	testutil.Eventually(t, 10*time.Second, "cron-a leads", func() bool { return lease() == "cron-a" })
+	controllertest.Run(t, srv.Addr(), NewService(WithClock(clock)), controllertest.LeaderElection("cron-b")...)
+	cj := h.createCronJob("ha", kplanev1.ConcurrencyPolicyAllow, 5, 1)
+	clock.Set(minute(cj, 1).Add(time.Second))
+	h.waitJob(JobName("ha", minute(cj, 1)))
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 15*time.Second, "cron-b leads", func() bool { return lease() == "cron-b" })
+	clock.Set(minute(cj, 2).Add(time.Second))
+	h.waitJob(JobName("ha", minute(cj, 2)))
+	testutil.Eventually(t, 10*time.Second, "two runs in the status", func() bool {
+		return len(activeNames(h.cronJob("ha"))) == 2 && h.cronJob("ha").GetStatus().GetLastScheduleTime().AsTime().Equal(minute(cj, 2))
+	})
+	if got := h.jobNames(cj); len(got) != 2 {
+		t.Errorf("jobs %v, want one per run", got)
+	}
+}
