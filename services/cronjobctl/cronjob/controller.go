@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kplane/kplane/pkg/app"
@@ -47,6 +48,8 @@ func WithClock(c Clock) Option { return func(r *cronJobController) { r.clock = c
 
 type cronJobController struct {
 	clock    Clock
+	// Counters behind /metrics (see setup).
+	created, deleted, skipped *prometheus.CounterVec
 	api      *client.Client
 	log      hclog.Logger
 	recorder *record.Recorder
@@ -77,6 +80,17 @@ func NewService(opts ...Option) app.Service {
 
 func (r *cronJobController) setup(c *app.Context) (app.Reconciler, error) {
 	r.api, r.log, r.ctx = c.Client, c.Logger, c
+	r.created = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kplane_cronjobctl_jobs_created_total",
+		Help: "Jobs created for scheduled runs."}, nil)
+	r.deleted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kplane_cronjobctl_jobs_deleted_total",
+		Help: "Jobs deleted, by reason: Replace (concurrency policy) or history (beyond the history limits)."}, []string{"reason"})
+	r.skipped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kplane_cronjobctl_runs_skipped_total",
+		Help: "Due runs not started or reported missed, by event reason: JobAlreadyActive, MissedSchedule, TooManyMissedTimes."}, []string{"reason"})
+	for _, m := range []prometheus.Collector{r.created, r.deleted, r.skipped} {
+		if err := c.Registry.Register(m); err != nil {
+			return nil, fmt.Errorf("register metrics: %w", err)
+		}
+	}
 	r.recorder = record.New(c.Client, "cronjob-controller", c.Identity, c.Logger)
 	r.cronJobs = c.Informers.ForKind(kindCronJob)
 	r.jobs = c.Informers.ForKind(kindJob)
@@ -113,9 +127,13 @@ func (r *cronJobController) Reconcile(ctx context.Context, key string) error {
 	plan := Decide(cj, jobs, now)
 	for _, e := range plan.Events {
 		r.recorder.Eventf(ctx, obj, e.Type, e.Reason, "%s", e.Message)
+		switch e.Reason {
+		case "JobAlreadyActive", "MissedSchedule", "TooManyMissedTimes":
+			r.skipped.WithLabelValues(e.Reason).Inc()
+		}
 	}
 	st := plan.Status
-	if err := r.deleteJobs(ctx, plan.DeleteActive); err != nil {
+	if err := r.deleteJobs(ctx, obj, plan.DeleteActive, "Replace"); err != nil {
 		return err
 	}
 	if plan.Create != nil {
@@ -132,7 +150,7 @@ func (r *cronJobController) Reconcile(ctx context.Context, key string) error {
 			return err
 		}
 	}
-	if err := r.deleteJobs(ctx, plan.DeleteHistory); err != nil {
+	if err := r.deleteJobs(ctx, obj, plan.DeleteHistory, "history"); err != nil {
 		return err
 	}
 	if plan.RequeueAfter > 0 {
@@ -190,6 +208,7 @@ func (r *cronJobController) create(ctx context.Context, cj *kplanev1.Object, job
 		r.recorder.Eventf(ctx, cj, record.Warning, "FailedCreate", "Error creating job: %v", err)
 		return nil, fmt.Errorf("create job %s: %w", job.GetMetadata().GetName(), err)
 	}
+	r.created.WithLabelValues().Inc()
 	r.log.Info("created job", "cronjob", cj.Key(), "job", created.GetMetadata().GetName())
 	r.recorder.Eventf(ctx, cj, record.Normal, "SuccessfulCreate", "Created job %v", created.GetMetadata().GetName())
 	return created, nil
@@ -197,17 +216,23 @@ func (r *cronJobController) create(ctx context.Context, cj *kplanev1.Object, job
 
 // deleteJobs deletes jobs (and, in the background, their pods); a Job
 // already gone or replaced counts as deleted.
-func (r *cronJobController) deleteJobs(ctx context.Context, jobs []*kplanev1.Job) error {
+func (r *cronJobController) deleteJobs(ctx context.Context, cj *kplanev1.Object, jobs []*kplanev1.Job, reason string) error {
 	for _, j := range jobs {
 		if j == nil {
 			continue
 		}
-		_, _, err := controller.DeleteIfSameUID(ctx, r.api, kplanev1.MustWrap(j),
+		_, deleted, err := controller.DeleteIfSameUID(ctx, r.api, kplanev1.MustWrap(j),
 			client.DeleteOptions{PropagationPolicy: client.PropagationBackground})
 		if err != nil {
+			r.recorder.Eventf(ctx, cj, record.Warning, "FailedDelete", "Error deleting job: %v", err)
 			return fmt.Errorf("delete job %s: %w", j.GetMetadata().GetName(), err)
 		}
-		r.log.Info("deleted job", "namespace", j.GetMetadata().GetNamespace(), "job", j.GetMetadata().GetName())
+		if !deleted {
+			continue // gone already: an earlier reconcile's delete, seen late
+		}
+		r.deleted.WithLabelValues(reason).Inc()
+		r.recorder.Eventf(ctx, cj, record.Normal, "SuccessfulDelete", "Deleted job %v", j.GetMetadata().GetName())
+		r.log.Info("deleted job", "cronjob", cj.Key(), "job", j.GetMetadata().GetName(), "reason", reason)
 	}
 	return nil
 }

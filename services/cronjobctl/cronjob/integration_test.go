@@ -51,6 +51,7 @@ func (c *fakeClock) Set(t time.Time) {
 
 type harness struct {
 	t     *testing.T
+	ctl   *controllertest.Controller
 	ctx   context.Context
 	c     *client.Client
 	clock *fakeClock
@@ -65,13 +66,13 @@ func start(t *testing.T) *harness {
 	}
 	t.Cleanup(func() { _ = c.Close() }) // test teardown: nothing to report
 	clock := newFakeClock(time.Now())
-	controllertest.Run(t, srv.Addr(), NewService(WithClock(clock)))
-	return &harness{t: t, ctx: context.Background(), c: c, clock: clock}
+	ctl := controllertest.Run(t, srv.Addr(), NewService(WithClock(clock)))
+	return &harness{t: t, ctl: ctl, ctx: context.Background(), c: c, clock: clock}
 }
 
-func (h *harness) createCronJob(name, policy string, successful, failed int32) *kplanev1.CronJob {
+func (h *harness) createCronJob(name, policy string, successful, failed int32, mutate ...func(*kplanev1.CronJob)) *kplanev1.CronJob {
 	h.t.Helper()
-	cj, err := client.CronJobs(h.c).Create(h.ctx, &kplanev1.CronJob{
+	cj := &kplanev1.CronJob{
 		Metadata: &kplanev1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec: &kplanev1.CronJobSpec{
 			Schedule: "* * * * *", TimeZone: proto.String("UTC"), ConcurrencyPolicy: policy,
@@ -80,7 +81,11 @@ func (h *harness) createCronJob(name, policy string, successful, failed int32) *
 				Spec: &kplanev1.PodSpec{RestartPolicy: kplanev1.RestartPolicyNever,
 					Containers: []*kplanev1.Container{{Name: "c", Image: "busybox"}}}}}},
 		},
-	})
+	}
+	for _, m := range mutate {
+		m(cj)
+	}
+	cj, err := client.CronJobs(h.c).Create(h.ctx, cj)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -106,7 +111,7 @@ func (h *harness) job(name string) (*kplanev1.Job, bool) {
 func (h *harness) waitJob(name string) *kplanev1.Job {
 	h.t.Helper()
 	var j *kplanev1.Job
-	testutil.Eventually(h.t, 10*time.Second, "job "+name, func() bool {
+	testutil.Eventually(h.t, 30*time.Second, "job "+name, func() bool {
 		var ok bool
 		j, ok = h.job(name)
 		return ok
@@ -168,6 +173,36 @@ func (h *harness) hasEvent(name, reason string) bool {
 	return false
 }
 
+// metric sums the samples of a counter family on the controller's
+// /metrics registry whose labels include want.
+func (h *harness) metric(name string, want map[string]string) float64 {
+	h.t.Helper()
+	mfs, err := h.ctl.Context(h.t).Registry.Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	samples:
+		for _, m := range mf.GetMetric() {
+			for k, v := range want {
+				found := false
+				for _, l := range m.GetLabel() {
+					found = found || (l.GetName() == k && l.GetValue() == v)
+				}
+				if !found {
+					continue samples
+				}
+			}
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
 func activeNames(cj *kplanev1.CronJob) []string {
 	var out []string
 	for _, r := range cj.GetStatus().GetActive() {
@@ -191,24 +226,30 @@ func TestRunsOnScheduleAndTrimsHistory(t *testing.T) {
 		if ref := j.Metadata.OwnerReferences[0]; ref.GetUid() != cj.Metadata.Uid || !ref.GetController() {
 			t.Errorf("%s: owner %v", name, ref)
 		}
-		testutil.Eventually(t, 10*time.Second, name+" active", func() bool {
+		testutil.Eventually(t, 30*time.Second, name+" active", func() bool {
 			s := h.cronJob("tick").GetStatus()
 			return len(s.GetActive()) == 1 && s.GetActive()[0].GetName() == name && s.GetLastScheduleTime().AsTime().Equal(at)
 		})
 		h.finish(name, jobComplete)
-		testutil.Eventually(t, 10*time.Second, name+" no longer active", func() bool {
+		testutil.Eventually(t, 30*time.Second, name+" no longer active", func() bool {
 			s := h.cronJob("tick").GetStatus()
 			return len(s.GetActive()) == 0 && s.GetLastSuccessfulTime() != nil
 		})
 		names = append(names, name)
 	}
 	// Successful history 2: the two oldest of four are deleted.
-	testutil.Eventually(t, 10*time.Second, "history trimmed to 2", func() bool {
+	testutil.Eventually(t, 30*time.Second, "history trimmed to 2", func() bool {
 		got := h.jobNames(cj)
 		return len(got) == 2 && got[0] == names[2] && got[1] == names[3]
 	})
 	if !h.hasEvent("tick", "SawCompletedJob") || !h.hasEvent("tick", "SuccessfulDelete") || !h.hasEvent("tick", "SuccessfulCreate") {
 		t.Error("events missing")
+	}
+	if got := h.metric("kplane_cronjobctl_jobs_created_total", nil); got != 4 {
+		t.Errorf("jobs_created_total = %v, want 4", got)
+	}
+	if got := h.metric("kplane_cronjobctl_jobs_deleted_total", map[string]string{"reason": "history"}); got != 2 {
+		t.Errorf("jobs_deleted_total{reason=history} = %v, want 2", got)
 	}
 	// Between runs nothing happens.
 	h.clock.Set(minute(cj, 4).Add(30 * time.Second))
@@ -224,16 +265,19 @@ func TestForbidSkipsWhileActive(t *testing.T) {
 	first := JobName("solo", minute(cj, 1))
 	h.clock.Set(minute(cj, 1).Add(time.Second))
 	h.waitJob(first)
-	testutil.Eventually(t, 10*time.Second, "first active", func() bool { return len(h.cronJob("solo").GetStatus().GetActive()) == 1 })
+	testutil.Eventually(t, 30*time.Second, "first active", func() bool { return len(h.cronJob("solo").GetStatus().GetActive()) == 1 })
 	h.clock.Set(minute(cj, 2).Add(time.Second))
-	testutil.Eventually(t, 10*time.Second, "JobAlreadyActive event", func() bool { return h.hasEvent("solo", "JobAlreadyActive") })
+	testutil.Eventually(t, 30*time.Second, "JobAlreadyActive event", func() bool { return h.hasEvent("solo", "JobAlreadyActive") })
 	if got := h.jobNames(cj); len(got) != 1 {
 		t.Fatalf("Forbid started a second job while one runs: %v", got)
+	}
+	if got := h.metric("kplane_cronjobctl_runs_skipped_total", map[string]string{"reason": "JobAlreadyActive"}); got < 1 {
+		t.Errorf("runs_skipped_total{reason=JobAlreadyActive} = %v", got)
 	}
 	// Once the first Job finishes the skipped run starts.
 	h.finish(first, jobFailed)
 	second := h.waitJob(JobName("solo", minute(cj, 2)))
-	testutil.Eventually(t, 10*time.Second, "second active", func() bool {
+	testutil.Eventually(t, 30*time.Second, "second active", func() bool {
 		a := activeNames(h.cronJob("solo"))
 		return len(a) == 1 && a[0] == second.Metadata.Name
 	})
@@ -245,11 +289,11 @@ func TestReplaceDeletesActive(t *testing.T) {
 	first := JobName("swap", minute(cj, 1))
 	h.clock.Set(minute(cj, 1).Add(time.Second))
 	h.waitJob(first)
-	testutil.Eventually(t, 10*time.Second, "first active", func() bool { return len(h.cronJob("swap").GetStatus().GetActive()) == 1 })
+	testutil.Eventually(t, 30*time.Second, "first active", func() bool { return len(h.cronJob("swap").GetStatus().GetActive()) == 1 })
 	h.clock.Set(minute(cj, 2).Add(time.Second))
 	second := JobName("swap", minute(cj, 2))
 	h.waitJob(second)
-	testutil.Eventually(t, 10*time.Second, "first deleted, second active", func() bool {
+	testutil.Eventually(t, 30*time.Second, "first deleted, second active", func() bool {
 		_, ok := h.job(first)
 		a := activeNames(h.cronJob("swap"))
 		return !ok && len(a) == 1 && a[0] == second
@@ -264,7 +308,7 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 	last := minute(cj, 180)
 	h.clock.Set(last.Add(10 * time.Second))
 	h.waitJob(JobName("late", last))
-	testutil.Eventually(t, 10*time.Second, "TooManyMissedTimes event", func() bool { return h.hasEvent("late", "TooManyMissedTimes") })
+	testutil.Eventually(t, 30*time.Second, "TooManyMissedTimes event", func() bool { return h.hasEvent("late", "TooManyMissedTimes") })
 	if got := h.jobNames(cj); len(got) != 1 {
 		t.Errorf("catch-up created %v, want one job", got)
 	}
@@ -272,16 +316,12 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 
 func TestSuspendedCreatesNothing(t *testing.T) {
 	h := start(t)
-	cj := h.createCronJob("paused", kplanev1.ConcurrencyPolicyAllow, 3, 1)
-	cj.Spec.Suspend = proto.Bool(true)
-	if _, err := client.CronJobs(h.c).Update(h.ctx, cj); err != nil {
-		t.Fatal(err)
-	}
+	cj := h.createCronJob("paused", kplanev1.ConcurrencyPolicyAllow, 3, 1, func(cj *kplanev1.CronJob) { cj.Spec.Suspend = proto.Bool(true) })
 	// A control CronJob shows when the controller has acted on the step.
 	ctl := h.createCronJob("control", kplanev1.ConcurrencyPolicyAllow, 3, 1)
 	h.clock.Set(minute(ctl, 2).Add(time.Second))
 	h.waitJob(JobName("control", minute(ctl, 2)))
-	testutil.Eventually(t, 10*time.Second, "control status", func() bool { return h.cronJob("control").GetStatus().GetLastScheduleTime() != nil })
+	testutil.Eventually(t, 30*time.Second, "control status", func() bool { return h.cronJob("control").GetStatus().GetLastScheduleTime() != nil })
 	if got := h.jobNames(cj); len(got) != 0 {
 		t.Errorf("suspended CronJob created %v", got)
 	}
@@ -317,15 +357,15 @@ func TestRunCreatedBeforeACrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.clock.Set(at.Add(2 * time.Second))
-	testutil.Eventually(t, 10*time.Second, "the run recorded", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the run recorded", func() bool {
 		s := h.cronJob("resume").GetStatus()
 		a := activeNames(h.cronJob("resume"))
 		return s.GetLastScheduleTime().AsTime().Equal(at) && len(a) == 1 && a[0] == run.Metadata.Name
 	})
-	testutil.Eventually(t, 10*time.Second, "UnexpectedJob for the manual Job", func() bool { return h.hasEvent("resume", "UnexpectedJob") })
+	testutil.Eventually(t, 30*time.Second, "UnexpectedJob for the manual Job", func() bool { return h.hasEvent("resume", "UnexpectedJob") })
 	// The next minute: Forbid holds it back for the run, not for the manual Job.
 	h.clock.Set(minute(cj, 2).Add(time.Second))
-	testutil.Eventually(t, 10*time.Second, "JobAlreadyActive", func() bool { return h.hasEvent("resume", "JobAlreadyActive") })
+	testutil.Eventually(t, 30*time.Second, "JobAlreadyActive", func() bool { return h.hasEvent("resume", "JobAlreadyActive") })
 	h.finish(run.Metadata.Name, jobComplete)
 	h.waitJob(JobName("resume", minute(cj, 2)))
 	if got := h.jobNames(cj); len(got) != 3 {
@@ -353,7 +393,7 @@ func TestLeaderFailover(t *testing.T) {
 		}
 		return l.GetSpec().GetHolderIdentity()
 	}
-	testutil.Eventually(t, 10*time.Second, "cron-a leads", func() bool { return lease() == "cron-a" })
+	testutil.Eventually(t, 30*time.Second, "cron-a leads", func() bool { return lease() == "cron-a" })
 	controllertest.Run(t, srv.Addr(), NewService(WithClock(clock)), controllertest.LeaderElection("cron-b")...)
 	cj := h.createCronJob("ha", kplanev1.ConcurrencyPolicyAllow, 5, 1)
 	clock.Set(minute(cj, 1).Add(time.Second))
@@ -364,7 +404,7 @@ func TestLeaderFailover(t *testing.T) {
 	testutil.Eventually(t, 15*time.Second, "cron-b leads", func() bool { return lease() == "cron-b" })
 	clock.Set(minute(cj, 2).Add(time.Second))
 	h.waitJob(JobName("ha", minute(cj, 2)))
-	testutil.Eventually(t, 10*time.Second, "two runs in the status", func() bool {
+	testutil.Eventually(t, 30*time.Second, "two runs in the status", func() bool {
 		return len(activeNames(h.cronJob("ha"))) == 2 && h.cronJob("ha").GetStatus().GetLastScheduleTime().AsTime().Equal(minute(cj, 2))
 	})
 	if got := h.jobNames(cj); len(got) != 2 {

@@ -44,7 +44,9 @@ type Plan struct {
 	// at Scheduled.
 	Create    *kplanev1.Job
 	Scheduled time.Time
-	// DeleteHistory are finished Jobs beyond the history limits, oldest first.
+	// DeleteHistory are finished Jobs beyond the history limits, oldest
+	// first. (The controller records SuccessfulDelete for each Job its
+	// call really deleted, not for one a stale cache still showed.)
 	DeleteHistory []*kplanev1.Job
 	// Events to record, in order.
 	Events []Event
@@ -140,9 +142,6 @@ func Decide(cj *kplanev1.CronJob, jobs []*kplanev1.Job, now time.Time) Plan {
 
 	p.DeleteHistory = trimHistory(jobs, spec.GetSuccessfulJobsHistoryLimit(), spec.GetFailedJobsHistoryLimit(),
 		spec.SuccessfulJobsHistoryLimit != nil, spec.FailedJobsHistoryLimit != nil)
-	for _, j := range p.DeleteHistory {
-		event(record.Normal, "SuccessfulDelete", "Deleted job %v", j.GetMetadata().GetName())
-	}
 
 	sched, err := cronschedule.Parse(spec.GetSchedule(), spec.GetTimeZone())
 	if err != nil {
@@ -196,7 +195,6 @@ func Decide(cj *kplanev1.CronJob, jobs []*kplanev1.Job, now time.Time) Plan {
 		case kplanev1.ConcurrencyPolicyReplace:
 			for _, ref := range st.Active {
 				p.DeleteActive = append(p.DeleteActive, byUID[ref.GetUid()])
-				event(record.Normal, "SuccessfulDelete", "Deleted job %v", ref.GetName())
 			}
 			st.Active = nil
 		}
