@@ -47,15 +47,15 @@ type Option func(*cronJobController)
 func WithClock(c Clock) Option { return func(r *cronJobController) { r.clock = c } }
 
 type cronJobController struct {
-	clock    Clock
+	clock Clock
 	// Counters behind /metrics (see setup).
 	created, deleted, skipped *prometheus.CounterVec
-	api      *client.Client
-	log      hclog.Logger
-	recorder *record.Recorder
-	ctx      *app.Context
-	cronJobs *informer.Informer
-	jobs     *informer.Informer
+	api                       *client.Client
+	log                       hclog.Logger
+	recorder                  *record.Recorder
+	ctx                       *app.Context
+	cronJobs                  *informer.Informer
+	jobs                      *informer.Informer
 }
 
 // NewService returns cronjobctl: the binary's main runs it with app.Main.
