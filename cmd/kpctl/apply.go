@@ -57,6 +57,7 @@ var createCommand = &command{
 		fs.StringVar(&j.from, "from", "", "create job: the CronJob whose job template to use, as cronjob/NAME")
 		return func(ctx context.Context, e *env, args []string) error {
 			if len(args) > 0 && args[0] == "job" && len(w.files) == 0 {
+				j.dryRun = w.dryRun
 				return j.run(ctx, e, g, args[1:])
 			}
 			if j.image != "" || j.from != "" {

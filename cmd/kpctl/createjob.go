@@ -12,6 +12,7 @@ import (
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
 	"github.com/kplane/kplane/cmd/kpctl/internal/kinds"
+	"github.com/kplane/kplane/pkg/strategy"
 	"github.com/kplane/kplane/pkg/validation"
 )
 
@@ -21,9 +22,10 @@ const annotationInstantiate = "cronjob.kubernetes.io/instantiate"
 
 // jobCreator is "kpctl create job".
 type jobCreator struct {
-	fs    *flagSet
-	image string
-	from  string
+	fs     *flagSet
+	image  string
+	from   string
+	dryRun string // create's --dry-run: "client" validates and writes nothing
 }
 
 func (j *jobCreator) run(ctx context.Context, e *env, g *globals, args []string) error {
@@ -44,6 +46,9 @@ func (j *jobCreator) run(ctx context.Context, e *env, g *globals, args []string)
 	if len(command) > 0 && j.from != "" {
 		return errors.New("cannot specify --from and command")
 	}
+	if j.dryRun != "none" && j.dryRun != "client" {
+		return fmt.Errorf(`invalid --dry-run %q: want "none" or "client"`, j.dryRun)
+	}
 	a, err := g.connect(ctx)
 	if err != nil {
 		return err
@@ -63,10 +68,20 @@ func (j *jobCreator) run(ctx context.Context, e *env, g *globals, args []string)
 			return err
 		}
 	}
-	if _, err := a.create(ctx, kplanev1.MustWrap(job)); err != nil {
+	suffix := ""
+	if j.dryRun == "client" {
+		// What the server would check, on a defaulted copy; nothing is written.
+		obj := kplanev1.MustWrap(proto.Clone(job))
+		s := strategy.For("Job")
+		s.Default(obj)
+		if errs := s.Validate(obj); len(errs) > 0 {
+			return fmt.Errorf("Job %q is invalid: %w", name, errs)
+		}
+		suffix = " (dry run)"
+	} else if _, err := a.create(ctx, kplanev1.MustWrap(job)); err != nil {
 		return err
 	}
-	if _, err := fmt.Fprintf(e.stdout, "%s created\n", kinds.Ref("Job", name)); err != nil {
+	if _, err := fmt.Fprintf(e.stdout, "%s created%s\n", kinds.Ref("Job", name), suffix); err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
 	return nil

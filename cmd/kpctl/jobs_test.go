@@ -125,6 +125,14 @@ func TestJobCommands(t *testing.T) {
 		t.Errorf("get jobs:\n%s", out)
 	}
 
+	// --dry-run=client validates and writes nothing.
+	if out := c.must("", "create", "job", "dry", "--image=busybox", "--dry-run=client", "--", "true"); out != "job/dry created (dry run)\n" {
+		t.Errorf("create job --dry-run=client: %q", out)
+	}
+	if _, err := client.Jobs(cl).Get(c.ctx, "default", "dry"); !client.IsNotFound(err) {
+		t.Errorf("a dry run wrote job dry: %v", err)
+	}
+
 	// create job --from=cronjob/NAME
 	c.must(cronJobManifest, "create", "-f", "-")
 	out := c.must("", "get", "cronjobs")
@@ -182,6 +190,7 @@ func TestJobCommands(t *testing.T) {
 		{[]string{"create", "job", "Bad_Name", "--image=busybox"}, "error: invalid job name \"Bad_Name\": ...\n"},
 		{[]string{"create", "job", "hello", "--image=busybox"}, "error: AlreadyExists: ...\n"},
 		{[]string{"create", "-f", "-", "--image=busybox"}, "error: --image and --from are flags of 'kpctl create job NAME'\n"},
+		{[]string{"create", "job", "x", "--image=busybox", "--dry-run=server"}, "error: invalid --dry-run \"server\": want \"none\" or \"client\"\n"},
 	} {
 		got := c.fails("", tc.args...)
 		if want, prefix := strings.CutSuffix(tc.want, "...\n"); prefix {
