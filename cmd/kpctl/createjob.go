@@ -75,7 +75,7 @@ func (j *jobCreator) run(ctx context.Context, e *env, g *globals, args []string)
 		s := strategy.For("Job")
 		s.Default(obj)
 		if errs := s.Validate(obj); len(errs) > 0 {
-			return fmt.Errorf("Job %q is invalid: %w", name, errs)
+			return fmt.Errorf("invalid job %q: %w", name, errs)
 		}
 		suffix = " (dry run)"
 	} else if _, err := a.create(ctx, kplanev1.MustWrap(job)); err != nil {
