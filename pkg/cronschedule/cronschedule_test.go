@@ -125,3 +125,27 @@ func TestMostRecent(t *testing.T) {
 		t.Errorf("yearly after 126 years: %+v", m)
 	}
 }
+
+// BenchmarkMostRecent prints the cost of finding the run to start after a
+// short and a year-long downtime of an every-minute schedule (525,600
+// missed runs, which a plain forward count would step through one by one).
+func BenchmarkMostRecent(b *testing.B) {
+	s, err := Parse("* * * * *", "UTC")
+	if err != nil {
+		b.Fatal(err)
+	}
+	since := utc("2026-01-01T00:00:00Z")
+	for _, c := range []struct {
+		name string
+		gap  time.Duration
+	}{{"1h", time.Hour}, {"1y", 365 * 24 * time.Hour}} {
+		b.Run(c.name, func(b *testing.B) {
+			now := since.Add(c.gap).Add(30 * time.Second)
+			for b.Loop() {
+				if m := s.MostRecent(since, now); m.Time.IsZero() {
+					b.Fatal("no run found")
+				}
+			}
+		})
+	}
+}
