@@ -2,7 +2,10 @@ module github.com/kplane/kplane/pkg
 
 go 1.26.0
 
-require github.com/kplane/kplane/proto v0.0.0
+require (
+	github.com/kplane/kplane/proto v0.0.0
+	github.com/robfig/cron/v3 v3.0.1
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

@@ -19,13 +19,16 @@ var errHelp = flag.ErrHelp
 type flagSet struct {
 	*flag.FlagSet
 	short map[string]string // long name -> short alias
+	// dash is the number of positional arguments before "--", or -1
+	// when there was none (kpctl create job NAME -- CMD ...).
+	dash int
 }
 
 func newFlagSet(name string) *flagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are returned and printed by run
 	fs.Usage = func() {}
-	return &flagSet{FlagSet: fs, short: map[string]string{}}
+	return &flagSet{FlagSet: fs, short: map[string]string{}, dash: -1}
 }
 
 // alias registers short as another name of the already defined flag long.
@@ -61,6 +64,7 @@ func (f *flagSet) parseInterspersed(args []string, stopAtFirst bool) ([]string, 
 		}
 		rest := f.Args()
 		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			f.dash = len(pos)
 			return append(pos, rest...), nil
 		}
 		if len(rest) == 0 || stopAtFirst {

@@ -52,7 +52,7 @@ type command struct {
 var commands = []*command{
 	applyCommand, createCommand, getCommand, describeCommand, deleteCommand,
 	scaleCommand, labelCommand, annotateCommand, apiResourcesCommand,
-	logsCommand,
+	logsCommand, waitCommand,
 	cordonCommand, uncordonCommand,
 }
 

@@ -100,7 +100,7 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"frobnicate"}, `error: unknown command "frobnicate" for "kpctl"`},
-		{[]string{"get"}, "error: you must specify the type of resource, one of: endpoints (ep),"},
+		{[]string{"get"}, "error: you must specify the type of resource, one of: cronjobs (cj), endpoints (ep),"},
 		{[]string{"get", "deployments"}, `error: the server doesn't have a resource type "deployments"; known types:`},
 		{[]string{"get", "pods", "-o", "table"}, `error: unable to match a printer suitable for the output format "table"`},
 		{[]string{"get", "pods", "--bogus"}, "error: flag provided but not defined: -bogus (see 'kpctl get --help')\n"},

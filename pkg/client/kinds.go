@@ -30,6 +30,9 @@ func Endpoints(c *Client) *Typed[*kplanev1.Endpoints] { return For[*kplanev1.End
 // Jobs returns typed access to Job objects.
 func Jobs(c *Client) *Typed[*kplanev1.Job] { return For[*kplanev1.Job](c) }
 
+// CronJobs returns typed access to CronJob objects.
+func CronJobs(c *Client) *Typed[*kplanev1.CronJob] { return For[*kplanev1.CronJob](c) }
+
 // PersistentVolumes returns typed access to PersistentVolume objects.
 func PersistentVolumes(c *Client) *Typed[*kplanev1.PersistentVolume] {
 	return For[*kplanev1.PersistentVolume](c)

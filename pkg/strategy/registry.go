@@ -160,6 +160,8 @@ func init() {
 		nameFn: validation.IsDNS1123Subdomain, defaults: defaultSecret, validate: validateSecret, update: validateSecretUpdate})
 	register(&typed[*kplanev1.Lease]{kind: "Lease", get: (*kplanev1.Object).GetLease,
 		nameFn: validation.IsDNS1123Subdomain, validate: validateLease})
+	register(&typed[*kplanev1.CronJob]{kind: "CronJob", get: (*kplanev1.Object).GetCronJob,
+		nameFn: cronJobName, defaults: defaultCronJob, validate: validateCronJob})
 	register(eventStrategy{&typed[*kplanev1.Event]{kind: "Event", get: (*kplanev1.Object).GetEvent,
 		nameFn: validation.IsDNS1123Subdomain, defaults: defaultEvent, validate: validateEvent}})
 }

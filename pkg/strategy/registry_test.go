@@ -63,6 +63,9 @@ func TestMinimalObjects(t *testing.T) {
 				Spec: &kplanev1.PodSpec{Containers: []*kplanev1.Container{{Name: "c", Image: "i"}}}}}},
 		&kplanev1.Job{Metadata: meta("d", "j"), Spec: &kplanev1.JobSpec{Template: &kplanev1.PodTemplateSpec{
 			Spec: &kplanev1.PodSpec{RestartPolicy: "Never", Containers: []*kplanev1.Container{{Name: "c", Image: "i"}}}}}},
+		&kplanev1.CronJob{Metadata: meta("d", "cj"), Spec: &kplanev1.CronJobSpec{Schedule: "@hourly", JobTemplate: &kplanev1.JobTemplateSpec{
+			Spec: &kplanev1.JobSpec{Template: &kplanev1.PodTemplateSpec{
+				Spec: &kplanev1.PodSpec{RestartPolicy: "Never", Containers: []*kplanev1.Container{{Name: "c", Image: "i"}}}}}}}},
 		&kplanev1.Service{Metadata: meta("d", "s"), Spec: &kplanev1.ServiceSpec{Ports: []*kplanev1.ServicePort{{Port: 80}}}},
 		&kplanev1.Endpoints{Metadata: meta("d", "s")},
 		&kplanev1.PersistentVolume{Metadata: meta("", "pv"), Spec: &kplanev1.PersistentVolumeSpec{
@@ -108,7 +111,7 @@ func TestMinimalObjects(t *testing.T) {
 // that Default is idempotent, and that an unchanged object is a valid update.
 func FuzzValidate(f *testing.F) {
 	seeds := []proto.Message{validPod(), validReplicaSet(), validRC(), validJob(), validService(), validEndpoints(), validNode(),
-		validPV(), validPVC(), validStorageClass(), validSecret(), validEvent(),
+		validPV(), validPVC(), validStorageClass(), validSecret(), validEvent(), validCronJob(),
 		&kplanev1.Namespace{Metadata: meta("", "a")}, &kplanev1.Lease{Spec: &kplanev1.LeaseSpec{HolderIdentity: "x"}},
 		&kplanev1.ServiceAccount{}}
 	for _, m := range seeds {

@@ -157,7 +157,7 @@ func TestCompose(t *testing.T) {
 	for name, pkg := range map[string]string{
 		"apiserver": "services/apiserver", "scheduler": "services/scheduler", "replicactl": "services/replicactl",
 		"nodectl": "services/nodectl", "gcctl": "services/gcctl", "nodeagent": "services/nodeagent", "ipamctl": "services/ipamctl",
-		"proxy": "services/proxy", "kpctl": "cmd/kpctl", "healthcheck": "cmd/healthcheck",
+		"proxy": "services/proxy", "cronjobctl": "services/cronjobctl", "kpctl": "cmd/kpctl", "healthcheck": "cmd/healthcheck",
 	} {
 		if err := ensureBinary(name, pkg); err != nil {
 			t.Fatal(err)
@@ -195,7 +195,7 @@ func TestCompose(t *testing.T) {
 		if out, err := c.run(3*time.Minute, "down", "-v", "--remove-orphans", "--timeout", "10"); err != nil {
 			t.Errorf("compose down: %v\n%s", err, out)
 		}
-		for _, s := range []string{"apiserver", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "nodeagent", "proxy", "kpctl"} {
+		for _, s := range []string{"apiserver", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "cronjobctl", "nodeagent", "proxy", "kpctl"} {
 			_ = exec.Command("docker", "image", "rm", "kplane/"+s+":"+c.tag).Run()
 		}
 	})
@@ -227,6 +227,11 @@ func TestCompose(t *testing.T) {
 	c.eventually("two healthy replicactl containers and a leader among them", 2*time.Minute, func() bool {
 		ids := c.containers("replicactl")
 		return len(ids) == 2 && c.healthy(ids[0]) && c.healthy(ids[1]) && holderContainer(c.leaseHolder("replicactl"), ids) != ""
+	})
+
+	c.eventually("two healthy cronjobctl containers and a leader among them", 2*time.Minute, func() bool {
+		ids := c.containers("cronjobctl")
+		return len(ids) == 2 && c.healthy(ids[0]) && c.healthy(ids[1]) && holderContainer(c.leaseHolder("cronjobctl"), ids) != ""
 	})
 
 	kpctl := func(args ...string) string {

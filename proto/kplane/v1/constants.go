@@ -100,6 +100,7 @@ const DefaultSchedulerName = "default-scheduler"
 var apiVersions = map[string]string{
 	"ReplicaSet":   "apps/v1",
 	"Job":          "batch/v1",
+	"CronJob":      "batch/v1",
 	"StorageClass": "storage.k8s.io/v1",
 	"Lease":        "coordination.k8s.io/v1",
 }

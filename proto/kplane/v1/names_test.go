@@ -467,6 +467,27 @@ var kubernetesTypes = map[string]string{
 		reason string
 		message string`,
 
+	"CronJob": `
+		metadata ObjectMeta
+		spec CronJobSpec
+		status CronJobStatus`,
+	"CronJobSpec": `
+		schedule string
+		timeZone string
+		startingDeadlineSeconds int64
+		concurrencyPolicy string
+		suspend bool
+		jobTemplate JobTemplateSpec
+		successfulJobsHistoryLimit int32
+		failedJobsHistoryLimit int32`,
+	"JobTemplateSpec": `
+		metadata ObjectMeta
+		spec JobSpec`,
+	"CronJobStatus": `
+		active []ObjectReference
+		lastScheduleTime Time
+		lastSuccessfulTime Time`,
+
 	// storage/v1
 	"StorageClass": `
 		metadata ObjectMeta

@@ -37,6 +37,8 @@ func (x *Object) kindMessage() (proto.Message, bool) {
 		return k.Lease, k.Lease != nil
 	case *Object_Event:
 		return k.Event, k.Event != nil
+	case *Object_CronJob:
+		return k.CronJob, k.CronJob != nil
 	}
 	return nil, false
 }

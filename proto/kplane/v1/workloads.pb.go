@@ -1318,6 +1318,291 @@ func (x *LeaseSpec) GetLeaseTransitions() int32 {
 	return 0
 }
 
+// CronJob creates Jobs on a repeating schedule.
+type CronJob struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Metadata      *ObjectMeta            `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Spec          *CronJobSpec           `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	Status        *CronJobStatus         `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CronJob) Reset() {
+	*x = CronJob{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CronJob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CronJob) ProtoMessage() {}
+
+func (x *CronJob) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CronJob.ProtoReflect.Descriptor instead.
+func (*CronJob) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *CronJob) GetMetadata() *ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *CronJob) GetSpec() *CronJobSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *CronJob) GetStatus() *CronJobStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// CronJobSpec is the desired state of a cron job.
+type CronJobSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// schedule is standard 5-field cron syntax or a descriptor (@hourly, ...).
+	Schedule string `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	// time_zone is an IANA name (Europe/Berlin); unset means the controller's
+	// local time zone.
+	TimeZone *string `protobuf:"bytes,2,opt,name=time_zone,json=timeZone,proto3,oneof" json:"time_zone,omitempty"`
+	// starting_deadline_seconds: a run missed by more than this is skipped.
+	StartingDeadlineSeconds *int64 `protobuf:"varint,3,opt,name=starting_deadline_seconds,json=startingDeadlineSeconds,proto3,oneof" json:"starting_deadline_seconds,omitempty"`
+	// concurrency_policy is Allow (default), Forbid or Replace.
+	ConcurrencyPolicy string `protobuf:"bytes,4,opt,name=concurrency_policy,json=concurrencyPolicy,proto3" json:"concurrency_policy,omitempty"`
+	// suspend defaults to false.
+	Suspend     *bool            `protobuf:"varint,5,opt,name=suspend,proto3,oneof" json:"suspend,omitempty"`
+	JobTemplate *JobTemplateSpec `protobuf:"bytes,6,opt,name=job_template,json=jobTemplate,proto3" json:"job_template,omitempty"`
+	// successful_jobs_history_limit defaults to 3.
+	SuccessfulJobsHistoryLimit *int32 `protobuf:"varint,7,opt,name=successful_jobs_history_limit,json=successfulJobsHistoryLimit,proto3,oneof" json:"successful_jobs_history_limit,omitempty"`
+	// failed_jobs_history_limit defaults to 1.
+	FailedJobsHistoryLimit *int32 `protobuf:"varint,8,opt,name=failed_jobs_history_limit,json=failedJobsHistoryLimit,proto3,oneof" json:"failed_jobs_history_limit,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *CronJobSpec) Reset() {
+	*x = CronJobSpec{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CronJobSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CronJobSpec) ProtoMessage() {}
+
+func (x *CronJobSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CronJobSpec.ProtoReflect.Descriptor instead.
+func (*CronJobSpec) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *CronJobSpec) GetSchedule() string {
+	if x != nil {
+		return x.Schedule
+	}
+	return ""
+}
+
+func (x *CronJobSpec) GetTimeZone() string {
+	if x != nil && x.TimeZone != nil {
+		return *x.TimeZone
+	}
+	return ""
+}
+
+func (x *CronJobSpec) GetStartingDeadlineSeconds() int64 {
+	if x != nil && x.StartingDeadlineSeconds != nil {
+		return *x.StartingDeadlineSeconds
+	}
+	return 0
+}
+
+func (x *CronJobSpec) GetConcurrencyPolicy() string {
+	if x != nil {
+		return x.ConcurrencyPolicy
+	}
+	return ""
+}
+
+func (x *CronJobSpec) GetSuspend() bool {
+	if x != nil && x.Suspend != nil {
+		return *x.Suspend
+	}
+	return false
+}
+
+func (x *CronJobSpec) GetJobTemplate() *JobTemplateSpec {
+	if x != nil {
+		return x.JobTemplate
+	}
+	return nil
+}
+
+func (x *CronJobSpec) GetSuccessfulJobsHistoryLimit() int32 {
+	if x != nil && x.SuccessfulJobsHistoryLimit != nil {
+		return *x.SuccessfulJobsHistoryLimit
+	}
+	return 0
+}
+
+func (x *CronJobSpec) GetFailedJobsHistoryLimit() int32 {
+	if x != nil && x.FailedJobsHistoryLimit != nil {
+		return *x.FailedJobsHistoryLimit
+	}
+	return 0
+}
+
+// JobTemplateSpec is the Job a cron job creates.
+type JobTemplateSpec struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Metadata      *ObjectMeta            `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Spec          *JobSpec               `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobTemplateSpec) Reset() {
+	*x = JobTemplateSpec{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobTemplateSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobTemplateSpec) ProtoMessage() {}
+
+func (x *JobTemplateSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobTemplateSpec.ProtoReflect.Descriptor instead.
+func (*JobTemplateSpec) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *JobTemplateSpec) GetMetadata() *ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *JobTemplateSpec) GetSpec() *JobSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+// CronJobStatus is the observed state of a cron job.
+type CronJobStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// active lists the cron job's running Jobs.
+	Active             []*ObjectReference     `protobuf:"bytes,1,rep,name=active,proto3" json:"active,omitempty"`
+	LastScheduleTime   *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=last_schedule_time,json=lastScheduleTime,proto3" json:"last_schedule_time,omitempty"`
+	LastSuccessfulTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last_successful_time,json=lastSuccessfulTime,proto3" json:"last_successful_time,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *CronJobStatus) Reset() {
+	*x = CronJobStatus{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CronJobStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CronJobStatus) ProtoMessage() {}
+
+func (x *CronJobStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CronJobStatus.ProtoReflect.Descriptor instead.
+func (*CronJobStatus) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CronJobStatus) GetActive() []*ObjectReference {
+	if x != nil {
+		return x.Active
+	}
+	return nil
+}
+
+func (x *CronJobStatus) GetLastScheduleTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastScheduleTime
+	}
+	return nil
+}
+
+func (x *CronJobStatus) GetLastSuccessfulTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSuccessfulTime
+	}
+	return nil
+}
+
 var File_kplane_v1_workloads_proto protoreflect.FileDescriptor
 
 const file_kplane_v1_workloads_proto_rawDesc = "" +
@@ -1461,7 +1746,34 @@ const file_kplane_v1_workloads_proto_rawDesc = "" +
 	"\facquire_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampB\x04\xe8\xd2*\x01R\vacquireTime\x12?\n" +
 	"\n" +
 	"renew_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampB\x04\xe8\xd2*\x01R\trenewTime\x12+\n" +
-	"\x11lease_transitions\x18\x05 \x01(\x05R\x10leaseTransitionsB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
+	"\x11lease_transitions\x18\x05 \x01(\x05R\x10leaseTransitions\"\x9a\x01\n" +
+	"\aCronJob\x121\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12*\n" +
+	"\x04spec\x18\x02 \x01(\v2\x16.kplane.v1.CronJobSpecR\x04spec\x120\n" +
+	"\x06status\x18\x03 \x01(\v2\x18.kplane.v1.CronJobStatusR\x06status\"\x99\x04\n" +
+	"\vCronJobSpec\x12\x1a\n" +
+	"\bschedule\x18\x01 \x01(\tR\bschedule\x12 \n" +
+	"\ttime_zone\x18\x02 \x01(\tH\x00R\btimeZone\x88\x01\x01\x12?\n" +
+	"\x19starting_deadline_seconds\x18\x03 \x01(\x03H\x01R\x17startingDeadlineSeconds\x88\x01\x01\x12-\n" +
+	"\x12concurrency_policy\x18\x04 \x01(\tR\x11concurrencyPolicy\x12\x1d\n" +
+	"\asuspend\x18\x05 \x01(\bH\x02R\asuspend\x88\x01\x01\x12=\n" +
+	"\fjob_template\x18\x06 \x01(\v2\x1a.kplane.v1.JobTemplateSpecR\vjobTemplate\x12F\n" +
+	"\x1dsuccessful_jobs_history_limit\x18\a \x01(\x05H\x03R\x1asuccessfulJobsHistoryLimit\x88\x01\x01\x12>\n" +
+	"\x19failed_jobs_history_limit\x18\b \x01(\x05H\x04R\x16failedJobsHistoryLimit\x88\x01\x01B\f\n" +
+	"\n" +
+	"_time_zoneB\x1c\n" +
+	"\x1a_starting_deadline_secondsB\n" +
+	"\n" +
+	"\b_suspendB \n" +
+	"\x1e_successful_jobs_history_limitB\x1c\n" +
+	"\x1a_failed_jobs_history_limit\"l\n" +
+	"\x0fJobTemplateSpec\x121\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12&\n" +
+	"\x04spec\x18\x02 \x01(\v2\x12.kplane.v1.JobSpecR\x04spec\"\xdb\x01\n" +
+	"\rCronJobStatus\x122\n" +
+	"\x06active\x18\x01 \x03(\v2\x1a.kplane.v1.ObjectReferenceR\x06active\x12H\n" +
+	"\x12last_schedule_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x10lastScheduleTime\x12L\n" +
+	"\x14last_successful_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastSuccessfulTimeB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
 
 var (
 	file_kplane_v1_workloads_proto_rawDescOnce sync.Once
@@ -1475,7 +1787,7 @@ func file_kplane_v1_workloads_proto_rawDescGZIP() []byte {
 	return file_kplane_v1_workloads_proto_rawDescData
 }
 
-var file_kplane_v1_workloads_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_kplane_v1_workloads_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_kplane_v1_workloads_proto_goTypes = []any{
 	(*ReplicaSet)(nil),                  // 0: kplane.v1.ReplicaSet
 	(*ReplicaSetSpec)(nil),              // 1: kplane.v1.ReplicaSetSpec
@@ -1494,63 +1806,76 @@ var file_kplane_v1_workloads_proto_goTypes = []any{
 	(*StorageClass)(nil),                // 14: kplane.v1.StorageClass
 	(*Lease)(nil),                       // 15: kplane.v1.Lease
 	(*LeaseSpec)(nil),                   // 16: kplane.v1.LeaseSpec
-	nil,                                 // 17: kplane.v1.ReplicationControllerSpec.SelectorEntry
-	nil,                                 // 18: kplane.v1.PersistentVolumeSpec.CapacityEntry
-	nil,                                 // 19: kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
-	nil,                                 // 20: kplane.v1.StorageClass.ParametersEntry
-	(*ObjectMeta)(nil),                  // 21: kplane.v1.ObjectMeta
-	(*LabelSelector)(nil),               // 22: kplane.v1.LabelSelector
-	(*PodTemplateSpec)(nil),             // 23: kplane.v1.PodTemplateSpec
-	(*Condition)(nil),                   // 24: kplane.v1.Condition
-	(*timestamppb.Timestamp)(nil),       // 25: google.protobuf.Timestamp
-	(*ObjectReference)(nil),             // 26: kplane.v1.ObjectReference
-	(*HostPathVolumeSource)(nil),        // 27: kplane.v1.HostPathVolumeSource
-	(*ResourceRequirements)(nil),        // 28: kplane.v1.ResourceRequirements
+	(*CronJob)(nil),                     // 17: kplane.v1.CronJob
+	(*CronJobSpec)(nil),                 // 18: kplane.v1.CronJobSpec
+	(*JobTemplateSpec)(nil),             // 19: kplane.v1.JobTemplateSpec
+	(*CronJobStatus)(nil),               // 20: kplane.v1.CronJobStatus
+	nil,                                 // 21: kplane.v1.ReplicationControllerSpec.SelectorEntry
+	nil,                                 // 22: kplane.v1.PersistentVolumeSpec.CapacityEntry
+	nil,                                 // 23: kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
+	nil,                                 // 24: kplane.v1.StorageClass.ParametersEntry
+	(*ObjectMeta)(nil),                  // 25: kplane.v1.ObjectMeta
+	(*LabelSelector)(nil),               // 26: kplane.v1.LabelSelector
+	(*PodTemplateSpec)(nil),             // 27: kplane.v1.PodTemplateSpec
+	(*Condition)(nil),                   // 28: kplane.v1.Condition
+	(*timestamppb.Timestamp)(nil),       // 29: google.protobuf.Timestamp
+	(*ObjectReference)(nil),             // 30: kplane.v1.ObjectReference
+	(*HostPathVolumeSource)(nil),        // 31: kplane.v1.HostPathVolumeSource
+	(*ResourceRequirements)(nil),        // 32: kplane.v1.ResourceRequirements
 }
 var file_kplane_v1_workloads_proto_depIdxs = []int32{
-	21, // 0: kplane.v1.ReplicaSet.metadata:type_name -> kplane.v1.ObjectMeta
+	25, // 0: kplane.v1.ReplicaSet.metadata:type_name -> kplane.v1.ObjectMeta
 	1,  // 1: kplane.v1.ReplicaSet.spec:type_name -> kplane.v1.ReplicaSetSpec
 	2,  // 2: kplane.v1.ReplicaSet.status:type_name -> kplane.v1.ReplicaSetStatus
-	22, // 3: kplane.v1.ReplicaSetSpec.selector:type_name -> kplane.v1.LabelSelector
-	23, // 4: kplane.v1.ReplicaSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
-	24, // 5: kplane.v1.ReplicaSetStatus.conditions:type_name -> kplane.v1.Condition
-	21, // 6: kplane.v1.ReplicationController.metadata:type_name -> kplane.v1.ObjectMeta
+	26, // 3: kplane.v1.ReplicaSetSpec.selector:type_name -> kplane.v1.LabelSelector
+	27, // 4: kplane.v1.ReplicaSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	28, // 5: kplane.v1.ReplicaSetStatus.conditions:type_name -> kplane.v1.Condition
+	25, // 6: kplane.v1.ReplicationController.metadata:type_name -> kplane.v1.ObjectMeta
 	4,  // 7: kplane.v1.ReplicationController.spec:type_name -> kplane.v1.ReplicationControllerSpec
 	2,  // 8: kplane.v1.ReplicationController.status:type_name -> kplane.v1.ReplicaSetStatus
-	17, // 9: kplane.v1.ReplicationControllerSpec.selector:type_name -> kplane.v1.ReplicationControllerSpec.SelectorEntry
-	23, // 10: kplane.v1.ReplicationControllerSpec.template:type_name -> kplane.v1.PodTemplateSpec
-	21, // 11: kplane.v1.Job.metadata:type_name -> kplane.v1.ObjectMeta
+	21, // 9: kplane.v1.ReplicationControllerSpec.selector:type_name -> kplane.v1.ReplicationControllerSpec.SelectorEntry
+	27, // 10: kplane.v1.ReplicationControllerSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	25, // 11: kplane.v1.Job.metadata:type_name -> kplane.v1.ObjectMeta
 	6,  // 12: kplane.v1.Job.spec:type_name -> kplane.v1.JobSpec
 	7,  // 13: kplane.v1.Job.status:type_name -> kplane.v1.JobStatus
-	22, // 14: kplane.v1.JobSpec.selector:type_name -> kplane.v1.LabelSelector
-	23, // 15: kplane.v1.JobSpec.template:type_name -> kplane.v1.PodTemplateSpec
-	24, // 16: kplane.v1.JobStatus.conditions:type_name -> kplane.v1.Condition
-	25, // 17: kplane.v1.JobStatus.start_time:type_name -> google.protobuf.Timestamp
-	25, // 18: kplane.v1.JobStatus.completion_time:type_name -> google.protobuf.Timestamp
-	21, // 19: kplane.v1.PersistentVolume.metadata:type_name -> kplane.v1.ObjectMeta
+	26, // 14: kplane.v1.JobSpec.selector:type_name -> kplane.v1.LabelSelector
+	27, // 15: kplane.v1.JobSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	28, // 16: kplane.v1.JobStatus.conditions:type_name -> kplane.v1.Condition
+	29, // 17: kplane.v1.JobStatus.start_time:type_name -> google.protobuf.Timestamp
+	29, // 18: kplane.v1.JobStatus.completion_time:type_name -> google.protobuf.Timestamp
+	25, // 19: kplane.v1.PersistentVolume.metadata:type_name -> kplane.v1.ObjectMeta
 	9,  // 20: kplane.v1.PersistentVolume.spec:type_name -> kplane.v1.PersistentVolumeSpec
 	10, // 21: kplane.v1.PersistentVolume.status:type_name -> kplane.v1.PersistentVolumeStatus
-	18, // 22: kplane.v1.PersistentVolumeSpec.capacity:type_name -> kplane.v1.PersistentVolumeSpec.CapacityEntry
-	26, // 23: kplane.v1.PersistentVolumeSpec.claim_ref:type_name -> kplane.v1.ObjectReference
-	27, // 24: kplane.v1.PersistentVolumeSpec.host_path:type_name -> kplane.v1.HostPathVolumeSource
-	21, // 25: kplane.v1.PersistentVolumeClaim.metadata:type_name -> kplane.v1.ObjectMeta
+	22, // 22: kplane.v1.PersistentVolumeSpec.capacity:type_name -> kplane.v1.PersistentVolumeSpec.CapacityEntry
+	30, // 23: kplane.v1.PersistentVolumeSpec.claim_ref:type_name -> kplane.v1.ObjectReference
+	31, // 24: kplane.v1.PersistentVolumeSpec.host_path:type_name -> kplane.v1.HostPathVolumeSource
+	25, // 25: kplane.v1.PersistentVolumeClaim.metadata:type_name -> kplane.v1.ObjectMeta
 	12, // 26: kplane.v1.PersistentVolumeClaim.spec:type_name -> kplane.v1.PersistentVolumeClaimSpec
 	13, // 27: kplane.v1.PersistentVolumeClaim.status:type_name -> kplane.v1.PersistentVolumeClaimStatus
-	22, // 28: kplane.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.v1.LabelSelector
-	28, // 29: kplane.v1.PersistentVolumeClaimSpec.resources:type_name -> kplane.v1.ResourceRequirements
-	19, // 30: kplane.v1.PersistentVolumeClaimStatus.capacity:type_name -> kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
-	24, // 31: kplane.v1.PersistentVolumeClaimStatus.conditions:type_name -> kplane.v1.Condition
-	21, // 32: kplane.v1.StorageClass.metadata:type_name -> kplane.v1.ObjectMeta
-	20, // 33: kplane.v1.StorageClass.parameters:type_name -> kplane.v1.StorageClass.ParametersEntry
-	21, // 34: kplane.v1.Lease.metadata:type_name -> kplane.v1.ObjectMeta
+	26, // 28: kplane.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.v1.LabelSelector
+	32, // 29: kplane.v1.PersistentVolumeClaimSpec.resources:type_name -> kplane.v1.ResourceRequirements
+	23, // 30: kplane.v1.PersistentVolumeClaimStatus.capacity:type_name -> kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
+	28, // 31: kplane.v1.PersistentVolumeClaimStatus.conditions:type_name -> kplane.v1.Condition
+	25, // 32: kplane.v1.StorageClass.metadata:type_name -> kplane.v1.ObjectMeta
+	24, // 33: kplane.v1.StorageClass.parameters:type_name -> kplane.v1.StorageClass.ParametersEntry
+	25, // 34: kplane.v1.Lease.metadata:type_name -> kplane.v1.ObjectMeta
 	16, // 35: kplane.v1.Lease.spec:type_name -> kplane.v1.LeaseSpec
-	25, // 36: kplane.v1.LeaseSpec.acquire_time:type_name -> google.protobuf.Timestamp
-	25, // 37: kplane.v1.LeaseSpec.renew_time:type_name -> google.protobuf.Timestamp
-	38, // [38:38] is the sub-list for method output_type
-	38, // [38:38] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	29, // 36: kplane.v1.LeaseSpec.acquire_time:type_name -> google.protobuf.Timestamp
+	29, // 37: kplane.v1.LeaseSpec.renew_time:type_name -> google.protobuf.Timestamp
+	25, // 38: kplane.v1.CronJob.metadata:type_name -> kplane.v1.ObjectMeta
+	18, // 39: kplane.v1.CronJob.spec:type_name -> kplane.v1.CronJobSpec
+	20, // 40: kplane.v1.CronJob.status:type_name -> kplane.v1.CronJobStatus
+	19, // 41: kplane.v1.CronJobSpec.job_template:type_name -> kplane.v1.JobTemplateSpec
+	25, // 42: kplane.v1.JobTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
+	6,  // 43: kplane.v1.JobTemplateSpec.spec:type_name -> kplane.v1.JobSpec
+	30, // 44: kplane.v1.CronJobStatus.active:type_name -> kplane.v1.ObjectReference
+	29, // 45: kplane.v1.CronJobStatus.last_schedule_time:type_name -> google.protobuf.Timestamp
+	29, // 46: kplane.v1.CronJobStatus.last_successful_time:type_name -> google.protobuf.Timestamp
+	47, // [47:47] is the sub-list for method output_type
+	47, // [47:47] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_workloads_proto_init() }
@@ -1567,13 +1892,14 @@ func file_kplane_v1_workloads_proto_init() {
 	file_kplane_v1_workloads_proto_msgTypes[7].OneofWrappers = []any{}
 	file_kplane_v1_workloads_proto_msgTypes[12].OneofWrappers = []any{}
 	file_kplane_v1_workloads_proto_msgTypes[14].OneofWrappers = []any{}
+	file_kplane_v1_workloads_proto_msgTypes[18].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_v1_workloads_proto_rawDesc), len(file_kplane_v1_workloads_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

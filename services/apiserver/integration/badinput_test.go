@@ -50,6 +50,15 @@ func TestBadInputIsRejectedWithoutWriting(t *testing.T) {
 		mut(o.GetReplicaSet())
 		return o
 	}
+	cronJob := func(mut func(cj *kplanev1.CronJob)) *kplanev1.Object {
+		cj := &kplanev1.CronJob{Metadata: meta("default", "new-cron", nil), Spec: &kplanev1.CronJobSpec{
+			Schedule: "*/5 * * * *", JobTemplate: &kplanev1.JobTemplateSpec{Spec: &kplanev1.JobSpec{
+				Template: &kplanev1.PodTemplateSpec{Spec: &kplanev1.PodSpec{RestartPolicy: "Never", Containers: podSpec().Containers}},
+			}},
+		}}
+		mut(cj)
+		return kplanev1.MustWrap(cj)
+	}
 	changed := func(base *kplanev1.Object, mut func(o *kplanev1.Object)) *kplanev1.Object {
 		o := proto.Clone(base).(*kplanev1.Object)
 		mut(o)
@@ -96,6 +105,17 @@ func TestBadInputIsRejectedWithoutWriting(t *testing.T) {
 		code codes.Code
 		msg  []string
 	}{
+		// CronJob
+		{"cron schedule", createReq(cronJob(func(cj *kplanev1.CronJob) { cj.Spec.Schedule = "every minute" })), codes.InvalidArgument,
+			[]string{`CronJob "new-cron" is invalid`, `spec.schedule: Invalid value: "every minute": expected exactly 5 fields, found 2`}},
+		{"cron time zone", createReq(cronJob(func(cj *kplanev1.CronJob) { cj.Spec.TimeZone = proto.String("Moon/Base") })), codes.InvalidArgument,
+			[]string{`spec.timeZone: Invalid value: "Moon/Base": unknown time zone Moon/Base`}},
+		{"cron policy", createReq(cronJob(func(cj *kplanev1.CronJob) { cj.Spec.ConcurrencyPolicy = "Never" })), codes.InvalidArgument,
+			[]string{`spec.concurrencyPolicy: Unsupported value: "Never"`}},
+		{"cron history", createReq(cronJob(func(cj *kplanev1.CronJob) { cj.Spec.FailedJobsHistoryLimit = proto.Int32(-1) })), codes.InvalidArgument,
+			[]string{"spec.failedJobsHistoryLimit: must be greater than or equal to 0"}},
+		{"cron restart policy", createReq(cronJob(func(cj *kplanev1.CronJob) { cj.Spec.JobTemplate.Spec.Template.Spec.RestartPolicy = "Always" })), codes.InvalidArgument,
+			[]string{`spec.jobTemplate.spec.template.spec.restartPolicy: Unsupported value: "Always": supported values: "OnFailure", "Never"`}},
 		// names
 		{"uppercase name", createReq(newPod("default", "Web", nil)), codes.InvalidArgument,
 			[]string{`Pod "Web" is invalid`, `metadata.name: Invalid value: "Web"`, "lowercase RFC 1123 subdomain"}},

@@ -347,6 +347,11 @@ func TestEveryKindRoundTrips(t *testing.T) {
 		newSecret("team", "sec", map[string][]byte{"k": []byte("v")}),
 		newLease("team", "lease"),
 		newEvent("team", "ev"),
+		kplanev1.MustWrap(&kplanev1.CronJob{Metadata: meta("team", "cron", nil), Spec: &kplanev1.CronJobSpec{
+			Schedule: "@hourly", JobTemplate: &kplanev1.JobTemplateSpec{Spec: &kplanev1.JobSpec{
+				Template: &kplanev1.PodTemplateSpec{Spec: &kplanev1.PodSpec{RestartPolicy: "OnFailure", Containers: podSpec().Containers}},
+			}},
+		}}),
 	}
 	if len(objs) != len(kplanev1.KindNames()) {
 		t.Fatalf("test covers %d kinds, the API has %d: add the new kind here", len(objs), len(kplanev1.KindNames()))

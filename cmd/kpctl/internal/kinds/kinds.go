@@ -26,6 +26,7 @@ var shortNames = map[string]string{
 	"StorageClass":          "sc",
 	"ServiceAccount":        "sa",
 	"Event":                 "ev",
+	"CronJob":               "cj",
 }
 
 // aliases maps every lower-case name a user may type to the kind name.

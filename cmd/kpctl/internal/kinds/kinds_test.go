@@ -20,6 +20,7 @@ func TestResolve(t *testing.T) {
 		"ServiceAccount":        {"sa", "serviceaccount", "serviceaccounts"},
 		"Namespace":             {"ns", "namespace", "namespaces"},
 		"Job":                   {"job", "jobs"},
+		"CronJob":               {"cronjob", "cronjobs", "cj"},
 		"StorageClass":          {"sc", "storageclass", "storageclasses"},
 		"Secret":                {"secret", "secrets"},
 		"Lease":                 {"lease", "leases"},

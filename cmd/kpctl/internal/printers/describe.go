@@ -153,6 +153,8 @@ func Describe(w io.Writer, obj *kplanev1.Object, rel Related, now time.Time) err
 		d.service(obj.GetService(), rel.Endpoints)
 	case obj.GetJob() != nil:
 		d.job(obj.GetJob())
+	case obj.GetCronJob() != nil:
+		d.cronJob(obj.GetCronJob())
 	case obj.GetSecret() != nil:
 		d.secret(obj.GetSecret())
 	case obj.GetEndpoints() != nil:
@@ -442,6 +444,50 @@ func (d *describer) job(j *kplanev1.Job) {
 	d.line(0, "Pods Statuses", "%d Active / %d Succeeded / %d Failed", st.GetActive(), st.GetSucceeded(), st.GetFailed())
 	d.template(spec.GetTemplate())
 	d.conditions(st.GetConditions(), false)
+}
+
+// cronJob prints what kubectl 1.32 does: the schedule, policies and
+// limits, the job template, the last run and the active Jobs.
+func (d *describer) cronJob(cj *kplanev1.CronJob) {
+	spec, st := cj.GetSpec(), cj.GetStatus()
+	d.line(0, "Schedule", "%s", spec.GetSchedule())
+	d.line(0, "Concurrency Policy", "%s", spec.GetConcurrencyPolicy())
+	d.line(0, "Suspend", "%s", boolPtr(spec.Suspend))
+	optional := func(key string, set bool, v int64, unit string) {
+		if set {
+			d.line(0, key, "%d%s", v, unit)
+		} else {
+			d.line(0, key, "<unset>")
+		}
+	}
+	optional("Successful Job History Limit", spec.SuccessfulJobsHistoryLimit != nil, int64(spec.GetSuccessfulJobsHistoryLimit()), "")
+	optional("Failed Job History Limit", spec.FailedJobsHistoryLimit != nil, int64(spec.GetFailedJobsHistoryLimit()), "")
+	optional("Starting Deadline Seconds", spec.StartingDeadlineSeconds != nil, spec.GetStartingDeadlineSeconds(), "s")
+	js := spec.GetJobTemplate().GetSpec()
+	if js == nil {
+		js = &kplanev1.JobSpec{}
+	}
+	if js.GetSelector() != nil {
+		d.line(0, "Selector", "%s", LabelSelector(js.GetSelector()))
+	} else {
+		d.line(0, "Selector", "<unset>")
+	}
+	optional("Parallelism", js.Parallelism != nil, int64(js.GetParallelism()), "")
+	optional("Completions", js.Completions != nil, int64(js.GetCompletions()), "")
+	if js.ActiveDeadlineSeconds != nil {
+		d.line(0, "Active Deadline Seconds", "%ds", js.GetActiveDeadlineSeconds())
+	}
+	d.template(js.GetTemplate())
+	if st.GetLastScheduleTime() != nil {
+		d.line(0, "Last Schedule Time", "%s", Timestamp(st.GetLastScheduleTime()))
+	} else {
+		d.line(0, "Last Schedule Time", "<unset>")
+	}
+	var active []string
+	for _, ref := range st.GetActive() {
+		active = append(active, ref.GetName())
+	}
+	d.line(0, "Active Jobs", "%s", orNone(strings.Join(active, ", ")))
 }
 
 // secret shows the sizes of the values, never the values.

@@ -53,6 +53,8 @@ func TestDescribe(t *testing.T) {
 		{"node", node, Related{}},
 		{"service", all["Service"][0], Related{Endpoints: ep}},
 		{"job", all["Job"][0], Related{}},
+		{"cronjob", all["CronJob"][0], Related{}},
+		{"cronjob unset", all["CronJob"][1], Related{}},
 		{"secret", all["Secret"][0], Related{}},
 		{"storageclass", all["StorageClass"][0], Related{}},
 		{"lease", all["Lease"][0], Related{}},

@@ -182,6 +182,21 @@ func fixtures() map[string][]*kplanev1.Object {
 					{Type: "Failed", Status: "True", Reason: "BackoffLimitExceeded"}}},
 			}),
 		},
+		"CronJob": {
+			kplanev1.MustWrap(&kplanev1.CronJob{
+				Metadata: meta("default", "nightly", 3*24*time.Hour),
+				Spec: &kplanev1.CronJobSpec{Schedule: "0 3 * * *", TimeZone: ptr("Europe/Berlin"), ConcurrencyPolicy: "Forbid",
+					Suspend: ptr(false), SuccessfulJobsHistoryLimit: ptr[int32](3), FailedJobsHistoryLimit: ptr[int32](1),
+					StartingDeadlineSeconds: ptr[int64](200),
+					JobTemplate:             &kplanev1.JobTemplateSpec{Spec: &kplanev1.JobSpec{Completions: ptr[int32](2), Template: template}}},
+				Status: &kplanev1.CronJobStatus{LastScheduleTime: ago(5 * time.Hour), LastSuccessfulTime: ago(5*time.Hour - 40*time.Second),
+					Active: []*kplanev1.ObjectReference{{Kind: "Job", Namespace: "default", Name: "nightly-29410020"}}},
+			}),
+			kplanev1.MustWrap(&kplanev1.CronJob{
+				Metadata: meta("default", "every-minute", 30*time.Second),
+				Spec:     &kplanev1.CronJobSpec{Schedule: "*/1 * * * *", Suspend: ptr(true)},
+			}),
+		},
 		"PersistentVolume": {
 			kplanev1.MustWrap(&kplanev1.PersistentVolume{
 				Metadata: meta("", "pv-1", 3*24*time.Hour),

@@ -316,16 +316,62 @@ func jobRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
 	return cells, []string{names, images, LabelSelector(spec.GetSelector())}
 }
 
-// JobStatus is Complete, Failed, Suspended or Running from the conditions.
+// JobStatus is the one word kubectl 1.32 shows for a Job: Complete or
+// Failed once finished, Terminating while deleted, else Suspended,
+// FailureTarget or SuccessCriteriaMet from the conditions, else Running.
 func JobStatus(j *kplanev1.Job) string {
-	for _, want := range []string{"Failed", "Complete", "Suspended"} {
+	has := func(typ string) bool {
 		for _, c := range j.GetStatus().GetConditions() {
-			if c.GetType() == want && c.GetStatus() == "True" {
-				return want
+			if c.GetType() == typ && c.GetStatus() == kplanev1.ConditionTrue {
+				return true
 			}
 		}
+		return false
+	}
+	switch {
+	case has("Complete"):
+		return "Complete"
+	case has("Failed"):
+		return "Failed"
+	case j.GetMetadata().GetDeletionTimestamp() != nil:
+		return "Terminating"
+	case has("Suspended"):
+		return "Suspended"
+	case has("FailureTarget"):
+		return "FailureTarget"
+	case has("SuccessCriteriaMet"):
+		return "SuccessCriteriaMet"
 	}
 	return "Running"
+}
+
+func cronJobRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	cj := o.GetCronJob()
+	spec, st := cj.GetSpec(), cj.GetStatus()
+	tz := none
+	if spec.TimeZone != nil {
+		tz = spec.GetTimeZone()
+	}
+	last := none
+	if st.GetLastScheduleTime() != nil {
+		last = Age(st.GetLastScheduleTime(), now)
+	}
+	cells := []string{cj.GetMetadata().GetName(), spec.GetSchedule(), tz, boolPtr(spec.Suspend),
+		strconv.Itoa(len(st.GetActive())), last, Age(cj.GetMetadata().GetCreationTimestamp(), now)}
+	js := spec.GetJobTemplate().GetSpec()
+	names, images := containers(js.GetTemplate().GetSpec())
+	return cells, []string{names, images, LabelSelector(js.GetSelector())}
+}
+
+// boolPtr prints an optional bool as kubectl does: True, False or <unset>.
+func boolPtr(b *bool) string {
+	switch {
+	case b == nil:
+		return "<unset>"
+	case *b:
+		return "True"
+	}
+	return "False"
 }
 
 // AccessModes abbreviates access modes as kubectl does: "RWO,ROX".

@@ -40,6 +40,7 @@ var tables = map[string]columns{
 	"Service":               {[]string{"NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"}, []string{"SELECTOR"}, serviceRow},
 	"Endpoints":             {[]string{"NAME", "ENDPOINTS", "AGE"}, nil, endpointsRow},
 	"Job":                   {[]string{"NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"}, []string{"CONTAINERS", "IMAGES", "SELECTOR"}, jobRow},
+	"CronJob":               {[]string{"NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST SCHEDULE", "AGE"}, []string{"CONTAINERS", "IMAGES", "SELECTOR"}, cronJobRow},
 	"PersistentVolume":      {[]string{"NAME", "CAPACITY", "ACCESS MODES", "RECLAIM POLICY", "STATUS", "CLAIM", "STORAGECLASS", "REASON", "AGE"}, []string{"VOLUMEMODE"}, pvRow},
 	"PersistentVolumeClaim": {[]string{"NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS MODES", "STORAGECLASS", "AGE"}, []string{"VOLUMEMODE"}, pvcRow},
 	"StorageClass":          {[]string{"NAME", "PROVISIONER", "RECLAIMPOLICY", "VOLUMEBINDINGMODE", "ALLOWVOLUMEEXPANSION", "AGE"}, nil, storageClassRow},

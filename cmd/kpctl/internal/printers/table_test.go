@@ -102,3 +102,37 @@ func TestAgeUnknown(t *testing.T) {
 		t.Errorf("Age(nil) = %q", got)
 	}
 }
+
+// TestJobStatus follows kubectl 1.32's order: finished beats deleting
+// beats the interim conditions.
+func TestJobStatus(t *testing.T) {
+	cond := func(types ...string) []*kplanev1.Condition {
+		var out []*kplanev1.Condition
+		for _, typ := range types {
+			out = append(out, &kplanev1.Condition{Type: typ, Status: "True"})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		conds    []*kplanev1.Condition
+		deleting bool
+		want     string
+	}{
+		{nil, false, "Running"},
+		{cond("SuccessCriteriaMet", "Complete"), false, "Complete"},
+		{cond("FailureTarget", "Failed"), true, "Failed"},
+		{cond("FailureTarget"), false, "FailureTarget"},
+		{cond("SuccessCriteriaMet"), false, "SuccessCriteriaMet"},
+		{cond("Suspended", "FailureTarget"), false, "Suspended"},
+		{cond("Suspended"), true, "Terminating"},
+		{[]*kplanev1.Condition{{Type: "Complete", Status: "False"}}, false, "Running"},
+	} {
+		j := &kplanev1.Job{Metadata: &kplanev1.ObjectMeta{}, Status: &kplanev1.JobStatus{Conditions: c.conds}}
+		if c.deleting {
+			j.Metadata.DeletionTimestamp = ago(time.Second)
+		}
+		if got := JobStatus(j); got != c.want {
+			t.Errorf("%v deleting=%v: %s, want %s", c.conds, c.deleting, got, c.want)
+		}
+	}
+}
