@@ -2,10 +2,15 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+
+	"github.com/kplane/kplane/test/e2e/internal/launcher"
 )
 
 // BenchmarkJob5000 (make bench-jobs): 100 fake nodes, an Indexed Job of
@@ -20,10 +25,11 @@ func BenchmarkJob5000(b *testing.B) {
 	)
 	for range b.N {
 		c := startCluster(b)
-		c.startController("scheduler", "scheduler", "--log-level", "warn")
-		c.startController("ipamctl", "ipamctl", "--log-level", "warn")
-		c.startController("nodeagent", "nodeagent", "--runtime", "fake", "--fake-nodes", "100", "--node-name", "bench", "--root-dir", b.TempDir(), "--log-level", "warn")
-		c.startController("jobctl", "jobctl", "--leader-elect=false", "--log-level", "warn")
+		procs := map[string]*launcher.Process{"apiserver": c.apiserver}
+		procs["scheduler"], _ = c.startController("scheduler", "scheduler", "--log-level", "warn")
+		procs["ipamctl"], _ = c.startController("ipamctl", "ipamctl", "--log-level", "warn")
+		procs["nodeagent"], _ = c.startController("nodeagent", "nodeagent", "--runtime", "fake", "--fake-nodes", "100", "--node-name", "bench", "--root-dir", b.TempDir(), "--log-level", "warn")
+		procs["jobctl"], _ = c.startController("jobctl", "jobctl", "--leader-elect=false", "--log-level", "warn")
 		c.eventually(time.Minute, func() string {
 			resp, err := c.api.List(c.ctx(), &kplanev1.ListRequest{Kind: "Node"})
 			if err != nil {
@@ -35,6 +41,7 @@ func BenchmarkJob5000(b *testing.B) {
 			return ""
 		})
 
+		cpu0 := cpuSeconds(b, procs)
 		start := time.Now()
 		if _, err := c.api.Create(c.ctx(), &kplanev1.CreateRequest{Object: fakeIndexedJob("bench", n, parallelism, podRuntime)}); err != nil {
 			b.Fatal(err)
@@ -62,6 +69,7 @@ func BenchmarkJob5000(b *testing.B) {
 			return fmt.Sprintf("%d/%d succeeded", st.GetSucceeded(), n)
 		})
 		took := time.Since(start)
+		cpu1 := cpuSeconds(b, procs)
 		st := j.GetStatus()
 		if st.GetSucceeded() != n || st.GetCompletedIndexes() != fmt.Sprintf("0-%d", n-1) || maxActiv > parallelism {
 			b.Fatalf("succeeded %d, completedIndexes %q, most active %d", st.GetSucceeded(), st.GetCompletedIndexes(), maxActiv)
@@ -74,5 +82,32 @@ func BenchmarkJob5000(b *testing.B) {
 		fmt.Printf("Indexed Job, %d completions, parallelism %d, pods of %v on 100 fake nodes: Complete after %v (half after %v), %.0f completions/s; most active seen %d; %.1fx the %v floor of %d rounds of %v\n",
 			n, parallelism, podRuntime, took.Round(time.Millisecond), half.Round(time.Millisecond), rate, maxActiv,
 			took.Seconds()/floor.Seconds(), floor, n/parallelism, podRuntime)
+		fmt.Printf("CPU seconds during the run:")
+		for _, name := range []string{"apiserver", "jobctl", "scheduler", "nodeagent", "ipamctl"} {
+			fmt.Printf(" %s %.1f", name, cpu1[name]-cpu0[name])
+		}
+		fmt.Println()
 	}
+}
+
+// cpuSeconds reads each process's user+system CPU time from /proc.
+func cpuSeconds(tb testing.TB, procs map[string]*launcher.Process) map[string]float64 {
+	tb.Helper()
+	out := map[string]float64{}
+	for name, p := range procs {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
+		if err != nil {
+			tb.Fatalf("cpu of %s: %v", name, err)
+		}
+		// Fields after the command (which may hold spaces) start after ") ".
+		_, rest, _ := strings.Cut(string(b), ") ")
+		f := strings.Fields(rest)
+		utime, err1 := strconv.ParseFloat(f[11], 64)
+		stime, err2 := strconv.ParseFloat(f[12], 64)
+		if err1 != nil || err2 != nil {
+			tb.Fatalf("cpu of %s: parse %q %q", name, f[11], f[12])
+		}
+		out[name] = (utime + stime) / 100 // USER_HZ is 100 on Linux
+	}
+	return out
 }

@@ -38,8 +38,14 @@ const (
 // finalizerWorkers bounds the concurrent finalizer removals of one reconcile.
 const finalizerWorkers = 16
 
+// defaultBatchPeriod gathers the pod events of a Job into one reconcile
+// (and one status write), as Kubernetes' syncJobBatchPeriod does: pods of
+// a parallel Job change status by the hundred.
+const defaultBatchPeriod = 100 * time.Millisecond
+
 type jobController struct {
 	backoffScale float64
+	batchPeriod  time.Duration
 
 	api      *client.Client
 	log      hclog.Logger
@@ -59,7 +65,7 @@ type jobController struct {
 func NewService() app.Service { return newJobController().service() }
 
 func newJobController() *jobController {
-	return &jobController{backoffScale: 1, exp: controller.NewExpectations(0), now: time.Now}
+	return &jobController{backoffScale: 1, batchPeriod: defaultBatchPeriod, exp: controller.NewExpectations(0), now: time.Now}
 }
 
 // service describes the binary. RequireCatchUp: a new leader must see
@@ -77,6 +83,8 @@ func (r *jobController) service() app.Service {
 		AddFlags: func(fs *flag.FlagSet) {
 			fs.Float64Var(&r.backoffScale, "backoff-scale", 1,
 				"multiplies the failed-pod back-off (10s doubling, capped at 6m); 0 turns it off (for tests)")
+			fs.DurationVar(&r.batchPeriod, "sync-batch-period", defaultBatchPeriod,
+				"a Job is reconciled at most this long after a change of one of its pods, so that one reconcile handles the pod changes of that period; 0 reconciles at once")
 		},
 		Setup: r.setup,
 	}
@@ -85,6 +93,9 @@ func (r *jobController) service() app.Service {
 func (r *jobController) setup(c *app.Context) (app.Reconciler, error) {
 	if r.backoffScale < 0 {
 		return nil, fmt.Errorf("--backoff-scale must not be negative, not %v", r.backoffScale)
+	}
+	if r.batchPeriod < 0 {
+		return nil, fmt.Errorf("--sync-batch-period must not be negative, not %v", r.batchPeriod)
 	}
 	r.backoff = Backoff{
 		Base: time.Duration(float64(defaultBackoffBase) * r.backoffScale),
@@ -159,7 +170,7 @@ func jobKeyOf(pod *kplanev1.Object) (string, bool) {
 
 func (r *jobController) enqueueOwner(pod *kplanev1.Object) {
 	if key, ok := jobKeyOf(pod); ok {
-		r.ctx.Enqueue(key)
+		r.ctx.EnqueueAfter(key, r.batchPeriod)
 	}
 }
 

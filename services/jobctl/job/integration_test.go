@@ -201,7 +201,7 @@ func TestNonIndexedCountsEveryPodExactlyOnce(t *testing.T) {
 }
 
 func TestIndexedPodsGetTheirIndex(t *testing.T) {
-	api, _ := controllertest.Start(t, NewService(), "--backoff-scale", "0")
+	api, _ := controllertest.Start(t, NewService(), "--backoff-scale", "0", "--sync-batch-period", "0")
 	j := create(t, api, newJob("idx", func(s *kplanev1.JobSpec) {
 		s.Completions, s.Parallelism = proto.Int32(4), proto.Int32(4)
 		s.CompletionMode = kplanev1.JobCompletionIndexed
@@ -457,10 +457,15 @@ func TestDeletedJobReleasesItsPods(t *testing.T) {
 	})
 }
 
-func TestBadBackoffScaleFlag(t *testing.T) {
+func TestBadFlags(t *testing.T) {
 	srv := testserver.Start(t)
-	err := app.Run(context.Background(), NewService(), []string{"--apiserver", srv.Addr(), "--health-addr", "", "--leader-elect=false", "--backoff-scale", "-1"})
-	if err == nil || !strings.Contains(err.Error(), "--backoff-scale must not be negative") {
-		t.Fatalf("err = %v", err)
+	for flag, want := range map[string]string{
+		"--backoff-scale=-1":      "--backoff-scale must not be negative",
+		"--sync-batch-period=-1s": "--sync-batch-period must not be negative",
+	} {
+		err := app.Run(context.Background(), NewService(), []string{"--apiserver", srv.Addr(), "--health-addr", "", "--leader-elect=false", flag})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v", flag, err)
+		}
 	}
 }
