@@ -138,10 +138,10 @@ func TestJobsRunRealProcesses(t *testing.T) {
 n=$(grep '^start ' $f | grep -n "^start $KPLANE_POD_NAME\$" | cut -d: -f1)
 code=0; if [ $(( (n * 7) %% 5 )) -lt 2 ]; then code=1; fi
 sleep 0.3; echo "end $KPLANE_POD_NAME $code" >> $f; exit $code`, log)
-		j := c.createJob(e2eJob("seeded", script, func(s *kplanev1.JobSpec) {
+		c.createJob(e2eJob("seeded", script, func(s *kplanev1.JobSpec) {
 			s.Completions, s.Parallelism, s.BackoffLimit = proto.Int32(10), proto.Int32(3), proto.Int32(100)
 		}))
-		j = c.waitJob("seeded", kplanev1.JobComplete, 3)
+		j := c.waitJob("seeded", kplanev1.JobComplete, 3)
 		// The expected failures follow from the rule: attempts run until the 10th success.
 		wantFail, ok := 0, 0
 		for n := 1; ok < 10; n++ {
@@ -198,8 +198,8 @@ sleep 0.3; echo "end $KPLANE_POD_NAME $code" >> $f; exit $code`, log)
 	})
 
 	t.Run("always failing stops at backoffLimit", func(t *testing.T) {
-		j := c.createJob(e2eJob("hopeless", "exit 3", func(s *kplanev1.JobSpec) { s.BackoffLimit = proto.Int32(2) }))
-		j = c.waitJob("hopeless", kplanev1.JobFailed, 1)
+		c.createJob(e2eJob("hopeless", "exit 3", func(s *kplanev1.JobSpec) { s.BackoffLimit = proto.Int32(2) }))
+		j := c.waitJob("hopeless", kplanev1.JobFailed, 1)
 		if r := jobCond(j, kplanev1.JobFailed).GetReason(); r != kplanev1.JobReasonBackoffLimitExceeded {
 			t.Errorf("reason %q", r)
 		}
@@ -236,14 +236,14 @@ sleep 0.3; echo "end $KPLANE_POD_NAME $code" >> $f; exit $code`, log)
 		f := filepath.Join(dir, "ignored")
 		// The first two attempts exit 42, the third succeeds; backoffLimit 0.
 		script := fmt.Sprintf(`echo x >> %[1]s; n=$(wc -l < %[1]s); if [ "$n" -le 2 ]; then exit 42; fi; exit 0`, f)
-		j := c.createJob(e2eJob("ignore42", script, func(s *kplanev1.JobSpec) {
+		c.createJob(e2eJob("ignore42", script, func(s *kplanev1.JobSpec) {
 			s.BackoffLimit = proto.Int32(0)
 			s.PodFailurePolicy = &kplanev1.PodFailurePolicy{Rules: []*kplanev1.PodFailurePolicyRule{{
 				Action:      kplanev1.PodFailurePolicyActionIgnore,
 				OnExitCodes: &kplanev1.PodFailurePolicyOnExitCodesRequirement{Operator: kplanev1.PodFailurePolicyOpIn, Values: []int32{42}},
 			}}}
 		}))
-		j = c.waitJob("ignore42", kplanev1.JobComplete, 1)
+		j := c.waitJob("ignore42", kplanev1.JobComplete, 1)
 		podOK, podFail := countPhases(c.jobPods(j))
 		if st := j.GetStatus(); st.GetFailed() != 0 || st.GetSucceeded() != 1 || podFail != 2 || podOK != 1 {
 			t.Errorf("status failed %d succeeded %d; pods failed %d succeeded %d (want 0, 1; 2, 1)", st.GetFailed(), st.GetSucceeded(), podFail, podOK)

@@ -66,10 +66,10 @@ func (s indexSet) String() string {
 		if b.Len() > 0 {
 			b.WriteByte(',')
 		}
-		switch {
-		case j == i:
+		switch j - i {
+		case 0:
 			b.WriteString(strconv.Itoa(idx[i]))
-		case j == i+1:
+		case 1:
 			fmt.Fprintf(&b, "%d,%d", idx[i], idx[j])
 		default:
 			fmt.Fprintf(&b, "%d-%d", idx[i], idx[j])

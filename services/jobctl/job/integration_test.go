@@ -336,10 +336,10 @@ func setSuspend(t *testing.T, api kplanev1.ResourcesClient, name string, v bool)
 
 func TestActiveDeadline(t *testing.T) {
 	api, _ := controllertest.Start(t, NewService(), "--backoff-scale", "0")
-	j := create(t, api, newJob("late", func(s *kplanev1.JobSpec) {
+	create(t, api, newJob("late", func(s *kplanev1.JobSpec) {
 		s.Parallelism, s.Completions, s.ActiveDeadlineSeconds = proto.Int32(2), proto.Int32(2), proto.Int64(1)
 	}))
-	j = waitFinished(t, api, "late", kplanev1.JobFailed)
+	j := waitFinished(t, api, "late", kplanev1.JobFailed)
 	if c := condition(j, kplanev1.JobFailed); c.GetReason() != kplanev1.JobReasonDeadlineExceeded {
 		t.Errorf("Failed reason %q", c.GetReason())
 	}

@@ -306,9 +306,7 @@ func Decide(in Input) (Plan, error) {
 			unc.Succeeded = append(unc.Succeeded, uid)
 		}
 	}
-	for _, uid := range sortedKeys(newFail) {
-		unc.Failed = append(unc.Failed, uid)
-	}
+	unc.Failed = append(unc.Failed, sortedKeys(newFail)...)
 	// Move: recorded uids whose pod has lost its finalizer (or is gone).
 	counted := func(uid string) bool {
 		pod, ok := present[uid]
