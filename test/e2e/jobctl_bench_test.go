@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -29,7 +31,8 @@ func BenchmarkJob5000(b *testing.B) {
 		procs["scheduler"], _ = c.startController("scheduler", "scheduler", "--log-level", "warn")
 		procs["ipamctl"], _ = c.startController("ipamctl", "ipamctl", "--log-level", "warn")
 		procs["nodeagent"], _ = c.startController("nodeagent", "nodeagent", "--runtime", "fake", "--fake-nodes", "100", "--node-name", "bench", "--root-dir", b.TempDir(), "--log-level", "warn")
-		procs["jobctl"], _ = c.startController("jobctl", "jobctl", "--leader-elect=false", "--log-level", "warn")
+		var jobctlHealth string
+		procs["jobctl"], jobctlHealth = c.startController("jobctl", "jobctl", "--leader-elect=false", "--log-level", "warn")
 		c.eventually(time.Minute, func() string {
 			resp, err := c.api.List(c.ctx(), &kplanev1.ListRequest{Kind: "Node"})
 			if err != nil {
@@ -87,6 +90,8 @@ func BenchmarkJob5000(b *testing.B) {
 			fmt.Printf(" %s %.1f", name, cpu1[name]-cpu0[name])
 		}
 		fmt.Println()
+		fmt.Printf("jobctl: %s\n", metricLines(b, jobctlHealth, `kplane_controller_reconciles_total{controller="jobctl"}`,
+			"kplane_jobctl_pod_create_calls_total", "kplane_jobctl_finalizer_removals_total"))
 	}
 }
 
@@ -110,4 +115,27 @@ func cpuSeconds(tb testing.TB, procs map[string]*launcher.Process) map[string]fl
 		out[name] = (utime + stime) / 100 // USER_HZ is 100 on Linux
 	}
 	return out
+}
+
+// metricLines returns the named series from a process's /metrics.
+func metricLines(tb testing.TB, health string, names ...string) string {
+	tb.Helper()
+	resp, err := http.Get("http://" + health + "/metrics")
+	if err != nil {
+		tb.Fatalf("metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatalf("metrics: %v", err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(body), "\n") {
+		for _, n := range names {
+			if strings.HasPrefix(l, n+" ") {
+				out = append(out, l)
+			}
+		}
+	}
+	return strings.Join(out, ", ")
 }

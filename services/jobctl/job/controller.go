@@ -36,7 +36,7 @@ const (
 )
 
 // finalizerWorkers bounds the concurrent finalizer removals of one reconcile.
-const finalizerWorkers = 16
+const finalizerWorkers = 64
 
 // defaultBatchPeriod gathers the pod events of a Job into one reconcile
 // (and one status write), as Kubernetes' syncJobBatchPeriod does: pods of
@@ -221,17 +221,26 @@ func (r *jobController) Reconcile(ctx context.Context, key string) error {
 			return err
 		}
 	}
-	errs := []error{r.removeFinalizers(ctx, plan.RemoveFinalizers)}
-	switch {
-	case len(plan.Delete) > 0:
-		errs = append(errs, r.deletePods(ctx, key, in.Job, plan.Delete))
-	case plan.Create > 0:
-		errs = append(errs, r.createPods(ctx, key, in.Job, plan.Create, func(int) int { return -1 }, nil))
-	case len(plan.CreateIndexes) > 0:
-		errs = append(errs, r.createPods(ctx, key, in.Job, len(plan.CreateIndexes),
-			func(i int) int { return plan.CreateIndexes[i] }, plan.IndexFailures))
-	}
-	if err := errors.Join(errs...); err != nil {
+	// Finalizer removals and pod creates or deletes are independent (the
+	// plan counted the recorded outcomes already): run them side by side,
+	// the slow-start batches of the creates would otherwise wait for every
+	// removal.
+	var manageErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		switch {
+		case len(plan.Delete) > 0:
+			manageErr = r.deletePods(ctx, key, in.Job, plan.Delete)
+		case plan.Create > 0:
+			manageErr = r.createPods(ctx, key, in.Job, plan.Create, func(int) int { return -1 }, nil)
+		case len(plan.CreateIndexes) > 0:
+			manageErr = r.createPods(ctx, key, in.Job, len(plan.CreateIndexes),
+				func(i int) int { return plan.CreateIndexes[i] }, plan.IndexFailures)
+		}
+	})
+	finErr := r.removeFinalizers(ctx, plan.RemoveFinalizers)
+	wg.Wait()
+	if err := errors.Join(finErr, manageErr); err != nil {
 		return err
 	}
 	if plan.Expired {
