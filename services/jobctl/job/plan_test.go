@@ -331,3 +331,39 @@ func TestDeadlineAndTTL(t *testing.T) {
 		t.Fatal("ttl not expired after 60 s")
 	}
 }
+
+func TestPodReplacementPolicy(t *testing.T) {
+	for policy, wantCreate := range map[string]int{kplanev1.JobPodReplacementTerminatingOrFailed: 2, kplanev1.JobPodReplacementFailed: 1} {
+		j := testJob(func(s *kplanev1.JobSpec) { s.PodReplacementPolicy = proto.String(policy) })
+		j.Status.Failed = 1
+		gone := pod(j, "gone", -1, "", 0, false) // counted, finalizer removed, still terminating
+		gone.Metadata.DeletionTimestamp = timestamppb.New(t0.Add(-time.Hour))
+		p := decide(t, j, gone)
+		if p.Create != wantCreate || p.Status.GetTerminating() != 1 {
+			t.Errorf("%s: create %d (want %d), terminating %d", policy, p.Create, wantCreate, p.Status.GetTerminating())
+		}
+	}
+}
+
+func TestNewPodIsControlledAndTracked(t *testing.T) {
+	j := testJob(nil)
+	p := NewPod(j, -1, 0)
+	ref := p.GetMetadata().GetOwnerReferences()
+	if len(ref) != 1 || ref[0].GetUid() != "job-uid" || !ref[0].GetController() || !ref[0].GetBlockOwnerDeletion() || ref[0].GetKind() != "Job" {
+		t.Fatalf("owner references %v", ref)
+	}
+	if p.GetMetadata().GetGenerateName() != "j-" || !hasFinalizer(p) || p.GetSpec().GetHostname() != "" {
+		t.Fatalf("pod %v", p.GetMetadata())
+	}
+	if _, ok := p.GetMetadata().GetAnnotations()[kplanev1.AnnotationJobCompletionIndex]; ok {
+		t.Fatal("a NonIndexed pod has an index")
+	}
+	// The template is not modified by building a pod from it.
+	ij := testJob(func(s *kplanev1.JobSpec) { s.CompletionMode = kplanev1.JobCompletionIndexed })
+	NewPod(ij, 1, 0)
+	ip := NewPod(ij, 2, 0)
+	if env := ip.GetSpec().GetContainers()[0].GetEnv(); len(env) != 1 || env[0].GetValue() != "2" ||
+		len(ij.GetSpec().GetTemplate().GetSpec().GetContainers()[0].GetEnv()) != 0 {
+		t.Fatalf("env %v; the template's must stay empty", env)
+	}
+}
