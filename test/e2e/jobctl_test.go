@@ -15,14 +15,17 @@ import (
 
 func init() {
 	binaries["jobctl"] = "services/jobctl"
+	binaries["gcctl"] = "services/gcctl"
+	binaries["ipamctl"] = "services/ipamctl"
 }
 
 // jobCluster is an apiserver, the scheduler, two exec-runtime node agents
-// (pods are real processes with real exit codes) and jobctl with a
+// (pods are real processes with real exit codes), gcctl and jobctl with a
 // back-off scaled down to 100 ms.
 func newJobCluster(t *testing.T) *naCluster {
 	t.Helper()
 	c := newNACluster(t, true, "job-1", "job-2")
+	startProcess(t, "gcctl", "gcctl", "", "--apiserver", c.addr, "--log-level", "warn", "--leader-elect=false")
 	startProcess(t, "jobctl", "jobctl", "", "--apiserver", c.addr, "--log-level", "debug", "--leader-elect=false", "--backoff-scale", "0.01")
 	return c
 }
@@ -195,6 +198,28 @@ sleep 0.3; echo "end $KPLANE_POD_NAME $code" >> $f; exit $code`, log)
 		if st := j.GetStatus(); st.GetCompletedIndexes() != "0-4" || st.GetSucceeded() != 5 {
 			t.Errorf("status %v", st)
 		}
+	})
+
+	t.Run("deleting a job deletes its running pods", func(t *testing.T) {
+		// The pods still carry the tracking finalizer: gcctl deletes them,
+		// jobctl releases them once their Job is gone, the agents stop them.
+		j := c.createJob(e2eJob("doomed", "sleep 600", func(s *kplanev1.JobSpec) {
+			s.Parallelism, s.Completions = proto.Int32(2), proto.Int32(2)
+		}))
+		c.eventually("2 pods running", func() bool {
+			n := 0
+			for _, p := range c.jobPods(j) {
+				if p.GetStatus().GetPhase() == kplanev1.PodRunning && slices.Contains(p.GetMetadata().GetFinalizers(), kplanev1.FinalizerJobTracking) {
+					n++
+				}
+			}
+			return n == 2
+		})
+		ctx, opt := call(t)
+		if _, err := c.api.Delete(ctx, &kplanev1.DeleteRequest{Kind: "Job", Namespace: "default", Name: "doomed"}, opt); err != nil {
+			t.Fatal(err)
+		}
+		c.eventually("the deleted job's pods gone", func() bool { return len(c.jobPods(j)) == 0 })
 	})
 
 	t.Run("always failing stops at backoffLimit", func(t *testing.T) {
