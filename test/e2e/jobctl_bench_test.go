@@ -124,7 +124,7 @@ func metricLines(tb testing.TB, health string, names ...string) string {
 	if err != nil {
 		tb.Fatalf("metrics: %v", err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // a read error is reported below
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		tb.Fatalf("metrics: %v", err)
