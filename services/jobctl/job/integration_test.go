@@ -469,3 +469,48 @@ func TestBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaderFailover runs two replicas; the first is stopped mid-Job (a
+// leader or a standby, whichever it is), and the Job still counts exactly.
+func TestLeaderFailover(t *testing.T) {
+	srv := testserver.Start(t)
+	api := srv.Client()
+	a := controllertest.Run(t, srv.Addr(), NewService(), append(controllertest.LeaderElection("job-a"), "--backoff-scale", "0")...)
+	controllertest.Run(t, srv.Addr(), NewService(), append(controllertest.LeaderElection("job-b"), "--backoff-scale", "0")...)
+	j := create(t, api, newJob("failover", func(s *kplanev1.JobSpec) {
+		s.Completions, s.Parallelism = proto.Int32(20), proto.Int32(5)
+		s.CompletionMode = kplanev1.JobCompletionIndexed
+	}))
+	seen := map[string]bool{}
+	testutil.Eventually(t, wait, "8 completions", func() bool {
+		for _, p := range activePods(podsOf(t, api, j)) {
+			if !seen[p.GetMetadata().GetUid()] {
+				seen[p.GetMetadata().GetUid()] = true
+				finish(t, api, p, 0)
+			}
+		}
+		return getJob(t, api, "failover").GetStatus().GetSucceeded() >= 8
+	})
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	runPods(t, api, j, 5, func(int) int32 { return 0 })
+	j = waitFinished(t, api, "failover", kplanev1.JobComplete)
+	if st := j.GetStatus(); st.GetSucceeded() != 20 || st.GetCompletedIndexes() != "0-19" {
+		t.Errorf("status %v", st)
+	}
+	per := map[string]int{}
+	for _, p := range podsOf(t, api, j) {
+		if p.GetStatus().GetPhase() == kplanev1.PodSucceeded {
+			per[p.GetMetadata().GetAnnotations()[kplanev1.AnnotationJobCompletionIndex]]++
+		}
+	}
+	for idx, n := range per {
+		if n != 1 {
+			t.Errorf("index %s succeeded %d times", idx, n)
+		}
+	}
+	if len(per) != 20 {
+		t.Errorf("%d indexes succeeded, want 20", len(per))
+	}
+}
