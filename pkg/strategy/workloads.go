@@ -1,8 +1,12 @@
 package strategy
 
 import (
+	"fmt"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -12,13 +16,12 @@ import (
 	"github.com/kplane/kplane/pkg/validation"
 )
 
-// Job defaults, as in Kubernetes.
+// Job defaults and limits, as in Kubernetes.
 const (
-	defaultBackoffLimit   = 6
-	completionNonIndexed  = "NonIndexed"
-	completionIndexed     = "Indexed"
-	jobNameLabel          = "job-name"
-	jobNameLabelQualified = "batch.kubernetes.io/job-name"
+	defaultBackoffLimit      = 6
+	maxPodFailurePolicyRules = 20
+	maxSuccessPolicyRules    = 20
+	maxExitCodeValues        = 255
 )
 
 func defaultTemplate(t *kplanev1.PodTemplateSpec) {
@@ -68,16 +71,22 @@ func defaultReplicationController(rc *kplanev1.ReplicationController) {
 
 // defaultJob follows Kubernetes: parallelism 1; completions 1 only when
 // both completions and parallelism are unset (a set parallelism without
-// completions is a work queue); backoffLimit 6; completionMode NonIndexed.
+// completions is a work queue); backoffLimit 6 (the largest int32 when
+// backoffLimitPerIndex is set: the per-index limit governs then);
+// completionMode NonIndexed; podReplacementPolicy Failed with a
+// podFailurePolicy, TerminatingOrFailed otherwise; a pod condition
+// pattern's status True.
 //
-// Selector: Kubernetes generates one from a controller-uid label, but the
-// uid is not known before the store writes the object. Instead, when the
-// selector is unset and manualSelector is not true, the template gets the
-// labels job-name=<name> and batch.kubernetes.io/job-name=<name> and the
-// selector requires batch.kubernetes.io/job-name=<name>. Without a usable
-// name (generateName only, or longer than a label value allows) the
-// selector is the template's labels, and with none of those it stays unset
-// and validation asks for it.
+// Selector: when it is unset and manualSelector is not true, the template
+// gets the labels controller-uid=<uid> and
+// batch.kubernetes.io/controller-uid=<uid> (the store assigns the uid
+// before defaulting), plus job-name=<name> and
+// batch.kubernetes.io/job-name=<name> when the name is a valid label
+// value, and the selector requires batch.kubernetes.io/controller-uid:
+// a Job never selects a namesake's pods. Defaulted without a uid (no
+// store), the selector requires batch.kubernetes.io/job-name, or is the
+// template's labels for a Job without a usable name; with none of those
+// it stays unset and validation asks for it.
 func defaultJob(j *kplanev1.Job) {
 	if j.Spec == nil {
 		j.Spec = &kplanev1.JobSpec{}
@@ -90,28 +99,59 @@ func defaultJob(j *kplanev1.Job) {
 		s.Parallelism = ptr[int32](1)
 	}
 	if s.BackoffLimit == nil {
-		s.BackoffLimit = ptr[int32](defaultBackoffLimit)
+		if s.BackoffLimitPerIndex != nil {
+			s.BackoffLimit = ptr[int32](math.MaxInt32)
+		} else {
+			s.BackoffLimit = ptr[int32](defaultBackoffLimit)
+		}
 	}
 	if s.CompletionMode == "" {
-		s.CompletionMode = completionNonIndexed
+		s.CompletionMode = kplanev1.JobCompletionNonIndexed
 	}
 	if s.Suspend == nil {
 		s.Suspend = ptr(false)
 	}
+	if s.PodReplacementPolicy == nil {
+		if s.PodFailurePolicy != nil {
+			s.PodReplacementPolicy = ptr(kplanev1.JobPodReplacementFailed)
+		} else {
+			s.PodReplacementPolicy = ptr(kplanev1.JobPodReplacementTerminatingOrFailed)
+		}
+	}
+	for _, r := range s.GetPodFailurePolicy().GetRules() {
+		for _, pat := range r.GetOnPodConditions() {
+			if pat.Status == "" {
+				pat.Status = kplanev1.ConditionTrue
+			}
+		}
+	}
 	if s.Selector == nil && !s.GetManualSelector() && s.Template != nil {
-		name := j.GetMetadata().GetName()
-		if t := s.Template; name != "" && len(validation.IsValidLabelValue(name)) == 0 {
+		name, uid := j.GetMetadata().GetName(), j.GetMetadata().GetUid()
+		t := s.Template
+		nameOK := name != "" && len(validation.IsValidLabelValue(name)) == 0
+		if nameOK || uid != "" {
 			if t.Metadata == nil {
 				t.Metadata = &kplanev1.ObjectMeta{}
 			}
 			if t.Metadata.Labels == nil {
 				t.Metadata.Labels = map[string]string{}
 			}
-			t.Metadata.Labels[jobNameLabel] = name
-			t.Metadata.Labels[jobNameLabelQualified] = name
-			s.Selector = &kplanev1.LabelSelector{MatchLabels: map[string]string{jobNameLabelQualified: name}}
-		} else if tl := t.GetMetadata().GetLabels(); len(tl) > 0 {
-			s.Selector = &kplanev1.LabelSelector{MatchLabels: maps.Clone(tl)}
+		}
+		if nameOK {
+			t.Metadata.Labels[kplanev1.LabelJobNameLegacy] = name
+			t.Metadata.Labels[kplanev1.LabelJobName] = name
+		}
+		switch {
+		case uid != "":
+			t.Metadata.Labels[kplanev1.LabelControllerUIDLegacy] = uid
+			t.Metadata.Labels[kplanev1.LabelControllerUID] = uid
+			s.Selector = &kplanev1.LabelSelector{MatchLabels: map[string]string{kplanev1.LabelControllerUID: uid}}
+		case nameOK:
+			s.Selector = &kplanev1.LabelSelector{MatchLabels: map[string]string{kplanev1.LabelJobName: name}}
+		default:
+			if tl := t.GetMetadata().GetLabels(); len(tl) > 0 {
+				s.Selector = &kplanev1.LabelSelector{MatchLabels: maps.Clone(tl)}
+			}
 		}
 	}
 	defaultTemplate(s.Template)
@@ -266,19 +306,191 @@ func validateJob(j *kplanev1.Job) validation.ErrorList {
 	if s.TtlSecondsAfterFinished != nil {
 		errs.NonNegative("spec.ttlSecondsAfterFinished", int64(*s.TtlSecondsAfterFinished))
 	}
-	if oneOf(&errs, "spec.completionMode", s.CompletionMode, completionNonIndexed, completionIndexed) &&
-		s.CompletionMode == completionIndexed && s.Completions == nil {
+	if oneOf(&errs, "spec.completionMode", s.CompletionMode, kplanev1.JobCompletionNonIndexed, kplanev1.JobCompletionIndexed) &&
+		s.CompletionMode == kplanev1.JobCompletionIndexed && s.Completions == nil {
 		errs.Required("spec.completions", "when completion mode is Indexed")
 	}
 	validateSelectorMatchesTemplate(s.Selector, s.Template, "spec", &errs)
-	validateTemplate(s.Template, "spec.template", []string{"OnFailure", "Never"}, &errs)
+	validateTemplate(s.Template, "spec.template", []string{kplanev1.RestartPolicyOnFailure, kplanev1.RestartPolicyNever}, &errs)
+	validateJobFailureFields(s, &errs)
+	validateSuccessPolicy(s, &errs)
 	if st := j.Status; st != nil {
 		errs.NonNegative("status.active", int64(st.Active))
 		errs.NonNegative("status.succeeded", int64(st.Succeeded))
 		errs.NonNegative("status.failed", int64(st.Failed))
+		if st.Ready != nil {
+			errs.NonNegative("status.ready", int64(*st.Ready))
+		}
+		if st.Terminating != nil {
+			errs.NonNegative("status.terminating", int64(*st.Terminating))
+		}
 		errs.AddAll(validateConditions(st.Conditions, "status.conditions"))
 	}
 	return errs
+}
+
+// validateJobFailureFields checks backoffLimitPerIndex, maxFailedIndexes,
+// podReplacementPolicy and podFailurePolicy, and how they combine.
+func validateJobFailureFields(s *kplanev1.JobSpec, errs *validation.ErrorList) {
+	indexed := s.CompletionMode == kplanev1.JobCompletionIndexed
+	if s.BackoffLimitPerIndex != nil {
+		errs.NonNegative("spec.backoffLimitPerIndex", int64(*s.BackoffLimitPerIndex))
+		if !indexed {
+			errs.Forbidden("spec.backoffLimitPerIndex", "requires indexed completion mode")
+		}
+	}
+	if s.MaxFailedIndexes != nil {
+		errs.NonNegative("spec.maxFailedIndexes", int64(*s.MaxFailedIndexes))
+		if s.BackoffLimitPerIndex == nil {
+			errs.Required("spec.backoffLimitPerIndex", "when maxFailedIndexes is specified")
+		}
+		if s.Completions != nil && *s.MaxFailedIndexes > *s.Completions {
+			errs.Invalid("spec.maxFailedIndexes", *s.MaxFailedIndexes, "must be less than or equal to completions")
+		}
+	}
+	if s.PodReplacementPolicy != nil {
+		if oneOf(errs, "spec.podReplacementPolicy", *s.PodReplacementPolicy,
+			kplanev1.JobPodReplacementTerminatingOrFailed, kplanev1.JobPodReplacementFailed) &&
+			s.PodFailurePolicy != nil && *s.PodReplacementPolicy != kplanev1.JobPodReplacementFailed {
+			errs.NotSupported("spec.podReplacementPolicy", *s.PodReplacementPolicy, []string{kplanev1.JobPodReplacementFailed})
+		}
+	}
+	fp := s.PodFailurePolicy
+	if fp == nil {
+		return
+	}
+	if rp := s.GetTemplate().GetSpec().GetRestartPolicy(); rp != "" && rp != kplanev1.RestartPolicyNever {
+		errs.Invalid("spec.template.spec.restartPolicy", rp, "only \"Never\" is supported when podFailurePolicy is specified")
+	}
+	if len(fp.Rules) > maxPodFailurePolicyRules {
+		errs.TooLong("spec.podFailurePolicy.rules", maxPodFailurePolicyRules)
+	}
+	actions := []string{kplanev1.PodFailurePolicyActionFailJob, kplanev1.PodFailurePolicyActionFailIndex,
+		kplanev1.PodFailurePolicyActionIgnore, kplanev1.PodFailurePolicyActionCount}
+	for i, r := range fp.Rules {
+		rp := validation.Index("spec.podFailurePolicy.rules", i)
+		if r.Action == "" {
+			errs.Required(child(rp, "action"), "")
+		} else if oneOf(errs, child(rp, "action"), r.Action, actions...) &&
+			r.Action == kplanev1.PodFailurePolicyActionFailIndex && s.BackoffLimitPerIndex == nil {
+			errs.Forbidden(child(rp, "action"), "FailIndex requires backoffLimitPerIndex")
+		}
+		switch {
+		case r.OnExitCodes == nil && len(r.OnPodConditions) == 0:
+			errs.Invalid(rp, "", "specifying one of OnExitCodes and OnPodConditions is required")
+		case r.OnExitCodes != nil && len(r.OnPodConditions) > 0:
+			errs.Invalid(rp, "", "specifying both OnExitCodes and OnPodConditions is not supported")
+		case r.OnExitCodes != nil:
+			validateOnExitCodes(r.OnExitCodes, child(rp, "onExitCodes"), errs)
+		default:
+			for k, pat := range r.OnPodConditions {
+				pp := validation.Index(child(rp, "onPodConditions"), k)
+				if pat.Type == "" {
+					errs.Required(child(pp, "type"), "")
+				}
+				oneOf(errs, child(pp, "status"), pat.Status, kplanev1.ConditionTrue, kplanev1.ConditionFalse, kplanev1.ConditionUnknown)
+			}
+		}
+	}
+}
+
+func validateOnExitCodes(ec *kplanev1.PodFailurePolicyOnExitCodesRequirement, path string, errs *validation.ErrorList) {
+	oneOf(errs, child(path, "operator"), ec.Operator, kplanev1.PodFailurePolicyOpIn, kplanev1.PodFailurePolicyOpNotIn)
+	vp := child(path, "values")
+	switch {
+	case len(ec.Values) == 0:
+		errs.Required(vp, "at least one value is required")
+	case len(ec.Values) > maxExitCodeValues:
+		errs.TooLong(vp, maxExitCodeValues)
+	}
+	seen := map[int32]bool{}
+	for i, v := range ec.Values {
+		switch {
+		case v == 0 && ec.Operator == kplanev1.PodFailurePolicyOpIn:
+			errs.Invalid(validation.Index(vp, i), v, "must not be 0 for the In operator")
+		case seen[v]:
+			errs.Duplicate(validation.Index(vp, i), v)
+		case i > 0 && v < ec.Values[i-1]:
+			errs.Invalid(validation.Index(vp, i), v, "must be ordered")
+		}
+		seen[v] = true
+	}
+}
+
+// validateSuccessPolicy: Indexed only; each rule names succeededIndexes
+// (in range) or succeededCount (positive, at most completions) or both.
+func validateSuccessPolicy(s *kplanev1.JobSpec, errs *validation.ErrorList) {
+	sp := s.SuccessPolicy
+	if sp == nil {
+		return
+	}
+	if s.CompletionMode != kplanev1.JobCompletionIndexed {
+		errs.Invalid("spec.successPolicy", "", "requires indexed completion mode")
+		return
+	}
+	if len(sp.Rules) == 0 {
+		errs.Required("spec.successPolicy.rules", "at least one rule is required")
+	}
+	if len(sp.Rules) > maxSuccessPolicyRules {
+		errs.TooLong("spec.successPolicy.rules", maxSuccessPolicyRules)
+	}
+	completions := s.GetCompletions()
+	for i, r := range sp.Rules {
+		rp := validation.Index("spec.successPolicy.rules", i)
+		if r.SucceededIndexes == nil && r.SucceededCount == nil {
+			errs.Required(rp, "at least one of succeededCount or succeededIndexes must be specified")
+			continue
+		}
+		n := completions
+		if r.SucceededIndexes != nil {
+			set, err := parseIndexList(*r.SucceededIndexes, completions)
+			if err != nil {
+				errs.Invalid(child(rp, "succeededIndexes"), *r.SucceededIndexes, err.Error())
+				continue
+			}
+			n = set
+		}
+		if r.SucceededCount != nil {
+			switch {
+			case *r.SucceededCount <= 0:
+				errs.Invalid(child(rp, "succeededCount"), *r.SucceededCount, "must be greater than 0")
+			case *r.SucceededCount > n:
+				errs.Invalid(child(rp, "succeededCount"), *r.SucceededCount,
+					fmt.Sprintf("must be less than or equal to %d (the number of indexes the rule names)", n))
+			}
+		}
+	}
+}
+
+// parseIndexList checks a "1,3-5" index list against [0, completions) and
+// returns how many indexes it names.
+func parseIndexList(s string, completions int32) (int32, error) {
+	var n int32
+	prev := int64(-1)
+	for item := range strings.SplitSeq(s, ",") {
+		lo, hi, isRange := strings.Cut(item, "-")
+		a, err := strconv.ParseInt(lo, 10, 32)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a number", lo)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.ParseInt(hi, 10, 32); err != nil {
+				return 0, fmt.Errorf("%q is not a number", hi)
+			}
+		}
+		switch {
+		case a < 0 || b >= int64(completions):
+			return 0, fmt.Errorf("index %q is out of range [0, %d)", item, completions)
+		case b < a:
+			return 0, fmt.Errorf("range %q is reversed", item)
+		case a <= prev:
+			return 0, fmt.Errorf("%q is not in increasing order", item)
+		}
+		prev = b
+		n += int32(b - a + 1)
+	}
+	return n, nil
 }
 
 // validateJobUpdate keeps what identifies the job's pods and work fixed:
@@ -303,6 +515,15 @@ func validateJobUpdate(j, old *kplanev1.Job) validation.ErrorList {
 	}
 	if s.GetCompletionMode() != o.GetCompletionMode() {
 		errs.Immutable("spec.completionMode", s.GetCompletionMode())
+	}
+	if !proto.Equal(s.GetPodFailurePolicy(), o.GetPodFailurePolicy()) {
+		errs.Immutable("spec.podFailurePolicy", s.GetPodFailurePolicy())
+	}
+	if !proto.Equal(s.GetSuccessPolicy(), o.GetSuccessPolicy()) {
+		errs.Immutable("spec.successPolicy", s.GetSuccessPolicy())
+	}
+	if (s.BackoffLimitPerIndex == nil) != (o.BackoffLimitPerIndex == nil) || s.GetBackoffLimitPerIndex() != o.GetBackoffLimitPerIndex() {
+		errs.Immutable("spec.backoffLimitPerIndex", s.GetBackoffLimitPerIndex())
 	}
 	return errs
 }

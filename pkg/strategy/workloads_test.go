@@ -1,6 +1,7 @@
 package strategy
 
 import (
+	"math"
 	"testing"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -180,6 +181,34 @@ func TestJobDefaults(t *testing.T) {
 	}
 }
 
+func ignore42() *kplanev1.PodFailurePolicy {
+	return &kplanev1.PodFailurePolicy{Rules: []*kplanev1.PodFailurePolicyRule{{Action: "Ignore",
+		OnExitCodes: &kplanev1.PodFailurePolicyOnExitCodesRequirement{Operator: "In", Values: []int32{42}}}}}
+}
+
+func TestJobDefaultsWithUID(t *testing.T) {
+	m := meta("default", "pi")
+	m.Uid = "1234-5678"
+	j := defaulted(&kplanev1.Job{Metadata: m, Spec: &kplanev1.JobSpec{
+		Template: template(map[string]string{"app": "pi"}, "Never"), PodFailurePolicy: ignore42()}})
+	s := j.Spec
+	tl := s.Template.Metadata.Labels
+	if tl["controller-uid"] != "1234-5678" || tl["batch.kubernetes.io/controller-uid"] != "1234-5678" || tl["batch.kubernetes.io/job-name"] != "pi" {
+		t.Errorf("template labels: %v", tl)
+	}
+	if len(s.Selector.MatchLabels) != 1 || s.Selector.MatchLabels["batch.kubernetes.io/controller-uid"] != "1234-5678" {
+		t.Errorf("selector: %v", s.Selector)
+	}
+	if s.GetPodReplacementPolicy() != "Failed" {
+		t.Errorf("podReplacementPolicy with a failure policy = %q, want Failed", s.GetPodReplacementPolicy())
+	}
+	j = defaulted(&kplanev1.Job{Metadata: meta("d", "pi"), Spec: &kplanev1.JobSpec{CompletionMode: "Indexed", Completions: ptr[int32](3),
+		BackoffLimitPerIndex: ptr[int32](1), Template: template(nil, "Never")}})
+	if j.Spec.GetBackoffLimit() != math.MaxInt32 || j.Spec.GetPodReplacementPolicy() != "TerminatingOrFailed" {
+		t.Errorf("per-index defaults: backoffLimit %d, podReplacementPolicy %q", j.Spec.GetBackoffLimit(), j.Spec.GetPodReplacementPolicy())
+	}
+}
+
 func TestJobValidate(t *testing.T) {
 	checkValidate(t, "Job", validJob, []tc[*kplanev1.Job]{
 		{"restart policy Always", func(j *kplanev1.Job) { j.Spec.Template.Spec.RestartPolicy = "Always" },
@@ -208,11 +237,84 @@ func TestJobValidate(t *testing.T) {
 		{"no template", func(j *kplanev1.Job) { j.Spec.Template = nil }, []string{"spec.template: Required value"}},
 		{"negative status", func(j *kplanev1.Job) { j.Status = &kplanev1.JobStatus{Failed: -1} },
 			[]string{"status.failed: must be greater than or equal to 0"}},
+		{"negative terminating", func(j *kplanev1.Job) { j.Status = &kplanev1.JobStatus{Terminating: ptr[int32](-1)} },
+			[]string{"status.terminating: must be greater than or equal to 0"}},
+		{"per-index limit on NonIndexed", func(j *kplanev1.Job) { j.Spec.BackoffLimitPerIndex = ptr[int32](1) },
+			[]string{"spec.backoffLimitPerIndex: Forbidden: requires indexed completion mode"}},
+		{"negative per-index limit", func(j *kplanev1.Job) { j.Spec.CompletionMode = "Indexed"; j.Spec.BackoffLimitPerIndex = ptr[int32](-1) },
+			[]string{"spec.backoffLimitPerIndex: must be greater than or equal to 0"}},
+		{"maxFailedIndexes without per-index limit", func(j *kplanev1.Job) { j.Spec.CompletionMode = "Indexed"; j.Spec.MaxFailedIndexes = ptr[int32](1) },
+			[]string{"spec.backoffLimitPerIndex: Required value: when maxFailedIndexes is specified"}},
+		{"maxFailedIndexes above completions", func(j *kplanev1.Job) {
+			j.Spec.CompletionMode = "Indexed"
+			j.Spec.BackoffLimitPerIndex = ptr[int32](1)
+			j.Spec.MaxFailedIndexes = ptr[int32](6)
+		}, []string{"spec.maxFailedIndexes: Invalid value: 6: must be less than or equal to completions"}},
+		{"replacement policy", func(j *kplanev1.Job) { j.Spec.PodReplacementPolicy = ptr("Sometimes") },
+			[]string{`spec.podReplacementPolicy: Unsupported value: "Sometimes": supported values: "TerminatingOrFailed", "Failed"`}},
+		{"failure policy with TerminatingOrFailed", func(j *kplanev1.Job) {
+			j.Spec.PodReplacementPolicy = ptr("TerminatingOrFailed")
+			j.Spec.PodFailurePolicy = ignore42()
+		}, []string{`spec.podReplacementPolicy: Unsupported value: "TerminatingOrFailed": supported values: "Failed"`}},
+		{"failure policy ok", func(j *kplanev1.Job) { j.Spec.PodFailurePolicy = ignore42() }, nil},
+		{"failure policy with OnFailure", func(j *kplanev1.Job) {
+			j.Spec.PodFailurePolicy = ignore42()
+			j.Spec.Template.Spec.RestartPolicy = "OnFailure"
+		}, []string{`spec.template.spec.restartPolicy: Invalid value: "OnFailure": only "Never" is supported when podFailurePolicy is specified`}},
+		{"failure policy action", func(j *kplanev1.Job) {
+			j.Spec.PodFailurePolicy = ignore42()
+			j.Spec.PodFailurePolicy.Rules[0].Action = "Retry"
+		},
+			[]string{`spec.podFailurePolicy.rules[0].action: Unsupported value: "Retry": supported values: "FailJob", "FailIndex", "Ignore", "Count"`}},
+		{"FailIndex without per-index limit", func(j *kplanev1.Job) {
+			j.Spec.PodFailurePolicy = ignore42()
+			j.Spec.PodFailurePolicy.Rules[0].Action = "FailIndex"
+		},
+			[]string{"spec.podFailurePolicy.rules[0].action: Forbidden: FailIndex requires backoffLimitPerIndex"}},
+		{"exit code 0 with In", func(j *kplanev1.Job) {
+			j.Spec.PodFailurePolicy = ignore42()
+			j.Spec.PodFailurePolicy.Rules[0].OnExitCodes.Values = []int32{0}
+		},
+			[]string{"spec.podFailurePolicy.rules[0].onExitCodes.values[0]: Invalid value: 0: must not be 0 for the In operator"}},
+		{"exit code operator", func(j *kplanev1.Job) {
+			j.Spec.PodFailurePolicy = ignore42()
+			j.Spec.PodFailurePolicy.Rules[0].OnExitCodes.Operator = "Is"
+		},
+			[]string{`spec.podFailurePolicy.rules[0].onExitCodes.operator: Unsupported value: "Is": supported values: "In", "NotIn"`}},
+		{"rule without requirement", func(j *kplanev1.Job) {
+			j.Spec.PodFailurePolicy = ignore42()
+			j.Spec.PodFailurePolicy.Rules[0].OnExitCodes = nil
+		},
+			[]string{`spec.podFailurePolicy.rules[0]: Invalid value: "": specifying one of OnExitCodes and OnPodConditions is required`}},
+		{"condition without type", func(j *kplanev1.Job) {
+			j.Spec.PodFailurePolicy = &kplanev1.PodFailurePolicy{Rules: []*kplanev1.PodFailurePolicyRule{{Action: "Ignore",
+				OnPodConditions: []*kplanev1.PodFailurePolicyOnPodConditionsPattern{{Status: "True"}}}}}
+		}, []string{"spec.podFailurePolicy.rules[0].onPodConditions[0].type: Required value"}},
+		{"success policy on NonIndexed", func(j *kplanev1.Job) {
+			j.Spec.SuccessPolicy = &kplanev1.SuccessPolicy{Rules: []*kplanev1.SuccessPolicyRule{{SucceededCount: ptr[int32](1)}}}
+		}, []string{`spec.successPolicy: Invalid value: "": requires indexed completion mode`}},
+		{"success policy index out of range", func(j *kplanev1.Job) {
+			j.Spec.CompletionMode = "Indexed"
+			j.Spec.SuccessPolicy = &kplanev1.SuccessPolicy{Rules: []*kplanev1.SuccessPolicyRule{{SucceededIndexes: ptr("0,2-7")}}}
+		}, []string{`spec.successPolicy.rules[0].succeededIndexes: Invalid value: "0,2-7": index "2-7" is out of range [0, 5)`}},
+		{"success policy count too high", func(j *kplanev1.Job) {
+			j.Spec.CompletionMode = "Indexed"
+			j.Spec.SuccessPolicy = &kplanev1.SuccessPolicy{Rules: []*kplanev1.SuccessPolicyRule{{SucceededIndexes: ptr("1-2"), SucceededCount: ptr[int32](3)}}}
+		}, []string{"spec.successPolicy.rules[0].succeededCount: Invalid value: 3: must be less than or equal to 2 (the number of indexes the rule names)"}},
+		{"success policy ok", func(j *kplanev1.Job) {
+			j.Spec.CompletionMode = "Indexed"
+			j.Spec.SuccessPolicy = &kplanev1.SuccessPolicy{Rules: []*kplanev1.SuccessPolicyRule{{SucceededIndexes: ptr("0,2-4"), SucceededCount: ptr[int32](2)}}}
+		}, nil},
 	})
 }
 
 func TestJobUpdate(t *testing.T) {
 	checkUpdate(t, "Job", validJob, []utc[*kplanev1.Job]{
+		{"pod failure policy", func(j *kplanev1.Job) {
+			j.Spec.PodFailurePolicy = ignore42()
+			j.Spec.PodReplacementPolicy = ptr("Failed")
+		},
+			[]string{`spec.podFailurePolicy: Invalid value: {"rules":[{"action":"Ignore","onExitCodes":{"operator":"In","values":[42]}}]}: field is immutable`}},
 		{"parallelism", func(j *kplanev1.Job) { j.Spec.Parallelism = ptr[int32](4) }, nil},
 		{"suspend", func(j *kplanev1.Job) { j.Spec.Suspend = ptr(true) }, nil},
 		// The value repeated back is the template, shortened.

@@ -13,6 +13,7 @@ import (
 // snapshot is what the invariants are checked against.
 type snapshot struct {
 	sets    []*kplanev1.ReplicaSet
+	jobs    []*kplanev1.Job
 	pods    []*kplanev1.Pod // in the workload's namespace
 	allPods []*kplanev1.Pod // in every namespace (pod IPs are cluster-wide)
 	nodes   []*kplanev1.Node
@@ -38,6 +39,12 @@ func takeSnapshot(ctx context.Context, api kplanev1.ResourcesClient, ns string) 
 	}
 	for _, o := range items {
 		s.sets = append(s.sets, o.GetReplicaSet())
+	}
+	if items, err = list(ctx, api, "Job", ns); err != nil {
+		return nil, err
+	}
+	for _, o := range items {
+		s.jobs = append(s.jobs, o.GetJob())
 	}
 	if items, err = list(ctx, api, "Pod", ns); err != nil {
 		return nil, err
@@ -99,6 +106,10 @@ func checkInvariants(s *snapshot, ns string, controllers []string, live func(con
 	for _, rs := range s.sets {
 		sets[rs.GetMetadata().GetUid()] = rs
 	}
+	jobs := map[string]bool{}
+	for _, j := range s.jobs {
+		jobs[j.GetMetadata().GetUid()] = true
+	}
 	for _, p := range s.pods {
 		m := p.GetMetadata()
 		if m.GetDeletionTimestamp() != nil {
@@ -115,6 +126,8 @@ func checkInvariants(s *snapshot, ns string, controllers []string, live func(con
 		case ctrl == nil:
 			add("orphan pod %s: no controller owner", m.GetName())
 			continue
+		case ctrl.GetKind() == "Job" && jobs[ctrl.GetUid()]:
+			continue // checkJobs
 		case sets[ctrl.GetUid()] == nil:
 			add("orphan pod %s: its owner %s %s (uid %s) is gone", m.GetName(), ctrl.GetKind(), ctrl.GetName(), ctrl.GetUid())
 			continue
@@ -178,6 +191,7 @@ func checkInvariants(s *snapshot, ns string, controllers []string, live func(con
 		actual[ledgerKey("Secret", ns, m.GetName())] = state{exists: true, uid: m.GetUid(), replicas: -1, data: string(sec.GetData()["payload"])}
 	}
 	out = append(out, l.Verify(actual)...)
+	out = append(out, checkJobs(s.jobs, s.pods)...)
 	out = append(out, checkPodIPs(s.allPods, s.nodes)...)
 	sort.Strings(out)
 	return out

@@ -144,3 +144,47 @@ func TestCheckPodIPs(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckJobs(t *testing.T) {
+	job := func(name, uid, mode string, succeeded, failed int32, completed string, done bool) *kplanev1.Job {
+		j := &kplanev1.Job{Metadata: &kplanev1.ObjectMeta{Name: name, Uid: uid},
+			Spec:   &kplanev1.JobSpec{Completions: proto.Int32(2), CompletionMode: mode},
+			Status: &kplanev1.JobStatus{Succeeded: succeeded, Failed: failed, CompletedIndexes: completed}}
+		if done {
+			j.Status.Conditions = []*kplanev1.Condition{{Type: kplanev1.JobComplete, Status: kplanev1.ConditionTrue}}
+		}
+		return j
+	}
+	pod := func(uid, phase, index string, finalizer bool) *kplanev1.Pod {
+		p := &kplanev1.Pod{Metadata: &kplanev1.ObjectMeta{Name: "p-" + uid + "-" + index + phase,
+			OwnerReferences: []*kplanev1.OwnerReference{{Kind: "Job", Uid: uid, Controller: true}},
+			Annotations:     map[string]string{kplanev1.AnnotationJobCompletionIndex: index}},
+			Status: &kplanev1.PodStatus{Phase: phase}}
+		if finalizer {
+			p.Metadata.Finalizers = []string{kplanev1.FinalizerJobTracking}
+		}
+		return p
+	}
+	good := []*kplanev1.Job{job("idx", "u1", "Indexed", 2, 1, "0-1", true), job("plain", "u2", "NonIndexed", 2, 0, "", true)}
+	goodPods := []*kplanev1.Pod{pod("u1", "Succeeded", "0", false), pod("u1", "Succeeded", "1", false), pod("u1", "Failed", "1", false),
+		pod("u2", "Succeeded", "", false), pod("u2", "Succeeded", "x", false)}
+	if v := checkJobs(good, goodPods); len(v) != 0 {
+		t.Fatalf("good jobs: %v", v)
+	}
+	bad := []*kplanev1.Job{job("idx", "u1", "Indexed", 2, 0, "0-1", true), job("plain", "u2", "NonIndexed", 3, 0, "", true), job("late", "u3", "NonIndexed", 0, 0, "", false)}
+	badPods := []*kplanev1.Pod{pod("u1", "Succeeded", "0", false), pod("u1", "Succeeded", "0", true), pod("u1", "Failed", "1", false),
+		pod("u2", "Succeeded", "", false), pod("u2", "Succeeded", "y", false)}
+	got := strings.Join(checkJobs(bad, badPods), "\n")
+	for _, want := range []string{
+		"pod p-u1-0Succeeded of finished job idx keeps the job-tracking finalizer",
+		"job idx: indexes [0] succeeded more than once",
+		"job idx: succeeded 2, completedIndexes \"0-1\", 1 distinct indexes succeeded; want 2",
+		"job idx: failed 0, but 1 pods Failed",
+		"job plain: succeeded 3, 2 Succeeded pods, completions 2",
+		"job late has not completed (0/2 succeeded, 0 active)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing violation %q in:\n%s", want, got)
+		}
+	}
+}

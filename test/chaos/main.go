@@ -1,12 +1,17 @@
 // Command chaos is kplane's chaos harness (`make chaos`). While a
 // workload runs (ReplicaSets scaled up and down, their pods deleted,
-// ReplicaSets deleted and created again, ledger Secrets written), it
+// ReplicaSets deleted and created again, Jobs run one after another,
+// ledger Secrets written), it
 // kills random services at random intervals (SIGKILL and SIGTERM; the
 // apiserver and the node agents included), starts them again, then waits
 // for the cluster to settle and checks the invariants:
 //
 //   - every ReplicaSet has exactly its replicas Running, and no pod is
 //     left without its owner (orphan) or over the count (duplicate);
+//   - every Job (one at a time, Indexed and NonIndexed, 200 completions
+//     each) has completed, and its counts equal its pods' outcomes: no
+//     index succeeded twice, nothing left uncounted or with the
+//     job-tracking finalizer;
 //   - every controller Lease is held by a running process;
 //   - no acknowledged write is lost: a ledger of every write and its
 //     outcome is compared with the store.
@@ -265,12 +270,12 @@ func logHint(c config) string {
 }
 
 // cleanup deletes what the workload made in a long-lived (compose)
-// cluster: the ReplicaSets (their pods follow), the Secrets, the
+// cluster: the ReplicaSets and Jobs (their pods follow), the Secrets, the
 // namespace once empty.
 func cleanup(api kplanev1.ResourcesClient, ns string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, kind := range []string{"ReplicaSet", "Secret"} {
+	for _, kind := range []string{"ReplicaSet", "Job", "Secret"} {
 		items, err := list(ctx, api, kind, ns)
 		if err != nil {
 			continue

@@ -42,6 +42,8 @@ type workload struct {
 	scales   atomic.Int64
 	podDels  atomic.Int64
 	rsCycles atomic.Int64
+	jobs     atomic.Int64 // Jobs created
+	jobSeq   int          // the next Job's number
 	writes   atomic.Int64
 	failures atomic.Int64
 }
@@ -164,6 +166,8 @@ func (w *workload) Run(ctx context.Context) {
 			w.deletePod(ctx, rs)
 		case n < 75:
 			w.cycle(ctx, rs)
+		case n < 80:
+			w.jobStep(ctx)
 		default:
 			w.ledgerSecret(ctx)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
@@ -157,7 +158,7 @@ func TestCompose(t *testing.T) {
 	for name, pkg := range map[string]string{
 		"apiserver": "services/apiserver", "scheduler": "services/scheduler", "replicactl": "services/replicactl",
 		"nodectl": "services/nodectl", "gcctl": "services/gcctl", "nodeagent": "services/nodeagent", "ipamctl": "services/ipamctl",
-		"proxy": "services/proxy", "cronjobctl": "services/cronjobctl", "kpctl": "cmd/kpctl", "healthcheck": "cmd/healthcheck",
+		"proxy": "services/proxy", "jobctl": "services/jobctl", "cronjobctl": "services/cronjobctl", "kpctl": "cmd/kpctl", "healthcheck": "cmd/healthcheck",
 	} {
 		if err := ensureBinary(name, pkg); err != nil {
 			t.Fatal(err)
@@ -195,7 +196,7 @@ func TestCompose(t *testing.T) {
 		if out, err := c.run(3*time.Minute, "down", "-v", "--remove-orphans", "--timeout", "10"); err != nil {
 			t.Errorf("compose down: %v\n%s", err, out)
 		}
-		for _, s := range []string{"apiserver", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "cronjobctl", "nodeagent", "proxy", "kpctl"} {
+		for _, s := range []string{"apiserver", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "jobctl", "cronjobctl", "nodeagent", "proxy", "kpctl"} {
 			_ = exec.Command("docker", "image", "rm", "kplane/"+s+":"+c.tag).Run()
 		}
 	})
@@ -260,6 +261,36 @@ func TestCompose(t *testing.T) {
 
 	c.checkServiceProxy(kpctl)
 	c.checkPodNetwork(kpctl, network)
+
+	// jobctl runs Jobs to completion with the images' busybox.
+	c.eventually("a jobctl leader among its containers", 2*time.Minute, func() bool {
+		return holderContainer(c.leaseHolder("jobctl"), c.containers("jobctl")) != ""
+	})
+	jctx, jcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer jcancel()
+	if _, err := c.api.Create(jctx, &kplanev1.CreateRequest{Object: kplanev1.MustWrap(&kplanev1.Job{
+		Metadata: &kplanev1.ObjectMeta{Name: "compose-job", Namespace: "default"},
+		Spec: &kplanev1.JobSpec{Completions: proto.Int32(3), Parallelism: proto.Int32(2),
+			Template: &kplanev1.PodTemplateSpec{Spec: &kplanev1.PodSpec{RestartPolicy: kplanev1.RestartPolicyNever,
+				Containers: []*kplanev1.Container{{Name: "work", Image: "busybox", Command: []string{"sh", "-c", "echo done"}}}}}},
+	})}); err != nil {
+		t.Fatalf("create job: %v", err)
+	}
+	c.eventually("the Job Complete with 3 succeeded", 2*time.Minute, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := c.api.Get(ctx, &kplanev1.GetRequest{Kind: "Job", Namespace: "default", Name: "compose-job"})
+		if err != nil {
+			return false
+		}
+		j := resp.GetObject().GetJob()
+		for _, cond := range j.GetStatus().GetConditions() {
+			if cond.GetType() == kplanev1.JobComplete && cond.GetStatus() == kplanev1.ConditionTrue {
+				return j.GetStatus().GetSucceeded() == 3
+			}
+		}
+		return false
+	})
 
 	// Kill the leader's container: the standby takes the lease once it
 	// expires and keeps the ReplicaSet converged.

@@ -57,6 +57,8 @@ type cluster struct {
 	addr   string
 	api    kplanev1.ResourcesClient
 	logDir string
+	// apiserver is the apiserver's process (to kill and restart it).
+	apiserver *launcher.Process
 }
 
 // startCluster runs bin/apiserver (quietly: the benchmark counts its CPU).
@@ -72,6 +74,7 @@ func startCluster(tb testing.TB) *cluster {
 	}
 	c := &cluster{tb: tb, addr: addr, logDir: tb.TempDir()}
 	p := c.start("apiserver", "apiserver", []string{"--data-dir", tb.TempDir(), "--listen", addr, "--health-addr", health, "--log-level", "warn"}, addr)
+	c.apiserver = p
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := p.WaitHealthy(ctx); err != nil {

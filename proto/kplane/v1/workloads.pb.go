@@ -446,8 +446,21 @@ type JobSpec struct {
 	// completion_mode is NonIndexed (default) or Indexed.
 	CompletionMode string `protobuf:"bytes,9,opt,name=completion_mode,json=completionMode,proto3" json:"completion_mode,omitempty"`
 	Suspend        *bool  `protobuf:"varint,10,opt,name=suspend,proto3,oneof" json:"suspend,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// pod_failure_policy decides, per failed pod, whether it fails the job,
+	// is ignored, is counted against backoffLimit, or fails its index.
+	PodFailurePolicy *PodFailurePolicy `protobuf:"bytes,11,opt,name=pod_failure_policy,json=podFailurePolicy,proto3" json:"pod_failure_policy,omitempty"`
+	// backoff_limit_per_index (Indexed only) bounds the retries of each index.
+	BackoffLimitPerIndex *int32 `protobuf:"varint,12,opt,name=backoff_limit_per_index,json=backoffLimitPerIndex,proto3,oneof" json:"backoff_limit_per_index,omitempty"`
+	// max_failed_indexes (with backoff_limit_per_index) fails the job once
+	// more indexes than this have failed.
+	MaxFailedIndexes *int32 `protobuf:"varint,13,opt,name=max_failed_indexes,json=maxFailedIndexes,proto3,oneof" json:"max_failed_indexes,omitempty"`
+	// pod_replacement_policy is TerminatingOrFailed (default) or Failed (a
+	// replacement waits until the old pod is fully terminal).
+	PodReplacementPolicy *string `protobuf:"bytes,14,opt,name=pod_replacement_policy,json=podReplacementPolicy,proto3,oneof" json:"pod_replacement_policy,omitempty"`
+	// success_policy (Indexed only) declares the job succeeded early.
+	SuccessPolicy *SuccessPolicy `protobuf:"bytes,15,opt,name=success_policy,json=successPolicy,proto3" json:"success_policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobSpec) Reset() {
@@ -550,6 +563,41 @@ func (x *JobSpec) GetSuspend() bool {
 	return false
 }
 
+func (x *JobSpec) GetPodFailurePolicy() *PodFailurePolicy {
+	if x != nil {
+		return x.PodFailurePolicy
+	}
+	return nil
+}
+
+func (x *JobSpec) GetBackoffLimitPerIndex() int32 {
+	if x != nil && x.BackoffLimitPerIndex != nil {
+		return *x.BackoffLimitPerIndex
+	}
+	return 0
+}
+
+func (x *JobSpec) GetMaxFailedIndexes() int32 {
+	if x != nil && x.MaxFailedIndexes != nil {
+		return *x.MaxFailedIndexes
+	}
+	return 0
+}
+
+func (x *JobSpec) GetPodReplacementPolicy() string {
+	if x != nil && x.PodReplacementPolicy != nil {
+		return *x.PodReplacementPolicy
+	}
+	return ""
+}
+
+func (x *JobSpec) GetSuccessPolicy() *SuccessPolicy {
+	if x != nil {
+		return x.SuccessPolicy
+	}
+	return nil
+}
+
 // JobStatus is the observed state of a job.
 type JobStatus struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -561,8 +609,16 @@ type JobStatus struct {
 	Failed           int32                  `protobuf:"varint,6,opt,name=failed,proto3" json:"failed,omitempty"`
 	Ready            *int32                 `protobuf:"varint,7,opt,name=ready,proto3,oneof" json:"ready,omitempty"`
 	CompletedIndexes string                 `protobuf:"bytes,8,opt,name=completed_indexes,json=completedIndexes,proto3" json:"completed_indexes,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// terminating counts the job's pods being deleted that are not yet terminal.
+	Terminating *int32 `protobuf:"varint,9,opt,name=terminating,proto3,oneof" json:"terminating,omitempty"`
+	// failed_indexes (with backoff_limit_per_index) lists the failed indexes.
+	FailedIndexes *string `protobuf:"bytes,10,opt,name=failed_indexes,json=failedIndexes,proto3,oneof" json:"failed_indexes,omitempty"`
+	// uncounted_terminated_pods holds the UIDs of finished pods whose outcome
+	// is recorded here but not yet in succeeded/failed; their job-tracking
+	// finalizer is being removed.
+	UncountedTerminatedPods *UncountedTerminatedPods `protobuf:"bytes,11,opt,name=uncounted_terminated_pods,json=uncountedTerminatedPods,proto3" json:"uncounted_terminated_pods,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *JobStatus) Reset() {
@@ -651,6 +707,402 @@ func (x *JobStatus) GetCompletedIndexes() string {
 	return ""
 }
 
+func (x *JobStatus) GetTerminating() int32 {
+	if x != nil && x.Terminating != nil {
+		return *x.Terminating
+	}
+	return 0
+}
+
+func (x *JobStatus) GetFailedIndexes() string {
+	if x != nil && x.FailedIndexes != nil {
+		return *x.FailedIndexes
+	}
+	return ""
+}
+
+func (x *JobStatus) GetUncountedTerminatedPods() *UncountedTerminatedPods {
+	if x != nil {
+		return x.UncountedTerminatedPods
+	}
+	return nil
+}
+
+// UncountedTerminatedPods lists finished pods not yet in a job's counters.
+type UncountedTerminatedPods struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Succeeded     []string               `protobuf:"bytes,1,rep,name=succeeded,proto3" json:"succeeded,omitempty"`
+	Failed        []string               `protobuf:"bytes,2,rep,name=failed,proto3" json:"failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UncountedTerminatedPods) Reset() {
+	*x = UncountedTerminatedPods{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UncountedTerminatedPods) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UncountedTerminatedPods) ProtoMessage() {}
+
+func (x *UncountedTerminatedPods) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UncountedTerminatedPods.ProtoReflect.Descriptor instead.
+func (*UncountedTerminatedPods) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *UncountedTerminatedPods) GetSucceeded() []string {
+	if x != nil {
+		return x.Succeeded
+	}
+	return nil
+}
+
+func (x *UncountedTerminatedPods) GetFailed() []string {
+	if x != nil {
+		return x.Failed
+	}
+	return nil
+}
+
+// PodFailurePolicy is an ordered list of rules; the first that matches a
+// failed pod decides.
+type PodFailurePolicy struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Rules         []*PodFailurePolicyRule `protobuf:"bytes,1,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodFailurePolicy) Reset() {
+	*x = PodFailurePolicy{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodFailurePolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodFailurePolicy) ProtoMessage() {}
+
+func (x *PodFailurePolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodFailurePolicy.ProtoReflect.Descriptor instead.
+func (*PodFailurePolicy) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PodFailurePolicy) GetRules() []*PodFailurePolicyRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+// PodFailurePolicyRule matches a failed pod by exit codes or by conditions.
+type PodFailurePolicyRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// action is FailJob, FailIndex, Ignore or Count.
+	Action          string                                    `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"`
+	OnExitCodes     *PodFailurePolicyOnExitCodesRequirement   `protobuf:"bytes,2,opt,name=on_exit_codes,json=onExitCodes,proto3" json:"on_exit_codes,omitempty"`
+	OnPodConditions []*PodFailurePolicyOnPodConditionsPattern `protobuf:"bytes,3,rep,name=on_pod_conditions,json=onPodConditions,proto3" json:"on_pod_conditions,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *PodFailurePolicyRule) Reset() {
+	*x = PodFailurePolicyRule{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodFailurePolicyRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodFailurePolicyRule) ProtoMessage() {}
+
+func (x *PodFailurePolicyRule) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodFailurePolicyRule.ProtoReflect.Descriptor instead.
+func (*PodFailurePolicyRule) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *PodFailurePolicyRule) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *PodFailurePolicyRule) GetOnExitCodes() *PodFailurePolicyOnExitCodesRequirement {
+	if x != nil {
+		return x.OnExitCodes
+	}
+	return nil
+}
+
+func (x *PodFailurePolicyRule) GetOnPodConditions() []*PodFailurePolicyOnPodConditionsPattern {
+	if x != nil {
+		return x.OnPodConditions
+	}
+	return nil
+}
+
+// PodFailurePolicyOnExitCodesRequirement matches terminated containers' exit codes.
+type PodFailurePolicyOnExitCodesRequirement struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ContainerName *string                `protobuf:"bytes,1,opt,name=container_name,json=containerName,proto3,oneof" json:"container_name,omitempty"`
+	// operator is In or NotIn.
+	Operator      string  `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	Values        []int32 `protobuf:"varint,3,rep,packed,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodFailurePolicyOnExitCodesRequirement) Reset() {
+	*x = PodFailurePolicyOnExitCodesRequirement{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodFailurePolicyOnExitCodesRequirement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodFailurePolicyOnExitCodesRequirement) ProtoMessage() {}
+
+func (x *PodFailurePolicyOnExitCodesRequirement) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodFailurePolicyOnExitCodesRequirement.ProtoReflect.Descriptor instead.
+func (*PodFailurePolicyOnExitCodesRequirement) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *PodFailurePolicyOnExitCodesRequirement) GetContainerName() string {
+	if x != nil && x.ContainerName != nil {
+		return *x.ContainerName
+	}
+	return ""
+}
+
+func (x *PodFailurePolicyOnExitCodesRequirement) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *PodFailurePolicyOnExitCodesRequirement) GetValues() []int32 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+// PodFailurePolicyOnPodConditionsPattern matches a pod condition.
+type PodFailurePolicyOnPodConditionsPattern struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Type  string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// status defaults to True.
+	Status        string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodFailurePolicyOnPodConditionsPattern) Reset() {
+	*x = PodFailurePolicyOnPodConditionsPattern{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodFailurePolicyOnPodConditionsPattern) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodFailurePolicyOnPodConditionsPattern) ProtoMessage() {}
+
+func (x *PodFailurePolicyOnPodConditionsPattern) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodFailurePolicyOnPodConditionsPattern.ProtoReflect.Descriptor instead.
+func (*PodFailurePolicyOnPodConditionsPattern) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *PodFailurePolicyOnPodConditionsPattern) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *PodFailurePolicyOnPodConditionsPattern) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+// SuccessPolicy is a list of rules; the job succeeds when any one is met.
+type SuccessPolicy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rules         []*SuccessPolicyRule   `protobuf:"bytes,1,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SuccessPolicy) Reset() {
+	*x = SuccessPolicy{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SuccessPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SuccessPolicy) ProtoMessage() {}
+
+func (x *SuccessPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SuccessPolicy.ProtoReflect.Descriptor instead.
+func (*SuccessPolicy) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SuccessPolicy) GetRules() []*SuccessPolicyRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+// SuccessPolicyRule is met when the listed indexes (or a count of them) succeeded.
+type SuccessPolicyRule struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	SucceededIndexes *string                `protobuf:"bytes,1,opt,name=succeeded_indexes,json=succeededIndexes,proto3,oneof" json:"succeeded_indexes,omitempty"`
+	SucceededCount   *int32                 `protobuf:"varint,2,opt,name=succeeded_count,json=succeededCount,proto3,oneof" json:"succeeded_count,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *SuccessPolicyRule) Reset() {
+	*x = SuccessPolicyRule{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SuccessPolicyRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SuccessPolicyRule) ProtoMessage() {}
+
+func (x *SuccessPolicyRule) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SuccessPolicyRule.ProtoReflect.Descriptor instead.
+func (*SuccessPolicyRule) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *SuccessPolicyRule) GetSucceededIndexes() string {
+	if x != nil && x.SucceededIndexes != nil {
+		return *x.SucceededIndexes
+	}
+	return ""
+}
+
+func (x *SuccessPolicyRule) GetSucceededCount() int32 {
+	if x != nil && x.SucceededCount != nil {
+		return *x.SucceededCount
+	}
+	return 0
+}
+
 // PersistentVolume is a piece of storage. Cluster-scoped.
 type PersistentVolume struct {
 	state         protoimpl.MessageState  `protogen:"open.v1"`
@@ -663,7 +1115,7 @@ type PersistentVolume struct {
 
 func (x *PersistentVolume) Reset() {
 	*x = PersistentVolume{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[8]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +1127,7 @@ func (x *PersistentVolume) String() string {
 func (*PersistentVolume) ProtoMessage() {}
 
 func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[8]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +1140,7 @@ func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolume.ProtoReflect.Descriptor instead.
 func (*PersistentVolume) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{8}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PersistentVolume) GetMetadata() *ObjectMeta {
@@ -731,7 +1183,7 @@ type PersistentVolumeSpec struct {
 
 func (x *PersistentVolumeSpec) Reset() {
 	*x = PersistentVolumeSpec{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[9]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -743,7 +1195,7 @@ func (x *PersistentVolumeSpec) String() string {
 func (*PersistentVolumeSpec) ProtoMessage() {}
 
 func (x *PersistentVolumeSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[9]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -756,7 +1208,7 @@ func (x *PersistentVolumeSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeSpec.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{9}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PersistentVolumeSpec) GetCapacity() map[string]string {
@@ -828,7 +1280,7 @@ type PersistentVolumeStatus struct {
 
 func (x *PersistentVolumeStatus) Reset() {
 	*x = PersistentVolumeStatus{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[10]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -840,7 +1292,7 @@ func (x *PersistentVolumeStatus) String() string {
 func (*PersistentVolumeStatus) ProtoMessage() {}
 
 func (x *PersistentVolumeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[10]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -853,7 +1305,7 @@ func (x *PersistentVolumeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeStatus.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{10}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PersistentVolumeStatus) GetPhase() string {
@@ -889,7 +1341,7 @@ type PersistentVolumeClaim struct {
 
 func (x *PersistentVolumeClaim) Reset() {
 	*x = PersistentVolumeClaim{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[11]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -901,7 +1353,7 @@ func (x *PersistentVolumeClaim) String() string {
 func (*PersistentVolumeClaim) ProtoMessage() {}
 
 func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[11]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -914,7 +1366,7 @@ func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeClaim.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaim) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{11}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PersistentVolumeClaim) GetMetadata() *ObjectMeta {
@@ -953,7 +1405,7 @@ type PersistentVolumeClaimSpec struct {
 
 func (x *PersistentVolumeClaimSpec) Reset() {
 	*x = PersistentVolumeClaimSpec{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[12]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1417,7 @@ func (x *PersistentVolumeClaimSpec) String() string {
 func (*PersistentVolumeClaimSpec) ProtoMessage() {}
 
 func (x *PersistentVolumeClaimSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[12]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1430,7 @@ func (x *PersistentVolumeClaimSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeClaimSpec.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaimSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{12}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PersistentVolumeClaimSpec) GetAccessModes() []string {
@@ -1036,7 +1488,7 @@ type PersistentVolumeClaimStatus struct {
 
 func (x *PersistentVolumeClaimStatus) Reset() {
 	*x = PersistentVolumeClaimStatus{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[13]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +1500,7 @@ func (x *PersistentVolumeClaimStatus) String() string {
 func (*PersistentVolumeClaimStatus) ProtoMessage() {}
 
 func (x *PersistentVolumeClaimStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[13]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +1513,7 @@ func (x *PersistentVolumeClaimStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeClaimStatus.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaimStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{13}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PersistentVolumeClaimStatus) GetPhase() string {
@@ -1110,7 +1562,7 @@ type StorageClass struct {
 
 func (x *StorageClass) Reset() {
 	*x = StorageClass{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[14]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1574,7 @@ func (x *StorageClass) String() string {
 func (*StorageClass) ProtoMessage() {}
 
 func (x *StorageClass) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[14]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1587,7 @@ func (x *StorageClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
 func (*StorageClass) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{14}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StorageClass) GetMetadata() *ObjectMeta {
@@ -1199,7 +1651,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[15]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1211,7 +1663,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[15]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1224,7 +1676,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{15}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Lease) GetMetadata() *ObjectMeta {
@@ -1255,7 +1707,7 @@ type LeaseSpec struct {
 
 func (x *LeaseSpec) Reset() {
 	*x = LeaseSpec{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[16]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1267,7 +1719,7 @@ func (x *LeaseSpec) String() string {
 func (*LeaseSpec) ProtoMessage() {}
 
 func (x *LeaseSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[16]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1280,7 +1732,7 @@ func (x *LeaseSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseSpec.ProtoReflect.Descriptor instead.
 func (*LeaseSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{16}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LeaseSpec) GetHolderIdentity() string {
@@ -1330,7 +1782,7 @@ type CronJob struct {
 
 func (x *CronJob) Reset() {
 	*x = CronJob{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[17]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1342,7 +1794,7 @@ func (x *CronJob) String() string {
 func (*CronJob) ProtoMessage() {}
 
 func (x *CronJob) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[17]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1355,7 +1807,7 @@ func (x *CronJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CronJob.ProtoReflect.Descriptor instead.
 func (*CronJob) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{17}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CronJob) GetMetadata() *ObjectMeta {
@@ -1404,7 +1856,7 @@ type CronJobSpec struct {
 
 func (x *CronJobSpec) Reset() {
 	*x = CronJobSpec{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[18]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1416,7 +1868,7 @@ func (x *CronJobSpec) String() string {
 func (*CronJobSpec) ProtoMessage() {}
 
 func (x *CronJobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[18]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1429,7 +1881,7 @@ func (x *CronJobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CronJobSpec.ProtoReflect.Descriptor instead.
 func (*CronJobSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{18}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CronJobSpec) GetSchedule() string {
@@ -1499,7 +1951,7 @@ type JobTemplateSpec struct {
 
 func (x *JobTemplateSpec) Reset() {
 	*x = JobTemplateSpec{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[19]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1511,7 +1963,7 @@ func (x *JobTemplateSpec) String() string {
 func (*JobTemplateSpec) ProtoMessage() {}
 
 func (x *JobTemplateSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[19]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1524,7 +1976,7 @@ func (x *JobTemplateSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobTemplateSpec.ProtoReflect.Descriptor instead.
 func (*JobTemplateSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{19}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *JobTemplateSpec) GetMetadata() *ObjectMeta {
@@ -1554,7 +2006,7 @@ type CronJobStatus struct {
 
 func (x *CronJobStatus) Reset() {
 	*x = CronJobStatus{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[20]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1566,7 +2018,7 @@ func (x *CronJobStatus) String() string {
 func (*CronJobStatus) ProtoMessage() {}
 
 func (x *CronJobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[20]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1579,7 +2031,7 @@ func (x *CronJobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CronJobStatus.ProtoReflect.Descriptor instead.
 func (*CronJobStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{20}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CronJobStatus) GetActive() []*ObjectReference {
@@ -1644,7 +2096,7 @@ const file_kplane_v1_workloads_proto_rawDesc = "" +
 	"\x03Job\x121\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12&\n" +
 	"\x04spec\x18\x02 \x01(\v2\x12.kplane.v1.JobSpecR\x04spec\x12,\n" +
-	"\x06status\x18\x03 \x01(\v2\x14.kplane.v1.JobStatusR\x06status\"\xf1\x04\n" +
+	"\x06status\x18\x03 \x01(\v2\x14.kplane.v1.JobStatusR\x06status\"\xf5\a\n" +
 	"\aJobSpec\x12%\n" +
 	"\vparallelism\x18\x01 \x01(\x05H\x00R\vparallelism\x88\x01\x01\x12%\n" +
 	"\vcompletions\x18\x02 \x01(\x05H\x01R\vcompletions\x88\x01\x01\x12;\n" +
@@ -1656,7 +2108,12 @@ const file_kplane_v1_workloads_proto_rawDesc = "" +
 	"\x1attl_seconds_after_finished\x18\b \x01(\x05H\x05R\x17ttlSecondsAfterFinished\x88\x01\x01\x12'\n" +
 	"\x0fcompletion_mode\x18\t \x01(\tR\x0ecompletionMode\x12\x1d\n" +
 	"\asuspend\x18\n" +
-	" \x01(\bH\x06R\asuspend\x88\x01\x01B\x0e\n" +
+	" \x01(\bH\x06R\asuspend\x88\x01\x01\x12I\n" +
+	"\x12pod_failure_policy\x18\v \x01(\v2\x1b.kplane.v1.PodFailurePolicyR\x10podFailurePolicy\x12:\n" +
+	"\x17backoff_limit_per_index\x18\f \x01(\x05H\aR\x14backoffLimitPerIndex\x88\x01\x01\x121\n" +
+	"\x12max_failed_indexes\x18\r \x01(\x05H\bR\x10maxFailedIndexes\x88\x01\x01\x129\n" +
+	"\x16pod_replacement_policy\x18\x0e \x01(\tH\tR\x14podReplacementPolicy\x88\x01\x01\x12?\n" +
+	"\x0esuccess_policy\x18\x0f \x01(\v2\x18.kplane.v1.SuccessPolicyR\rsuccessPolicyB\x0e\n" +
 	"\f_parallelismB\x0e\n" +
 	"\f_completionsB\x1a\n" +
 	"\x18_active_deadline_secondsB\x10\n" +
@@ -1664,7 +2121,10 @@ const file_kplane_v1_workloads_proto_rawDesc = "" +
 	"\x10_manual_selectorB\x1d\n" +
 	"\x1b_ttl_seconds_after_finishedB\n" +
 	"\n" +
-	"\b_suspend\"\xe1\x02\n" +
+	"\b_suspendB\x1a\n" +
+	"\x18_backoff_limit_per_indexB\x15\n" +
+	"\x13_max_failed_indexesB\x19\n" +
+	"\x17_pod_replacement_policy\"\xb7\x04\n" +
 	"\tJobStatus\x124\n" +
 	"\n" +
 	"conditions\x18\x01 \x03(\v2\x14.kplane.v1.ConditionR\n" +
@@ -1676,8 +2136,38 @@ const file_kplane_v1_workloads_proto_rawDesc = "" +
 	"\tsucceeded\x18\x05 \x01(\x05R\tsucceeded\x12\x16\n" +
 	"\x06failed\x18\x06 \x01(\x05R\x06failed\x12\x19\n" +
 	"\x05ready\x18\a \x01(\x05H\x00R\x05ready\x88\x01\x01\x12+\n" +
-	"\x11completed_indexes\x18\b \x01(\tR\x10completedIndexesB\b\n" +
-	"\x06_ready\"\xb5\x01\n" +
+	"\x11completed_indexes\x18\b \x01(\tR\x10completedIndexes\x12%\n" +
+	"\vterminating\x18\t \x01(\x05H\x01R\vterminating\x88\x01\x01\x12*\n" +
+	"\x0efailed_indexes\x18\n" +
+	" \x01(\tH\x02R\rfailedIndexes\x88\x01\x01\x12^\n" +
+	"\x19uncounted_terminated_pods\x18\v \x01(\v2\".kplane.v1.UncountedTerminatedPodsR\x17uncountedTerminatedPodsB\b\n" +
+	"\x06_readyB\x0e\n" +
+	"\f_terminatingB\x11\n" +
+	"\x0f_failed_indexes\"O\n" +
+	"\x17UncountedTerminatedPods\x12\x1c\n" +
+	"\tsucceeded\x18\x01 \x03(\tR\tsucceeded\x12\x16\n" +
+	"\x06failed\x18\x02 \x03(\tR\x06failed\"I\n" +
+	"\x10PodFailurePolicy\x125\n" +
+	"\x05rules\x18\x01 \x03(\v2\x1f.kplane.v1.PodFailurePolicyRuleR\x05rules\"\xe4\x01\n" +
+	"\x14PodFailurePolicyRule\x12\x16\n" +
+	"\x06action\x18\x01 \x01(\tR\x06action\x12U\n" +
+	"\ron_exit_codes\x18\x02 \x01(\v21.kplane.v1.PodFailurePolicyOnExitCodesRequirementR\vonExitCodes\x12]\n" +
+	"\x11on_pod_conditions\x18\x03 \x03(\v21.kplane.v1.PodFailurePolicyOnPodConditionsPatternR\x0fonPodConditions\"\x9b\x01\n" +
+	"&PodFailurePolicyOnExitCodesRequirement\x12*\n" +
+	"\x0econtainer_name\x18\x01 \x01(\tH\x00R\rcontainerName\x88\x01\x01\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +
+	"\x06values\x18\x03 \x03(\x05R\x06valuesB\x11\n" +
+	"\x0f_container_name\"T\n" +
+	"&PodFailurePolicyOnPodConditionsPattern\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\"C\n" +
+	"\rSuccessPolicy\x122\n" +
+	"\x05rules\x18\x01 \x03(\v2\x1c.kplane.v1.SuccessPolicyRuleR\x05rules\"\x9d\x01\n" +
+	"\x11SuccessPolicyRule\x120\n" +
+	"\x11succeeded_indexes\x18\x01 \x01(\tH\x00R\x10succeededIndexes\x88\x01\x01\x12,\n" +
+	"\x0fsucceeded_count\x18\x02 \x01(\x05H\x01R\x0esucceededCount\x88\x01\x01B\x14\n" +
+	"\x12_succeeded_indexesB\x12\n" +
+	"\x10_succeeded_count\"\xb5\x01\n" +
 	"\x10PersistentVolume\x121\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x123\n" +
 	"\x04spec\x18\x02 \x01(\v2\x1f.kplane.v1.PersistentVolumeSpecR\x04spec\x129\n" +
@@ -1787,95 +2277,109 @@ func file_kplane_v1_workloads_proto_rawDescGZIP() []byte {
 	return file_kplane_v1_workloads_proto_rawDescData
 }
 
-var file_kplane_v1_workloads_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_kplane_v1_workloads_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_kplane_v1_workloads_proto_goTypes = []any{
-	(*ReplicaSet)(nil),                  // 0: kplane.v1.ReplicaSet
-	(*ReplicaSetSpec)(nil),              // 1: kplane.v1.ReplicaSetSpec
-	(*ReplicaSetStatus)(nil),            // 2: kplane.v1.ReplicaSetStatus
-	(*ReplicationController)(nil),       // 3: kplane.v1.ReplicationController
-	(*ReplicationControllerSpec)(nil),   // 4: kplane.v1.ReplicationControllerSpec
-	(*Job)(nil),                         // 5: kplane.v1.Job
-	(*JobSpec)(nil),                     // 6: kplane.v1.JobSpec
-	(*JobStatus)(nil),                   // 7: kplane.v1.JobStatus
-	(*PersistentVolume)(nil),            // 8: kplane.v1.PersistentVolume
-	(*PersistentVolumeSpec)(nil),        // 9: kplane.v1.PersistentVolumeSpec
-	(*PersistentVolumeStatus)(nil),      // 10: kplane.v1.PersistentVolumeStatus
-	(*PersistentVolumeClaim)(nil),       // 11: kplane.v1.PersistentVolumeClaim
-	(*PersistentVolumeClaimSpec)(nil),   // 12: kplane.v1.PersistentVolumeClaimSpec
-	(*PersistentVolumeClaimStatus)(nil), // 13: kplane.v1.PersistentVolumeClaimStatus
-	(*StorageClass)(nil),                // 14: kplane.v1.StorageClass
-	(*Lease)(nil),                       // 15: kplane.v1.Lease
-	(*LeaseSpec)(nil),                   // 16: kplane.v1.LeaseSpec
-	(*CronJob)(nil),                     // 17: kplane.v1.CronJob
-	(*CronJobSpec)(nil),                 // 18: kplane.v1.CronJobSpec
-	(*JobTemplateSpec)(nil),             // 19: kplane.v1.JobTemplateSpec
-	(*CronJobStatus)(nil),               // 20: kplane.v1.CronJobStatus
-	nil,                                 // 21: kplane.v1.ReplicationControllerSpec.SelectorEntry
-	nil,                                 // 22: kplane.v1.PersistentVolumeSpec.CapacityEntry
-	nil,                                 // 23: kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
-	nil,                                 // 24: kplane.v1.StorageClass.ParametersEntry
-	(*ObjectMeta)(nil),                  // 25: kplane.v1.ObjectMeta
-	(*LabelSelector)(nil),               // 26: kplane.v1.LabelSelector
-	(*PodTemplateSpec)(nil),             // 27: kplane.v1.PodTemplateSpec
-	(*Condition)(nil),                   // 28: kplane.v1.Condition
-	(*timestamppb.Timestamp)(nil),       // 29: google.protobuf.Timestamp
-	(*ObjectReference)(nil),             // 30: kplane.v1.ObjectReference
-	(*HostPathVolumeSource)(nil),        // 31: kplane.v1.HostPathVolumeSource
-	(*ResourceRequirements)(nil),        // 32: kplane.v1.ResourceRequirements
+	(*ReplicaSet)(nil),                             // 0: kplane.v1.ReplicaSet
+	(*ReplicaSetSpec)(nil),                         // 1: kplane.v1.ReplicaSetSpec
+	(*ReplicaSetStatus)(nil),                       // 2: kplane.v1.ReplicaSetStatus
+	(*ReplicationController)(nil),                  // 3: kplane.v1.ReplicationController
+	(*ReplicationControllerSpec)(nil),              // 4: kplane.v1.ReplicationControllerSpec
+	(*Job)(nil),                                    // 5: kplane.v1.Job
+	(*JobSpec)(nil),                                // 6: kplane.v1.JobSpec
+	(*JobStatus)(nil),                              // 7: kplane.v1.JobStatus
+	(*UncountedTerminatedPods)(nil),                // 8: kplane.v1.UncountedTerminatedPods
+	(*PodFailurePolicy)(nil),                       // 9: kplane.v1.PodFailurePolicy
+	(*PodFailurePolicyRule)(nil),                   // 10: kplane.v1.PodFailurePolicyRule
+	(*PodFailurePolicyOnExitCodesRequirement)(nil), // 11: kplane.v1.PodFailurePolicyOnExitCodesRequirement
+	(*PodFailurePolicyOnPodConditionsPattern)(nil), // 12: kplane.v1.PodFailurePolicyOnPodConditionsPattern
+	(*SuccessPolicy)(nil),                          // 13: kplane.v1.SuccessPolicy
+	(*SuccessPolicyRule)(nil),                      // 14: kplane.v1.SuccessPolicyRule
+	(*PersistentVolume)(nil),                       // 15: kplane.v1.PersistentVolume
+	(*PersistentVolumeSpec)(nil),                   // 16: kplane.v1.PersistentVolumeSpec
+	(*PersistentVolumeStatus)(nil),                 // 17: kplane.v1.PersistentVolumeStatus
+	(*PersistentVolumeClaim)(nil),                  // 18: kplane.v1.PersistentVolumeClaim
+	(*PersistentVolumeClaimSpec)(nil),              // 19: kplane.v1.PersistentVolumeClaimSpec
+	(*PersistentVolumeClaimStatus)(nil),            // 20: kplane.v1.PersistentVolumeClaimStatus
+	(*StorageClass)(nil),                           // 21: kplane.v1.StorageClass
+	(*Lease)(nil),                                  // 22: kplane.v1.Lease
+	(*LeaseSpec)(nil),                              // 23: kplane.v1.LeaseSpec
+	(*CronJob)(nil),                                // 24: kplane.v1.CronJob
+	(*CronJobSpec)(nil),                            // 25: kplane.v1.CronJobSpec
+	(*JobTemplateSpec)(nil),                        // 26: kplane.v1.JobTemplateSpec
+	(*CronJobStatus)(nil),                          // 27: kplane.v1.CronJobStatus
+	nil,                                            // 28: kplane.v1.ReplicationControllerSpec.SelectorEntry
+	nil,                                            // 29: kplane.v1.PersistentVolumeSpec.CapacityEntry
+	nil,                                            // 30: kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
+	nil,                                            // 31: kplane.v1.StorageClass.ParametersEntry
+	(*ObjectMeta)(nil),                             // 32: kplane.v1.ObjectMeta
+	(*LabelSelector)(nil),                          // 33: kplane.v1.LabelSelector
+	(*PodTemplateSpec)(nil),                        // 34: kplane.v1.PodTemplateSpec
+	(*Condition)(nil),                              // 35: kplane.v1.Condition
+	(*timestamppb.Timestamp)(nil),                  // 36: google.protobuf.Timestamp
+	(*ObjectReference)(nil),                        // 37: kplane.v1.ObjectReference
+	(*HostPathVolumeSource)(nil),                   // 38: kplane.v1.HostPathVolumeSource
+	(*ResourceRequirements)(nil),                   // 39: kplane.v1.ResourceRequirements
 }
 var file_kplane_v1_workloads_proto_depIdxs = []int32{
-	25, // 0: kplane.v1.ReplicaSet.metadata:type_name -> kplane.v1.ObjectMeta
+	32, // 0: kplane.v1.ReplicaSet.metadata:type_name -> kplane.v1.ObjectMeta
 	1,  // 1: kplane.v1.ReplicaSet.spec:type_name -> kplane.v1.ReplicaSetSpec
 	2,  // 2: kplane.v1.ReplicaSet.status:type_name -> kplane.v1.ReplicaSetStatus
-	26, // 3: kplane.v1.ReplicaSetSpec.selector:type_name -> kplane.v1.LabelSelector
-	27, // 4: kplane.v1.ReplicaSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
-	28, // 5: kplane.v1.ReplicaSetStatus.conditions:type_name -> kplane.v1.Condition
-	25, // 6: kplane.v1.ReplicationController.metadata:type_name -> kplane.v1.ObjectMeta
+	33, // 3: kplane.v1.ReplicaSetSpec.selector:type_name -> kplane.v1.LabelSelector
+	34, // 4: kplane.v1.ReplicaSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	35, // 5: kplane.v1.ReplicaSetStatus.conditions:type_name -> kplane.v1.Condition
+	32, // 6: kplane.v1.ReplicationController.metadata:type_name -> kplane.v1.ObjectMeta
 	4,  // 7: kplane.v1.ReplicationController.spec:type_name -> kplane.v1.ReplicationControllerSpec
 	2,  // 8: kplane.v1.ReplicationController.status:type_name -> kplane.v1.ReplicaSetStatus
-	21, // 9: kplane.v1.ReplicationControllerSpec.selector:type_name -> kplane.v1.ReplicationControllerSpec.SelectorEntry
-	27, // 10: kplane.v1.ReplicationControllerSpec.template:type_name -> kplane.v1.PodTemplateSpec
-	25, // 11: kplane.v1.Job.metadata:type_name -> kplane.v1.ObjectMeta
+	28, // 9: kplane.v1.ReplicationControllerSpec.selector:type_name -> kplane.v1.ReplicationControllerSpec.SelectorEntry
+	34, // 10: kplane.v1.ReplicationControllerSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	32, // 11: kplane.v1.Job.metadata:type_name -> kplane.v1.ObjectMeta
 	6,  // 12: kplane.v1.Job.spec:type_name -> kplane.v1.JobSpec
 	7,  // 13: kplane.v1.Job.status:type_name -> kplane.v1.JobStatus
-	26, // 14: kplane.v1.JobSpec.selector:type_name -> kplane.v1.LabelSelector
-	27, // 15: kplane.v1.JobSpec.template:type_name -> kplane.v1.PodTemplateSpec
-	28, // 16: kplane.v1.JobStatus.conditions:type_name -> kplane.v1.Condition
-	29, // 17: kplane.v1.JobStatus.start_time:type_name -> google.protobuf.Timestamp
-	29, // 18: kplane.v1.JobStatus.completion_time:type_name -> google.protobuf.Timestamp
-	25, // 19: kplane.v1.PersistentVolume.metadata:type_name -> kplane.v1.ObjectMeta
-	9,  // 20: kplane.v1.PersistentVolume.spec:type_name -> kplane.v1.PersistentVolumeSpec
-	10, // 21: kplane.v1.PersistentVolume.status:type_name -> kplane.v1.PersistentVolumeStatus
-	22, // 22: kplane.v1.PersistentVolumeSpec.capacity:type_name -> kplane.v1.PersistentVolumeSpec.CapacityEntry
-	30, // 23: kplane.v1.PersistentVolumeSpec.claim_ref:type_name -> kplane.v1.ObjectReference
-	31, // 24: kplane.v1.PersistentVolumeSpec.host_path:type_name -> kplane.v1.HostPathVolumeSource
-	25, // 25: kplane.v1.PersistentVolumeClaim.metadata:type_name -> kplane.v1.ObjectMeta
-	12, // 26: kplane.v1.PersistentVolumeClaim.spec:type_name -> kplane.v1.PersistentVolumeClaimSpec
-	13, // 27: kplane.v1.PersistentVolumeClaim.status:type_name -> kplane.v1.PersistentVolumeClaimStatus
-	26, // 28: kplane.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.v1.LabelSelector
-	32, // 29: kplane.v1.PersistentVolumeClaimSpec.resources:type_name -> kplane.v1.ResourceRequirements
-	23, // 30: kplane.v1.PersistentVolumeClaimStatus.capacity:type_name -> kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
-	28, // 31: kplane.v1.PersistentVolumeClaimStatus.conditions:type_name -> kplane.v1.Condition
-	25, // 32: kplane.v1.StorageClass.metadata:type_name -> kplane.v1.ObjectMeta
-	24, // 33: kplane.v1.StorageClass.parameters:type_name -> kplane.v1.StorageClass.ParametersEntry
-	25, // 34: kplane.v1.Lease.metadata:type_name -> kplane.v1.ObjectMeta
-	16, // 35: kplane.v1.Lease.spec:type_name -> kplane.v1.LeaseSpec
-	29, // 36: kplane.v1.LeaseSpec.acquire_time:type_name -> google.protobuf.Timestamp
-	29, // 37: kplane.v1.LeaseSpec.renew_time:type_name -> google.protobuf.Timestamp
-	25, // 38: kplane.v1.CronJob.metadata:type_name -> kplane.v1.ObjectMeta
-	18, // 39: kplane.v1.CronJob.spec:type_name -> kplane.v1.CronJobSpec
-	20, // 40: kplane.v1.CronJob.status:type_name -> kplane.v1.CronJobStatus
-	19, // 41: kplane.v1.CronJobSpec.job_template:type_name -> kplane.v1.JobTemplateSpec
-	25, // 42: kplane.v1.JobTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
-	6,  // 43: kplane.v1.JobTemplateSpec.spec:type_name -> kplane.v1.JobSpec
-	30, // 44: kplane.v1.CronJobStatus.active:type_name -> kplane.v1.ObjectReference
-	29, // 45: kplane.v1.CronJobStatus.last_schedule_time:type_name -> google.protobuf.Timestamp
-	29, // 46: kplane.v1.CronJobStatus.last_successful_time:type_name -> google.protobuf.Timestamp
-	47, // [47:47] is the sub-list for method output_type
-	47, // [47:47] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	33, // 14: kplane.v1.JobSpec.selector:type_name -> kplane.v1.LabelSelector
+	34, // 15: kplane.v1.JobSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	9,  // 16: kplane.v1.JobSpec.pod_failure_policy:type_name -> kplane.v1.PodFailurePolicy
+	13, // 17: kplane.v1.JobSpec.success_policy:type_name -> kplane.v1.SuccessPolicy
+	35, // 18: kplane.v1.JobStatus.conditions:type_name -> kplane.v1.Condition
+	36, // 19: kplane.v1.JobStatus.start_time:type_name -> google.protobuf.Timestamp
+	36, // 20: kplane.v1.JobStatus.completion_time:type_name -> google.protobuf.Timestamp
+	8,  // 21: kplane.v1.JobStatus.uncounted_terminated_pods:type_name -> kplane.v1.UncountedTerminatedPods
+	10, // 22: kplane.v1.PodFailurePolicy.rules:type_name -> kplane.v1.PodFailurePolicyRule
+	11, // 23: kplane.v1.PodFailurePolicyRule.on_exit_codes:type_name -> kplane.v1.PodFailurePolicyOnExitCodesRequirement
+	12, // 24: kplane.v1.PodFailurePolicyRule.on_pod_conditions:type_name -> kplane.v1.PodFailurePolicyOnPodConditionsPattern
+	14, // 25: kplane.v1.SuccessPolicy.rules:type_name -> kplane.v1.SuccessPolicyRule
+	32, // 26: kplane.v1.PersistentVolume.metadata:type_name -> kplane.v1.ObjectMeta
+	16, // 27: kplane.v1.PersistentVolume.spec:type_name -> kplane.v1.PersistentVolumeSpec
+	17, // 28: kplane.v1.PersistentVolume.status:type_name -> kplane.v1.PersistentVolumeStatus
+	29, // 29: kplane.v1.PersistentVolumeSpec.capacity:type_name -> kplane.v1.PersistentVolumeSpec.CapacityEntry
+	37, // 30: kplane.v1.PersistentVolumeSpec.claim_ref:type_name -> kplane.v1.ObjectReference
+	38, // 31: kplane.v1.PersistentVolumeSpec.host_path:type_name -> kplane.v1.HostPathVolumeSource
+	32, // 32: kplane.v1.PersistentVolumeClaim.metadata:type_name -> kplane.v1.ObjectMeta
+	19, // 33: kplane.v1.PersistentVolumeClaim.spec:type_name -> kplane.v1.PersistentVolumeClaimSpec
+	20, // 34: kplane.v1.PersistentVolumeClaim.status:type_name -> kplane.v1.PersistentVolumeClaimStatus
+	33, // 35: kplane.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.v1.LabelSelector
+	39, // 36: kplane.v1.PersistentVolumeClaimSpec.resources:type_name -> kplane.v1.ResourceRequirements
+	30, // 37: kplane.v1.PersistentVolumeClaimStatus.capacity:type_name -> kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
+	35, // 38: kplane.v1.PersistentVolumeClaimStatus.conditions:type_name -> kplane.v1.Condition
+	32, // 39: kplane.v1.StorageClass.metadata:type_name -> kplane.v1.ObjectMeta
+	31, // 40: kplane.v1.StorageClass.parameters:type_name -> kplane.v1.StorageClass.ParametersEntry
+	32, // 41: kplane.v1.Lease.metadata:type_name -> kplane.v1.ObjectMeta
+	23, // 42: kplane.v1.Lease.spec:type_name -> kplane.v1.LeaseSpec
+	36, // 43: kplane.v1.LeaseSpec.acquire_time:type_name -> google.protobuf.Timestamp
+	36, // 44: kplane.v1.LeaseSpec.renew_time:type_name -> google.protobuf.Timestamp
+	32, // 45: kplane.v1.CronJob.metadata:type_name -> kplane.v1.ObjectMeta
+	25, // 46: kplane.v1.CronJob.spec:type_name -> kplane.v1.CronJobSpec
+	27, // 47: kplane.v1.CronJob.status:type_name -> kplane.v1.CronJobStatus
+	26, // 48: kplane.v1.CronJobSpec.job_template:type_name -> kplane.v1.JobTemplateSpec
+	32, // 49: kplane.v1.JobTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
+	6,  // 50: kplane.v1.JobTemplateSpec.spec:type_name -> kplane.v1.JobSpec
+	37, // 51: kplane.v1.CronJobStatus.active:type_name -> kplane.v1.ObjectReference
+	36, // 52: kplane.v1.CronJobStatus.last_schedule_time:type_name -> google.protobuf.Timestamp
+	36, // 53: kplane.v1.CronJobStatus.last_successful_time:type_name -> google.protobuf.Timestamp
+	54, // [54:54] is the sub-list for method output_type
+	54, // [54:54] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_workloads_proto_init() }
@@ -1890,16 +2394,18 @@ func file_kplane_v1_workloads_proto_init() {
 	file_kplane_v1_workloads_proto_msgTypes[4].OneofWrappers = []any{}
 	file_kplane_v1_workloads_proto_msgTypes[6].OneofWrappers = []any{}
 	file_kplane_v1_workloads_proto_msgTypes[7].OneofWrappers = []any{}
-	file_kplane_v1_workloads_proto_msgTypes[12].OneofWrappers = []any{}
+	file_kplane_v1_workloads_proto_msgTypes[11].OneofWrappers = []any{}
 	file_kplane_v1_workloads_proto_msgTypes[14].OneofWrappers = []any{}
-	file_kplane_v1_workloads_proto_msgTypes[18].OneofWrappers = []any{}
+	file_kplane_v1_workloads_proto_msgTypes[19].OneofWrappers = []any{}
+	file_kplane_v1_workloads_proto_msgTypes[21].OneofWrappers = []any{}
+	file_kplane_v1_workloads_proto_msgTypes[25].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_v1_workloads_proto_rawDesc), len(file_kplane_v1_workloads_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

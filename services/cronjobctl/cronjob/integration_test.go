@@ -126,7 +126,7 @@ func (h *harness) finish(name, cond string) {
 	now := timestamppb.New(h.clock.Now())
 	j.Status = &kplanev1.JobStatus{StartTime: j.GetMetadata().GetCreationTimestamp(),
 		Conditions: []*kplanev1.Condition{{Type: cond, Status: kplanev1.ConditionTrue, LastTransitionTime: now}}}
-	if cond == jobComplete {
+	if cond == kplanev1.JobComplete {
 		j.Status.Succeeded, j.Status.CompletionTime = 1, now
 	} else {
 		j.Status.Failed = 1
@@ -230,7 +230,7 @@ func TestRunsOnScheduleAndTrimsHistory(t *testing.T) {
 			s := h.cronJob("tick").GetStatus()
 			return len(s.GetActive()) == 1 && s.GetActive()[0].GetName() == name && s.GetLastScheduleTime().AsTime().Equal(at)
 		})
-		h.finish(name, jobComplete)
+		h.finish(name, kplanev1.JobComplete)
 		testutil.Eventually(t, 30*time.Second, name+" no longer active", func() bool {
 			s := h.cronJob("tick").GetStatus()
 			return len(s.GetActive()) == 0 && s.GetLastSuccessfulTime() != nil
@@ -275,7 +275,7 @@ func TestForbidSkipsWhileActive(t *testing.T) {
 		t.Errorf("runs_skipped_total{reason=JobAlreadyActive} = %v", got)
 	}
 	// Once the first Job finishes the skipped run starts.
-	h.finish(first, jobFailed)
+	h.finish(first, kplanev1.JobFailed)
 	second := h.waitJob(JobName("solo", minute(cj, 2)))
 	testutil.Eventually(t, 30*time.Second, "second active", func() bool {
 		a := activeNames(h.cronJob("solo"))
@@ -366,7 +366,7 @@ func TestRunCreatedBeforeACrash(t *testing.T) {
 	// The next minute: Forbid holds it back for the run, not for the manual Job.
 	h.clock.Set(minute(cj, 2).Add(time.Second))
 	testutil.Eventually(t, 30*time.Second, "JobAlreadyActive", func() bool { return h.hasEvent("resume", "JobAlreadyActive") })
-	h.finish(run.Metadata.Name, jobComplete)
+	h.finish(run.Metadata.Name, kplanev1.JobComplete)
 	h.waitJob(JobName("resume", minute(cj, 2)))
 	if got := h.jobNames(cj); len(got) != 3 {
 		t.Errorf("jobs %v: want the run, the manual Job and the next run", got)

@@ -19,9 +19,6 @@ import (
 const (
 	kindCronJob = "CronJob"
 	kindJob     = "Job"
-	// Job condition types a finished Job carries (batch/v1).
-	jobComplete = "Complete"
-	jobFailed   = "Failed"
 	// requeueSlack is added to the wait for the next run, so the reconcile
 	// it wakes finds the run due rather than a hair early.
 	requeueSlack = 100 * time.Millisecond
@@ -64,7 +61,7 @@ func JobName(cronJobName string, t time.Time) string {
 // finished returns the condition type (Complete or Failed) of a finished Job.
 func finished(j *kplanev1.Job) (string, bool) {
 	for _, c := range j.GetStatus().GetConditions() {
-		if (c.GetType() == jobComplete || c.GetType() == jobFailed) && c.GetStatus() == kplanev1.ConditionTrue {
+		if (c.GetType() == kplanev1.JobComplete || c.GetType() == kplanev1.JobFailed) && c.GetStatus() == kplanev1.ConditionTrue {
 			return c.GetType(), true
 		}
 	}
@@ -132,7 +129,7 @@ func Decide(cj *kplanev1.CronJob, jobs []*kplanev1.Job, now time.Time) Plan {
 
 	// lastSuccessfulTime follows the newest completion.
 	for _, j := range jobs {
-		if c, ok := finished(j); ok && c == jobComplete {
+		if c, ok := finished(j); ok && c == kplanev1.JobComplete {
 			ct := j.GetStatus().GetCompletionTime()
 			if ct != nil && (st.LastSuccessfulTime == nil || ct.AsTime().After(st.LastSuccessfulTime.AsTime())) {
 				st.LastSuccessfulTime = ct
@@ -227,7 +224,7 @@ func trimHistory(jobs []*kplanev1.Job, successful, failed int32, limitSuccessful
 		}
 		switch c, done := finished(j); {
 		case !done:
-		case c == jobComplete:
+		case c == kplanev1.JobComplete:
 			ok = append(ok, j)
 		default:
 			bad = append(bad, j)

@@ -47,7 +47,7 @@ func run(cj *kplanev1.CronJob, t, state string) *kplanev1.Job {
 	j.Status = &kplanev1.JobStatus{StartTime: ts(t)}
 	if state != "" {
 		j.Status.Conditions = []*kplanev1.Condition{{Type: state, Status: kplanev1.ConditionTrue}}
-		if state == jobComplete {
+		if state == kplanev1.JobComplete {
 			j.Status.CompletionTime = timestamppb.New(at(t).Add(30 * time.Second))
 		}
 	}
@@ -205,7 +205,7 @@ func TestConcurrencyPolicies(t *testing.T) {
 		t.Errorf("Forbid: the skipped run must stay due: %v, requeue %v", p.Status.LastScheduleTime.AsTime(), p.RequeueAfter)
 	}
 	// Once the running Job finished, the skipped run starts (within the look-back).
-	done := run(base, "2026-01-01T10:01:00Z", jobComplete)
+	done := run(base, "2026-01-01T10:01:00Z", kplanev1.JobComplete)
 	p = Decide(forbid, []*kplanev1.Job{done}, at("2026-01-01T10:02:30Z"))
 	if p.Create == nil || !p.Scheduled.Equal(at("2026-01-01T10:02:00Z")) || len(p.Status.Active) != 0 {
 		t.Errorf("Forbid after finish: %v at %v, active %v", p.Create, p.Scheduled, p.Status.Active)
@@ -224,7 +224,7 @@ func TestConcurrencyPolicies(t *testing.T) {
 
 func TestActiveList(t *testing.T) {
 	cj := newCronJob("0 * * * *")
-	a := run(cj, "2026-01-01T11:00:00Z", jobComplete)
+	a := run(cj, "2026-01-01T11:00:00Z", kplanev1.JobComplete)
 	b := run(cj, "2026-01-01T12:00:00Z", "")
 	gone := &kplanev1.ObjectReference{Kind: "Job", Name: "tick-1", Uid: "gone"}
 	cj.Status = &kplanev1.CronJobStatus{LastScheduleTime: ts("2026-01-01T12:00:00Z"),
@@ -262,7 +262,7 @@ func TestRunAlreadyCreated(t *testing.T) {
 		t.Errorf("status %v", p.Status)
 	}
 	// The same with the Job already finished.
-	j = run(cj, "2026-01-01T12:00:00Z", jobFailed)
+	j = run(cj, "2026-01-01T12:00:00Z", kplanev1.JobFailed)
 	p = Decide(cj, []*kplanev1.Job{j}, at("2026-01-01T12:00:40Z"))
 	if p.Create != nil || len(p.Status.Active) != 0 || !p.Status.LastScheduleTime.AsTime().Equal(at("2026-01-01T12:00:00Z")) {
 		t.Errorf("finished: create %v status %v", p.Create, p.Status)
@@ -273,9 +273,9 @@ func TestHistoryTrim(t *testing.T) {
 	cj := newCronJob("0 * * * *")
 	var jobs []*kplanev1.Job
 	for h := 1; h <= 6; h++ {
-		state := jobComplete
+		state := kplanev1.JobComplete
 		if h%2 == 0 {
-			state = jobFailed
+			state = kplanev1.JobFailed
 		}
 		jobs = append(jobs, run(cj, fmt.Sprintf("2026-01-01T%02d:00:00Z", h), state))
 	}

@@ -329,18 +329,18 @@ func JobStatus(j *kplanev1.Job) string {
 		return false
 	}
 	switch {
-	case has("Complete"):
-		return "Complete"
-	case has("Failed"):
-		return "Failed"
+	case has(kplanev1.JobComplete):
+		return kplanev1.JobComplete
+	case has(kplanev1.JobFailed):
+		return kplanev1.JobFailed
 	case j.GetMetadata().GetDeletionTimestamp() != nil:
 		return "Terminating"
-	case has("Suspended"):
-		return "Suspended"
-	case has("FailureTarget"):
-		return "FailureTarget"
-	case has("SuccessCriteriaMet"):
-		return "SuccessCriteriaMet"
+	case has(kplanev1.JobSuspended):
+		return kplanev1.JobSuspended
+	case has(kplanev1.JobFailureTarget):
+		return kplanev1.JobFailureTarget
+	case has(kplanev1.JobSuccessCriteriaMet):
+		return kplanev1.JobSuccessCriteriaMet
 	}
 	return "Running"
 }

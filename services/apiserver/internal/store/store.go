@@ -132,6 +132,9 @@ func (s *Store) Create(ctx context.Context, obj *kplanev1.Object) (*kplanev1.Obj
 		// Kubernetes ignores a namespace sent with a cluster-scoped object.
 		meta.Namespace = ""
 	}
+	// The uid comes first so that defaulting may derive from it (a Job's
+	// generated selector requires its controller-uid label).
+	meta.Uid = uuid.NewString()
 	strat := strategy.For(k.Name)
 	if p, ok := strat.(interface{ PrepareForCreate(*kplanev1.Object) }); ok {
 		p.PrepareForCreate(obj)
@@ -147,7 +150,6 @@ func (s *Store) Create(ctx context.Context, obj *kplanev1.Object) (*kplanev1.Obj
 		return nil, invalidObject(k.Name, displayName(meta, generate), errs)
 	}
 	now := s.opts.Now()
-	meta.Uid = uuid.NewString()
 	meta.CreationTimestamp = timestamppb.New(now)
 	meta.DeletionTimestamp = nil
 	meta.DeletionGracePeriodSeconds = nil
