@@ -7,6 +7,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,12 @@ import (
 )
 
 const (
+	// endpointsKeyPrefix marks the key of an Endpoints event. Its
+	// reconcile only queues the Service's key after the batch period: our
+	// own writes come back as such events, and queueing them at once
+	// would cut every batch short.
+	endpointsKeyPrefix = "endpoints:"
+
 	kindService   = "Service"
 	kindEndpoints = "Endpoints"
 	kindPod       = "Pod"
@@ -42,11 +49,11 @@ type endpointsController struct {
 	now       func() time.Time
 	started   time.Time
 
-	// lastTrigger is, per key, the newest pod readiness change an
-	// Endpoints write has reflected: the latency histogram observes each
-	// change once.
+	// lastTrigger is, per key, the Ready lastTransitionTime of each pod
+	// (by uid) the last Endpoints write reflected: the latency histogram
+	// observes each change once.
 	mu          sync.Mutex
-	lastTrigger map[string]time.Time
+	lastTrigger map[string]map[string]time.Time
 
 	creates, updates, deletes atomic.Int64
 	latency                   prometheus.Histogram
@@ -56,14 +63,15 @@ type endpointsController struct {
 func NewService() app.Service { return newEndpointsController().service() }
 
 func newEndpointsController() *endpointsController {
-	return &endpointsController{now: time.Now, lastTrigger: map[string]time.Time{}}
+	return &endpointsController{now: time.Now, lastTrigger: map[string]map[string]time.Time{}}
 }
 
-// service describes the binary. Services and Endpoints are watches keyed
-// by namespace/name (an Endpoints event re-checks its Service's: a
-// user's edit or delete of a managed one is undone, a leftover is
-// removed); pod events queue the Services that select the pod, after the
-// batch period (see setup).
+// service describes the binary. Keys are a Service's namespace/name.
+// Service events queue it at once; pod events queue the Services that
+// select the pod, after the batch period (see setup); an Endpoints event
+// queues its Service's key after the batch period too (a user's edit or
+// delete of managed Endpoints is undone, a leftover whose Service is gone
+// is removed).
 func (e *endpointsController) service() app.Service {
 	return app.Service{
 		Name:          "endpointsctl",
@@ -72,7 +80,7 @@ func (e *endpointsController) service() app.Service {
 		Workers:       5,
 		Watches: []app.Watch{
 			{Kind: kindService},
-			{Kind: kindEndpoints},
+			{Kind: kindEndpoints, MapToKey: func(o *kplanev1.Object) []string { return []string{endpointsKeyPrefix + o.Key()} }},
 		},
 		AddFlags: func(fs *flag.FlagSet) {
 			fs.DurationVar(&e.batchPeriod, "endpoint-updates-batch-period", 0,
@@ -163,6 +171,10 @@ func (e *endpointsController) enqueuePod(pod, old *kplanev1.Object) {
 
 // Reconcile implements app.Reconciler.
 func (e *endpointsController) Reconcile(ctx context.Context, key string) error {
+	if k, ok := strings.CutPrefix(key, endpointsKeyPrefix); ok {
+		e.ctx.EnqueueAfter(k, e.batchPeriod)
+		return nil
+	}
 	namespace, name := kplanev1.SplitKey(key)
 	if namespace == "" || name == "" {
 		e.log.Error("dropping key", "key", key)
@@ -185,7 +197,17 @@ func (e *endpointsController) Reconcile(ctx context.Context, key string) error {
 	now := e.now()
 	want := Desired(svc, pods, now)
 	if !haveCur {
-		return e.create(ctx, svc, pods, want, now)
+		err := e.create(ctx, svc, pods, want, now)
+		if !client.IsAlreadyExists(err) {
+			return err
+		}
+		// The cache lags our own create (or a user made one meanwhile):
+		// decide on the stored one.
+		resp, gerr := e.api.Get(ctx, &kplanev1.GetRequest{Kind: kindEndpoints, Namespace: namespace, Name: name})
+		if gerr != nil {
+			return fmt.Errorf("read endpoints %s after AlreadyExists: %w", key, gerr)
+		}
+		cur = resp.GetObject()
 	}
 	if !NeedsUpdate(cur.GetEndpoints(), want) {
 		return nil
@@ -211,9 +233,6 @@ func (e *endpointsController) create(ctx context.Context, svc *kplanev1.Service,
 	key := svc.GetMetadata().GetNamespace() + "/" + svc.GetMetadata().GetName()
 	_, err := e.api.Create(ctx, &kplanev1.CreateRequest{Object: kplanev1.MustWrap(want)})
 	if err != nil {
-		// AlreadyExists: the cache lags (or a user made one meanwhile);
-		// its watch event queues the key again and the update path
-		// decides on it.
 		return fmt.Errorf("create endpoints %s: %w", key, err)
 	}
 	e.creates.Add(1)
@@ -243,22 +262,24 @@ func (e *endpointsController) deleteLeftover(ctx context.Context, cur *kplanev1.
 }
 
 // observe records, for the latency histogram, the readiness changes this
-// write reflects that no earlier write of the key did. Changes from
-// before the process started are not counted: their latency would be
-// the downtime, not the controller's.
+// write reflects that no earlier write of the key did: a pod's Ready
+// lastTransitionTime not seen before. The API keeps whole seconds (as
+// Kubernetes does), so a latency reads up to a second high. Changes from
+// before the process started are not counted: their latency would be the
+// downtime, not the controller's.
 func (e *endpointsController) observe(key string, svc *kplanev1.Service, pods []*kplanev1.Pod, wrote time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	after := e.lastTrigger[key]
-	if after.Before(e.started) {
-		after = e.started
-	}
-	for _, t := range ReadyChangedAfter(svc, pods, after) {
-		e.latency.Observe(wrote.Sub(t).Seconds())
-		if t.After(e.lastTrigger[key]) {
-			e.lastTrigger[key] = t
+	seen := e.lastTrigger[key]
+	floor := e.started.Truncate(time.Second)
+	now := ReadyTransitions(svc, pods)
+	for uid, t := range now {
+		if prev, ok := seen[uid]; (ok && prev.Equal(t)) || t.Before(floor) {
+			continue
 		}
+		e.latency.Observe(max(wrote.Sub(t), 0).Seconds())
 	}
+	e.lastTrigger[key] = now
 }
 
 // selectorOf is the Service's selector as a store Matcher.

@@ -281,22 +281,23 @@ func Apply(cur, want *kplanev1.Endpoints) *kplanev1.Endpoints {
 	return next
 }
 
-// ReadyChangedAfter returns the Ready lastTransitionTimes of the pods
-// svc selects that are later than after: the readiness changes a write
-// now reflects (for the latency histogram).
-func ReadyChangedAfter(svc *kplanev1.Service, pods []*kplanev1.Pod, after time.Time) []time.Time {
-	var out []time.Time
+// ReadyTransitions returns, by pod uid, the Ready lastTransitionTime of
+// the pods svc selects that have one: when their readiness last changed
+// (for the latency histogram).
+func ReadyTransitions(svc *kplanev1.Service, pods []*kplanev1.Pod) map[string]time.Time {
+	out := map[string]time.Time{}
 	for _, pod := range pods {
 		if !Selects(svc, pod) {
 			continue
 		}
 		c := apiutil.FindCondition(pod.GetStatus().GetConditions(), kplanev1.PodReady)
-		if c == nil || c.GetLastTransitionTime() == nil {
+		if c.GetLastTransitionTime() == nil {
 			continue
 		}
-		if t := c.GetLastTransitionTime().AsTime(); t.After(after) {
-			out = append(out, t)
-		}
+		out[pod.GetMetadata().GetUid()] = c.GetLastTransitionTime().AsTime()
 	}
 	return out
 }
+
+// IsReady reports whether pod's Ready condition is True.
+func IsReady(pod *kplanev1.Pod) bool { return apiutil.IsPodReady(pod) }

@@ -220,7 +220,7 @@ func TestNeedsUpdateAndApply(t *testing.T) {
 	}
 }
 
-func TestReadyChangedAfter(t *testing.T) {
+func TestReadyTransitions(t *testing.T) {
 	s := svc("web", web)
 	t0 := time.Unix(1000, 0)
 	at := func(d time.Duration) podOpt {
@@ -228,8 +228,8 @@ func TestReadyChangedAfter(t *testing.T) {
 	}
 	pods := []*kplanev1.Pod{pod("a", "1", at(-time.Second)), pod("b", "2", at(time.Second)), pod("c", "3"),
 		pod("x", "4", at(2*time.Second), func(p *kplanev1.Pod) { p.Metadata.Labels = nil })}
-	got := ReadyChangedAfter(s, pods, t0)
-	if len(got) != 1 || !got[0].Equal(t0.Add(time.Second)) {
-		t.Errorf("ReadyChangedAfter = %v, want [t0+1s]", got)
+	got := ReadyTransitions(s, pods)
+	if len(got) != 2 || !got["uid-a"].Equal(t0.Add(-time.Second)) || !got["uid-b"].Equal(t0.Add(time.Second)) {
+		t.Errorf("ReadyTransitions = %v, want a and b (c has no time, x is not selected)", got)
 	}
 }
