@@ -157,7 +157,8 @@ func TestCompose(t *testing.T) {
 	for name, pkg := range map[string]string{
 		"apiserver": "services/apiserver", "scheduler": "services/scheduler", "replicactl": "services/replicactl",
 		"nodectl": "services/nodectl", "gcctl": "services/gcctl", "nodeagent": "services/nodeagent", "ipamctl": "services/ipamctl",
-		"kpctl": "cmd/kpctl", "healthcheck": "cmd/healthcheck",
+		"endpointsctl": "services/endpointsctl",
+		"kpctl":        "cmd/kpctl", "healthcheck": "cmd/healthcheck",
 	} {
 		if err := ensureBinary(name, pkg); err != nil {
 			t.Fatal(err)
@@ -195,7 +196,7 @@ func TestCompose(t *testing.T) {
 		if out, err := c.run(3*time.Minute, "down", "-v", "--remove-orphans", "--timeout", "10"); err != nil {
 			t.Errorf("compose down: %v\n%s", err, out)
 		}
-		for _, s := range []string{"apiserver", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "nodeagent", "kpctl"} {
+		for _, s := range []string{"apiserver", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "nodeagent", "kpctl"} {
 			_ = exec.Command("docker", "image", "rm", "kplane/"+s+":"+c.tag).Run()
 		}
 	})
