@@ -22,7 +22,7 @@ GOLANGCI_LINT_VERSION      := v2.15.0
 # grpcurl for the README's examples and the quick-start smoke (make tools).
 GRPCURL_VERSION            := v1.9.3
 
-.PHONY: busybox all build test lint proto proto-check tools up down dev chaos images bench-apiserver bench-scheduler clean
+.PHONY: busybox all build test lint proto proto-check tools up down dev chaos images bench-apiserver bench-scheduler bench-endpoints clean
 
 all: build
 
@@ -132,6 +132,11 @@ bench-replicas:
 
 # 100 nodes, 5000 pods created at once: pods scheduled per second and
 # time from the first create to every pod Running.
+# endpointsctl: a Service over 1000 pods, 100 turning not ready at once,
+# with batch periods 0 and 500ms (docs/benchmarks.md).
+bench-endpoints:
+	cd services/endpointsctl && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./bench/... ./endpoints/...
+
 bench-scheduler:
 	cd services/scheduler && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./bench/...
 

@@ -2,9 +2,9 @@ package endpoints
 
 import (
 	"cmp"
-	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -150,21 +150,28 @@ func SubsetsEqual(a, b []*kplanev1.EndpointSubset) bool {
 
 func addrKey(a *kplanev1.EndpointAddress, ready bool) string {
 	r := a.GetTargetRef()
-	return fmt.Sprintf("%t\x00%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00%s", ready, a.GetIp(), a.GetHostname(), a.GetNodeName(),
-		r.GetKind(), r.GetNamespace(), r.GetName(), r.GetUid())
+	return strings.Join([]string{strconv.FormatBool(ready), a.GetIp(), a.GetHostname(), a.GetNodeName(),
+		r.GetKind(), r.GetNamespace(), r.GetName(), r.GetUid()}, "\x00")
 }
 
 func portKey(p *kplanev1.EndpointPort) string {
-	return fmt.Sprintf("%s\x00%d\x00%s", p.GetName(), p.GetPort(), p.GetProtocol())
+	return p.GetName() + "\x00" + strconv.Itoa(int(p.GetPort())) + "\x00" + p.GetProtocol()
 }
 
 func comparePorts(a, b *kplanev1.EndpointPort) int {
 	return cmp.Or(cmp.Compare(a.GetName(), b.GetName()), cmp.Compare(a.GetPort(), b.GetPort()), cmp.Compare(a.GetProtocol(), b.GetProtocol()))
 }
 
+// compareAddrs orders by IP, then pod uid, then everything else (only
+// for addresses equal in both, which a sort seldom meets).
 func compareAddrs(a, b *kplanev1.EndpointAddress) int {
-	return cmp.Or(cmp.Compare(a.GetIp(), b.GetIp()), cmp.Compare(a.GetTargetRef().GetUid(), b.GetTargetRef().GetUid()),
-		cmp.Compare(addrKey(a, true), addrKey(b, true)))
+	if c := cmp.Compare(a.GetIp(), b.GetIp()); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.GetTargetRef().GetUid(), b.GetTargetRef().GetUid()); c != 0 {
+		return c
+	}
+	return cmp.Compare(addrKey(a, true), addrKey(b, true))
 }
 
 func pack(entries []entry) []*kplanev1.EndpointSubset {
@@ -255,8 +262,8 @@ func Desired(svc *kplanev1.Service, pods []*kplanev1.Pod, trigger time.Time) *kp
 	}
 }
 
-// NeedsUpdate reports whether cur differs from want in what endpointsctl
-// owns: the subsets (compared semantically) and the labels. The trigger
+// NeedsUpdate reports whether cur differs from want (as Desired returns
+// it) in what endpointsctl owns: the subsets (compared semantically) and the labels. The trigger
 // annotation alone is no change.
 func NeedsUpdate(cur, want *kplanev1.Endpoints) bool {
 	if !maps.Equal(cur.GetMetadata().GetLabels(), want.GetMetadata().GetLabels()) {
@@ -265,7 +272,9 @@ func NeedsUpdate(cur, want *kplanev1.Endpoints) bool {
 	if _, ok := cur.GetMetadata().GetAnnotations()[AnnotationLastChangeTriggerTime]; !ok {
 		return true // claim it: marks it ours for the cleanup of leftovers
 	}
-	return !SubsetsEqual(cur.GetSubsets(), want.GetSubsets())
+	// want comes from Subsets, canonical already: normalise cur only.
+	got := Normalize(cur.GetSubsets())
+	return !slices.EqualFunc(got, want.GetSubsets(), func(x, y *kplanev1.EndpointSubset) bool { return proto.Equal(x, y) })
 }
 
 // Apply returns a copy of cur with want's subsets, labels and trigger

@@ -1,6 +1,7 @@
 package endpoints
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -231,5 +232,24 @@ func TestReadyTransitions(t *testing.T) {
 	got := ReadyTransitions(s, pods)
 	if len(got) != 2 || !got["uid-a"].Equal(t0.Add(-time.Second)) || !got["uid-b"].Equal(t0.Add(time.Second)) {
 		t.Errorf("ReadyTransitions = %v, want a and b (c has no time, x is not selected)", got)
+	}
+}
+
+// BenchmarkDecide1000 is the pure part of one reconcile of a Service over
+// 1000 pods: the desired subsets and the comparison with the current.
+func BenchmarkDecide1000(b *testing.B) {
+	s := svc("web", web, port("http", 80, kplanev1.IntOrStringFromString("web")))
+	pods := make([]*kplanev1.Pod, 1000)
+	for i := range pods {
+		pods[i] = pod(fmt.Sprintf("p%d", i), fmt.Sprintf("10.0.%d.%d", i/256, i%256),
+			withPorts(&kplanev1.ContainerPort{Name: "web", ContainerPort: 8080}))
+	}
+	cur := Desired(s, pods, time.Now())
+	pods[7] = pod("p7", "10.0.0.7", notReady)
+	b.ResetTimer()
+	for range b.N {
+		if !NeedsUpdate(cur, Desired(s, pods, time.Now())) {
+			b.Fatal("a change must need an update")
+		}
 	}
 }
