@@ -130,13 +130,15 @@ bench-apiserver:
 bench-replicas:
 	cd test/e2e && $(GO) test -run '^$$' -bench BenchmarkReplicaSet1000 -benchtime 1x -timeout 30m .
 
+# endpointsctl: a Service over 1000 pods, 100 turning not ready at once,
+# with batch periods 0 and 500ms; and the CPU of one reconcile's decision
+# over 1000 pods (docs/benchmarks.md).
+bench-endpoints:
+	cd services/endpointsctl && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./bench/...
+	cd services/endpointsctl && $(GO) test -run '^$$' -bench Decide1000 -benchmem ./endpoints/...
+
 # 100 nodes, 5000 pods created at once: pods scheduled per second and
 # time from the first create to every pod Running.
-# endpointsctl: a Service over 1000 pods, 100 turning not ready at once,
-# with batch periods 0 and 500ms (docs/benchmarks.md).
-bench-endpoints:
-	cd services/endpointsctl && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./bench/... ./endpoints/...
-
 bench-scheduler:
 	cd services/scheduler && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./bench/...
 

@@ -108,9 +108,10 @@ func run(b *testing.B, batch time.Duration) {
 	n := writes() - before
 	b.ReportMetric(took.Seconds()*1000, "ms-to-reflect")
 	b.ReportMetric(flipped.Seconds()*1000, "ms-flip-writes")
+	b.ReportMetric((took-flipped).Seconds()*1000, "ms-after-last-flip")
 	b.ReportMetric(n, "endpoints-writes")
-	b.Logf("batch %v: %d of %d pods not ready; the 100 status writes took %v; Endpoints right after %v with %v Endpoints writes",
-		batch, flips, pods, flipped.Round(time.Millisecond), took.Round(time.Millisecond), n)
+	b.Logf("batch %v: %d of %d pods not ready; the status writes took %v; Endpoints right after %v (%v after the last status write) with %v Endpoints writes",
+		batch, flips, pods, flipped.Round(time.Millisecond), took.Round(time.Millisecond), (took - flipped).Round(time.Millisecond), n)
 }
 
 func parallel(b *testing.B, n int, f func(i int) error) {
