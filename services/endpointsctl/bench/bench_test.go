@@ -73,6 +73,21 @@ func run(b *testing.B, batch time.Duration) {
 	})
 	waitFor(b, ctx, api, pods, 0)
 
+	reconciles := func() (n uint64, sum float64) {
+		mfs, err := ctl.Context(b).Registry.Gather()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "kplane_controller_reconcile_duration_seconds" {
+				for _, m := range mf.GetMetric() {
+					n += m.GetHistogram().GetSampleCount()
+					sum += m.GetHistogram().GetSampleSum()
+				}
+			}
+		}
+		return n, sum
+	}
 	writes := func() float64 {
 		mfs, err := ctl.Context(b).Registry.Gather()
 		if err != nil {
@@ -88,6 +103,7 @@ func run(b *testing.B, batch time.Duration) {
 		return n
 	}
 	before := writes()
+	rn0, rs0 := reconciles()
 	start := time.Now()
 	var flipped time.Duration
 	var once sync.Mutex
@@ -106,10 +122,13 @@ func run(b *testing.B, batch time.Duration) {
 	// too: wait out one more batch period plus a margin before counting.
 	time.Sleep(batch + 200*time.Millisecond) // settling before a final count, not synchronisation
 	n := writes() - before
+	rn1, rs1 := reconciles()
+	rn, rsum := rn1-rn0, rs1-rs0
 	b.ReportMetric(took.Seconds()*1000, "ms-to-reflect")
 	b.ReportMetric(flipped.Seconds()*1000, "ms-flip-writes")
 	b.ReportMetric((took-flipped).Seconds()*1000, "ms-after-last-flip")
 	b.ReportMetric(n, "endpoints-writes")
+	b.Logf("batch %v: %d reconciles, %v each on average", batch, rn, (time.Duration(rsum/float64(max(rn, 1))*1e9)).Round(time.Millisecond))
 	b.Logf("batch %v: %d of %d pods not ready; the status writes took %v; Endpoints right after %v (%v after the last status write) with %v Endpoints writes",
 		batch, flips, pods, flipped.Round(time.Millisecond), took.Round(time.Millisecond), (took - flipped).Round(time.Millisecond), n)
 }
