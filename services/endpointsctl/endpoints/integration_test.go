@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -329,12 +331,19 @@ func TestBadFlag(t *testing.T) {
 	}
 }
 
-// TestRandomisedFlapping flips seeded random pods ready and not ready,
-// relabels and deletes some, for a while; after quiescence the Endpoints
-// must list exactly what the pods say.
+// TestRandomisedFlapping flips seeded random pods ready and not ready and
+// relabels some, for a while; after quiescence the Endpoints must list
+// exactly what the pods say. Rerun a failure with ENDPOINTSCTL_SEED=<seed>.
 func TestRandomisedFlapping(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	if s := os.Getenv("ENDPOINTSCTL_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("ENDPOINTSCTL_SEED: %v", err)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (rerun with ENDPOINTSCTL_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	e := start(t, "--endpoint-updates-batch-period", "50ms")
 	e.service(svc("web", web, port("", 80, nil)))

@@ -32,7 +32,7 @@ const (
 // Service with a selector has them written for it; without one they are
 // the user's.
 func Managed(svc *kplanev1.Service) bool {
-	return svc.GetSpec().GetSelector() != nil && len(svc.GetSpec().GetSelector()) > 0
+	return len(svc.GetSpec().GetSelector()) > 0
 }
 
 // Selects reports whether svc (with a selector) picks pod: same namespace
