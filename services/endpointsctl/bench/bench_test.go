@@ -128,7 +128,7 @@ func run(b *testing.B, batch time.Duration) {
 	b.ReportMetric(flipped.Seconds()*1000, "ms-flip-writes")
 	b.ReportMetric((took-flipped).Seconds()*1000, "ms-after-last-flip")
 	b.ReportMetric(n, "endpoints-writes")
-	b.Logf("batch %v: %d reconciles, %v each on average", batch, rn, (time.Duration(rsum/float64(max(rn, 1))*1e9)).Round(time.Millisecond))
+	b.Logf("batch %v: %d reconciles, %v each on average", batch, rn, (time.Duration(rsum / float64(max(rn, 1)) * 1e9)).Round(time.Millisecond))
 	b.Logf("batch %v: %d of %d pods not ready; the status writes took %v; Endpoints right after %v (%v after the last status write) with %v Endpoints writes",
 		batch, flips, pods, flipped.Round(time.Millisecond), took.Round(time.Millisecond), (took - flipped).Round(time.Millisecond), n)
 }
