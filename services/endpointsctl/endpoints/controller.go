@@ -77,7 +77,11 @@ func (e *endpointsController) service() app.Service {
 		Name:          "endpointsctl",
 		HealthAddr:    ":10257",
 		LeaderElected: true,
-		Workers:       5,
+		// Endpoints written from caches that have not caught up would
+		// drop live pods (or delete a live Service's Endpoints): traffic
+		// lost until the caches catch up. Wait as long as it takes.
+		RequireCatchUp: true,
+		Workers:        5,
 		Watches: []app.Watch{
 			{Kind: kindService},
 			{Kind: kindEndpoints, MapToKey: func(o *kplanev1.Object) []string { return []string{endpointsKeyPrefix + o.Key()} }},
