@@ -399,3 +399,39 @@ func TestRandomisedFlapping(t *testing.T) {
 		t.Errorf("endpoints %q, want ready %v", want, ready)
 	}
 }
+
+// TestLeftoverEndpointsDeleted: Endpoints endpointsctl wrote (they carry
+// the trigger annotation) whose Service is gone are deleted, found by the
+// catch-up of a new term; a user's Endpoints without a Service stay.
+func TestLeftoverEndpointsDeleted(t *testing.T) {
+	srv := testserver.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	api, err := client.Dial(ctx, client.Options{Address: srv.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = api.Close() }() // closing a test client; nothing to report
+	for _, ep := range []*kplanev1.Endpoints{
+		{Metadata: &kplanev1.ObjectMeta{Namespace: "default", Name: "leftover", Annotations: map[string]string{AnnotationLastChangeTriggerTime: "2026-01-01T00:00:00Z"}}},
+		{Metadata: &kplanev1.ObjectMeta{Namespace: "default", Name: "users"}},
+	} {
+		if _, err := client.Endpoints(api).Create(ctx, ep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := &env{t: t, ctx: ctx, api: api, ctl: controllertest.Run(t, srv.Addr(), NewService())}
+	testutil.Eventually(t, 20*time.Second, "the leftover Endpoints to be deleted", func() bool {
+		_, ok := e.endpoints("leftover")
+		return !ok
+	})
+	// A write queued after the catch-up shows its keys were worked off.
+	e.service(svc("web", web))
+	e.waitFor("web", "")
+	if _, ok := e.endpoints("users"); !ok {
+		t.Error("a user's Endpoints without a Service were deleted")
+	}
+	if got := e.counter(deletesTotal); got != 1 {
+		t.Errorf("%v deletes, want 1", got)
+	}
+}
