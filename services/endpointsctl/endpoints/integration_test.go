@@ -426,7 +426,7 @@ func TestLeftoverEndpointsDeleted(t *testing.T) {
 		return !ok
 	})
 	// A write queued after the catch-up shows its keys were worked off.
-	e.service(svc("web", web))
+	e.service(svc("web", web, port("", 80, nil)))
 	e.waitFor("web", "")
 	if _, ok := e.endpoints("users"); !ok {
 		t.Error("a user's Endpoints without a Service were deleted")
