@@ -435,3 +435,33 @@ func TestLeftoverEndpointsDeleted(t *testing.T) {
 		t.Errorf("%v deletes, want 1", got)
 	}
 }
+
+// TestFailover: two replicas, one leads; when the leader stops, the
+// standby takes the lease and the Endpoints keep following the pods.
+func TestFailover(t *testing.T) {
+	srv := testserver.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	api, err := client.Dial(ctx, client.Options{Address: srv.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = api.Close() }() // closing a test client; nothing to report
+	a := controllertest.Run(t, srv.Addr(), NewService(), controllertest.LeaderElection("ep-a")...)
+	b := controllertest.Run(t, srv.Addr(), NewService(), controllertest.LeaderElection("ep-b")...)
+	e := &env{t: t, ctx: ctx, api: api, ctl: a}
+	e.service(svc("web", web, port("", 80, nil)))
+	p := e.pod("a", "10.0.0.1", true, web)
+	e.waitFor("web", "ready=10.0.0.1 notready= ports=:80")
+	leader, standby := a, b
+	if !a.Context(t).IsLeader() {
+		leader, standby = b, a
+	}
+	if err := leader.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 20*time.Second, "the standby to lead", func() bool { return standby.Context(t).IsLeader() })
+	e.setReady(p, false)
+	e.pod("b", "10.0.0.2", true, web)
+	e.waitFor("web", "ready=10.0.0.2 notready=10.0.0.1 ports=:80")
+}
