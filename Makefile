@@ -22,7 +22,7 @@ GOLANGCI_LINT_VERSION      := v2.15.0
 # grpcurl for the README's examples and the quick-start smoke (make tools).
 GRPCURL_VERSION            := v1.9.3
 
-.PHONY: busybox all build test lint proto proto-check tools up down dev chaos images bench-apiserver bench-scheduler clean
+.PHONY: busybox all build test lint proto proto-check tools up down dev chaos images bench-apiserver bench-scheduler bench-endpoints clean
 
 all: build
 
@@ -136,6 +136,13 @@ bench-replicas:
 .PHONY: bench-jobs
 bench-jobs:
 	cd test/e2e && $(GO) test -run '^$$' -bench BenchmarkJob5000 -benchtime 1x -timeout 30m .
+
+# endpointsctl: a Service over 1000 pods, 100 turning not ready at once,
+# with batch periods 0 and 500ms; and the CPU of one reconcile's decision
+# over 1000 pods (docs/benchmarks.md).
+bench-endpoints:
+	cd services/endpointsctl && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./bench/...
+	cd services/endpointsctl && $(GO) test -run '^$$' -bench Decide1000 -benchmem ./endpoints/...
 
 # 100 nodes, 5000 pods created at once: pods scheduled per second and
 # time from the first create to every pod Running.

@@ -19,6 +19,9 @@ type snapshot struct {
 	nodes   []*kplanev1.Node
 	leases  map[string]*kplanev1.Lease // kplane-system, by name
 	secrets []*kplanev1.Secret
+	// services and endpoints in the workload's namespace, by name.
+	services  []*kplanev1.Service
+	endpoints map[string]*kplanev1.Endpoints
 }
 
 func list(ctx context.Context, api kplanev1.ResourcesClient, kind, ns string) ([]*kplanev1.Object, error) {
@@ -32,7 +35,7 @@ func list(ctx context.Context, api kplanev1.ResourcesClient, kind, ns string) ([
 }
 
 func takeSnapshot(ctx context.Context, api kplanev1.ResourcesClient, ns string) (*snapshot, error) {
-	s := &snapshot{leases: map[string]*kplanev1.Lease{}}
+	s := &snapshot{leases: map[string]*kplanev1.Lease{}, endpoints: map[string]*kplanev1.Endpoints{}}
 	items, err := list(ctx, api, "ReplicaSet", ns)
 	if err != nil {
 		return nil, err
@@ -75,6 +78,18 @@ func takeSnapshot(ctx context.Context, api kplanev1.ResourcesClient, ns string) 
 	}
 	for _, o := range items {
 		s.secrets = append(s.secrets, o.GetSecret())
+	}
+	if items, err = list(ctx, api, "Service", ns); err != nil {
+		return nil, err
+	}
+	for _, o := range items {
+		s.services = append(s.services, o.GetService())
+	}
+	if items, err = list(ctx, api, "Endpoints", ns); err != nil {
+		return nil, err
+	}
+	for _, o := range items {
+		s.endpoints[o.Meta().GetName()] = o.GetEndpoints()
 	}
 	return s, nil
 }
@@ -193,6 +208,7 @@ func checkInvariants(s *snapshot, ns string, controllers []string, live func(con
 	out = append(out, l.Verify(actual)...)
 	out = append(out, checkJobs(s.jobs, s.pods)...)
 	out = append(out, checkPodIPs(s.allPods, s.nodes)...)
+	out = append(out, checkEndpoints(s.services, s.endpoints, s.pods)...)
 	sort.Strings(out)
 	return out
 }
@@ -228,4 +244,70 @@ func checkPodIPs(pods []*kplanev1.Pod, nodes []*kplanev1.Node) []string {
 		holder[ip] = name
 	}
 	return out
+}
+
+// checkEndpoints: every Service with a selector has Endpoints whose ready
+// addresses are exactly the IPs of its selected pods that are Ready, and
+// whose not-ready addresses are those of the others (pods with an IP, not
+// finished, not being deleted). It recomputes this from the pods alone,
+// not with endpointsctl's code.
+func checkEndpoints(services []*kplanev1.Service, endpoints map[string]*kplanev1.Endpoints, pods []*kplanev1.Pod) []string {
+	var out []string
+	for _, svc := range services {
+		sel := svc.GetSpec().GetSelector()
+		if len(sel) == 0 {
+			continue
+		}
+		name := svc.GetMetadata().GetName()
+		var wantReady, wantNotReady []string
+		for _, p := range pods {
+			if !selects(sel, p.GetMetadata().GetLabels()) || p.GetStatus().GetPodIp() == "" ||
+				p.GetMetadata().GetDeletionTimestamp() != nil ||
+				p.GetStatus().GetPhase() == "Succeeded" || p.GetStatus().GetPhase() == "Failed" {
+				continue
+			}
+			ready := false
+			for _, c := range p.GetStatus().GetConditions() {
+				if c.GetType() == "Ready" && c.GetStatus() == "True" {
+					ready = true
+				}
+			}
+			if ready || svc.GetSpec().GetPublishNotReadyAddresses() {
+				wantReady = append(wantReady, p.GetStatus().GetPodIp())
+			} else {
+				wantNotReady = append(wantNotReady, p.GetStatus().GetPodIp())
+			}
+		}
+		ep, ok := endpoints[name]
+		if !ok {
+			out = append(out, fmt.Sprintf("service %s has no Endpoints", name))
+			continue
+		}
+		var gotReady, gotNotReady []string
+		for _, ss := range ep.GetSubsets() {
+			for _, a := range ss.GetAddresses() {
+				gotReady = append(gotReady, a.GetIp())
+			}
+			for _, a := range ss.GetNotReadyAddresses() {
+				gotNotReady = append(gotNotReady, a.GetIp())
+			}
+		}
+		for _, l := range [][]string{wantReady, wantNotReady, gotReady, gotNotReady} {
+			sort.Strings(l)
+		}
+		if fmt.Sprint(gotReady) != fmt.Sprint(wantReady) || fmt.Sprint(gotNotReady) != fmt.Sprint(wantNotReady) {
+			out = append(out, fmt.Sprintf("service %s: Endpoints list ready %v, not ready %v; its pods say ready %v, not ready %v",
+				name, gotReady, gotNotReady, wantReady, wantNotReady))
+		}
+	}
+	return out
+}
+
+func selects(sel, labels map[string]string) bool {
+	for k, v := range sel {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }

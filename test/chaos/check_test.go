@@ -188,3 +188,37 @@ func TestCheckJobs(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckEndpoints(t *testing.T) {
+	sel := map[string]string{"app": "web"}
+	mk := func(name, ip string, ready bool) *kplanev1.Pod {
+		p := pod(name, "a", "Running", "n1")
+		p.Metadata.Labels = sel
+		p.Status.PodIp = ip
+		st := "False"
+		if ready {
+			st = "True"
+		}
+		p.Status.Conditions = []*kplanev1.Condition{{Type: "Ready", Status: st}}
+		return p
+	}
+	pods := []*kplanev1.Pod{mk("a", "10.0.0.1", true), mk("b", "10.0.0.2", false), mk("noip", "", true)}
+	svcs := []*kplanev1.Service{
+		{Metadata: &kplanev1.ObjectMeta{Name: "web"}, Spec: &kplanev1.ServiceSpec{Selector: sel}},
+		{Metadata: &kplanev1.ObjectMeta{Name: "manual"}, Spec: &kplanev1.ServiceSpec{}},
+	}
+	addr := func(ip string) *kplanev1.EndpointAddress { return &kplanev1.EndpointAddress{Ip: ip} }
+	good := map[string]*kplanev1.Endpoints{"web": {Subsets: []*kplanev1.EndpointSubset{
+		{Addresses: []*kplanev1.EndpointAddress{addr("10.0.0.1")}, NotReadyAddresses: []*kplanev1.EndpointAddress{addr("10.0.0.2")}}}}}
+	if v := checkEndpoints(svcs, good, pods); len(v) != 0 {
+		t.Errorf("matching Endpoints reported %v", v)
+	}
+	stale := map[string]*kplanev1.Endpoints{"web": {Subsets: []*kplanev1.EndpointSubset{
+		{Addresses: []*kplanev1.EndpointAddress{addr("10.0.0.1"), addr("10.0.0.2")}}}}}
+	if v := checkEndpoints(svcs, stale, pods); len(v) != 1 || !strings.Contains(v[0], "service web: Endpoints list ready [10.0.0.1 10.0.0.2]") {
+		t.Errorf("a not-ready pod listed ready: got %v", v)
+	}
+	if v := checkEndpoints(svcs, nil, pods); len(v) != 1 || v[0] != "service web has no Endpoints" {
+		t.Errorf("missing Endpoints: got %v", v)
+	}
+}

@@ -122,8 +122,31 @@ func (w *workload) Setup(ctx context.Context) error {
 		}
 		rs.uid, rs.exists = resp.GetObject().Meta().GetUid(), true
 		w.ledger.Ack(w.rsKey(rs.name), state{exists: true, uid: rs.uid, replicas: rs.replicas})
+		// A Service over the set's pods: endpointsctl must keep its
+		// Endpoints equal to them through the kills.
+		svc := w.service(rs.name)
+		if err := retry(ctx, func(ctx context.Context) error {
+			_, err := w.api.Create(ctx, &kplanev1.CreateRequest{Object: svc})
+			if status.Code(err) == codes.AlreadyExists {
+				return nil
+			}
+			return err
+		}); err != nil {
+			return fmt.Errorf("create service %s: %w", rs.name, err)
+		}
 	}
 	return nil
+}
+
+// service is the manifest of the Service over one ReplicaSet's pods.
+func (w *workload) service(name string) *kplanev1.Object {
+	return kplanev1.MustWrap(&kplanev1.Service{
+		Metadata: &kplanev1.ObjectMeta{Name: name, Namespace: w.ns, Labels: map[string]string{labelChaos: "true"}},
+		Spec: &kplanev1.ServiceSpec{
+			Selector: map[string]string{labelApp: name, labelChaos: "true"},
+			Ports:    []*kplanev1.ServicePort{{Name: "http", Port: 80, Protocol: "TCP", TargetPort: kplanev1.IntOrStringFromInt32(8080)}},
+		},
+	})
 }
 
 func retry(ctx context.Context, f func(context.Context) error) error {

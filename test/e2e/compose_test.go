@@ -158,7 +158,8 @@ func TestCompose(t *testing.T) {
 	for name, pkg := range map[string]string{
 		"apiserver": "services/apiserver", "scheduler": "services/scheduler", "replicactl": "services/replicactl",
 		"nodectl": "services/nodectl", "gcctl": "services/gcctl", "nodeagent": "services/nodeagent", "ipamctl": "services/ipamctl",
-		"proxy": "services/proxy", "jobctl": "services/jobctl", "cronjobctl": "services/cronjobctl", "kpctl": "cmd/kpctl", "healthcheck": "cmd/healthcheck",
+		"proxy": "services/proxy", "endpointsctl": "services/endpointsctl", "jobctl": "services/jobctl", "cronjobctl": "services/cronjobctl",
+		"kpctl": "cmd/kpctl", "healthcheck": "cmd/healthcheck",
 	} {
 		if err := ensureBinary(name, pkg); err != nil {
 			t.Fatal(err)
@@ -196,7 +197,7 @@ func TestCompose(t *testing.T) {
 		if out, err := c.run(3*time.Minute, "down", "-v", "--remove-orphans", "--timeout", "10"); err != nil {
 			t.Errorf("compose down: %v\n%s", err, out)
 		}
-		for _, s := range []string{"apiserver", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "jobctl", "cronjobctl", "nodeagent", "proxy", "kpctl"} {
+		for _, s := range []string{"apiserver", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "jobctl", "cronjobctl", "nodeagent", "proxy", "kpctl"} {
 			_ = exec.Command("docker", "image", "rm", "kplane/"+s+":"+c.tag).Run()
 		}
 	})
