@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/kplane/kplane/pkg/health"
 	"github.com/kplane/kplane/pkg/logging"
+	"github.com/kplane/kplane/pkg/strategy"
 	"github.com/kplane/kplane/services/apiserver/internal/apiserver"
 )
 
@@ -41,6 +43,9 @@ func run(args []string) error {
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", cfg.MaxRequestBytes, "largest gRPC request accepted")
 	fs.IntVar(&cfg.MaxObjectBytes, "max-object-bytes", cfg.MaxObjectBytes, "largest object stored (encoded size)")
 	fs.StringVar(&cfg.HealthAddr, "health-addr", cfg.HealthAddr, "address of the HTTP server for /healthz, /readyz and /metrics (empty disables it)")
+	ipRange := fs.String("service-cluster-ip-range", cfg.ServiceClusterIPRange.String(), "CIDR that Services' cluster IPs are allocated from (IPv4; must not overlap the pod network)")
+	portRange := fs.String("service-node-port-range", cfg.ServiceNodePortRange.String(), "port range (FIRST-LAST, both included) that Services' node ports are allocated from")
+	fs.DurationVar(&cfg.AllocationRepairInterval, "allocation-repair-interval", cfg.AllocationRepairInterval, "how often cluster IP and node port records are reconciled with the Services (also at start); 0 only at start")
 	var profiling health.Profiling
 	profiling.AddFlag(fs)
 	var logOpts logging.Options
@@ -53,6 +58,17 @@ func run(args []string) error {
 	}
 	if err := logOpts.Validate(); err != nil {
 		return err
+	}
+	prefix, err := netip.ParsePrefix(*ipRange)
+	if err != nil {
+		return fmt.Errorf("--service-cluster-ip-range: %w", err)
+	}
+	if err := strategy.ValidateServiceClusterIPRange(prefix); err != nil {
+		return fmt.Errorf("--service-cluster-ip-range: %w", err)
+	}
+	cfg.ServiceClusterIPRange = prefix
+	if cfg.ServiceNodePortRange, err = strategy.ParsePortRange(*portRange); err != nil {
+		return fmt.Errorf("--service-node-port-range: %w", err)
 	}
 	if *endpoints != "" {
 		cfg.EtcdEndpoints = strings.Split(*endpoints, ",")

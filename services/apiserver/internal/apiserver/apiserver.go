@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +59,14 @@ type Config struct {
 	HealthAddr string
 	// Profiling serves /debug/pprof/ on HealthAddr too.
 	Profiling bool
+	// ServiceClusterIPRange is where Services' cluster IPs come from.
+	ServiceClusterIPRange netip.Prefix
+	// ServiceNodePortRange is where Services' node ports come from.
+	ServiceNodePortRange strategy.PortRange
+	// AllocationRepairInterval is how often allocation records are
+	// reconciled with the Services holding them (also once at start);
+	// 0 repairs only at start.
+	AllocationRepairInterval time.Duration
 	Logger    hclog.Logger
 }
 
@@ -73,6 +82,10 @@ func Defaults() Config {
 		MaxRequestBytes:    3 << 20,
 		MaxObjectBytes:     store.DefaultMaxObjectBytes,
 		HealthAddr:         ":6444",
+
+		ServiceClusterIPRange:    strategy.DefaultServiceClusterIPRange,
+		ServiceNodePortRange:     strategy.DefaultServiceNodePortRange,
+		AllocationRepairInterval: 3 * time.Minute,
 	}
 }
 
@@ -82,6 +95,7 @@ type APIServer struct {
 	log      hclog.Logger
 	backend  *backend.Backend
 	store    *store.Store
+	metrics  *metrics
 	caches   map[string]*watchcache.Cache
 	grpc     *grpc.Server
 	health   *health.Server
@@ -120,6 +134,15 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	if cfg.BookmarkInterval <= 0 {
 		cfg.BookmarkInterval = d.BookmarkInterval
 	}
+	if !cfg.ServiceClusterIPRange.IsValid() {
+		cfg.ServiceClusterIPRange = d.ServiceClusterIPRange
+	}
+	if err := strategy.ValidateServiceClusterIPRange(cfg.ServiceClusterIPRange); err != nil {
+		return nil, fmt.Errorf("service cluster IP range: %w", err)
+	}
+	if cfg.ServiceNodePortRange.Size <= 0 {
+		cfg.ServiceNodePortRange = d.ServiceNodePortRange
+	}
 	be, err := backend.Open(ctx, backend.Config{
 		DataDir:         cfg.DataDir,
 		Endpoints:       cfg.EtcdEndpoints,
@@ -136,7 +159,8 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 		cfg:      cfg,
 		log:      log,
 		backend:  be,
-		store:    store.New(be.Client, store.Options{MaxObjectBytes: cfg.MaxObjectBytes, Lifecycle: strategy.Config{EventTTL: cfg.EventTTL}, Logger: log.Named("store")}),
+		store:    store.New(be.Client, store.Options{MaxObjectBytes: cfg.MaxObjectBytes, Lifecycle: strategy.Config{
+			EventTTL: cfg.EventTTL, ServiceClusterIPRange: cfg.ServiceClusterIPRange, ServiceNodePortRange: cfg.ServiceNodePortRange}, Logger: log.Named("store")}),
 		caches:   map[string]*watchcache.Cache{},
 		cancel:   cancel,
 		shutdown: shutdown,
@@ -164,15 +188,18 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 			return fail(fmt.Errorf("waiting for the %s watch cache: %w", name, ctx.Err()))
 		}
 	}
-	if err := a.bootstrap(ctx); err != nil {
-		return fail(err)
-	}
-
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m, err := newMetrics(reg)
 	if err != nil {
 		return fail(fmt.Errorf("register metrics: %w", err))
+	}
+	a.metrics = m
+	if err := a.bootstrap(ctx); err != nil {
+		return fail(err)
+	}
+	if err := a.repairAllocations(ctx); err != nil {
+		return fail(fmt.Errorf("repair allocations: %w", err))
 	}
 
 	lis := cfg.Listener
@@ -213,6 +240,13 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 			log.Error("gRPC server failed", "error", err)
 		}
 	}()
+	if cfg.AllocationRepairInterval > 0 {
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.repairLoop(runCtx, cfg.AllocationRepairInterval)
+		}()
+	}
 	if cfg.CompactionInterval > 0 {
 		a.wg.Add(1)
 		go func() {

@@ -16,6 +16,7 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	watchers *prometheus.GaugeVec
+	repairs  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -33,8 +34,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "kplane_apiserver_watchers",
 			Help: "Open watch streams by kind.",
 		}, []string{"kind"}),
+		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kplane_apiserver_allocation_repairs_total",
+			Help: "Allocation records repaired: freed (held by no object), recorded (held but not recorded), conflict (claimed twice, reported only).",
+		}, []string{"action"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.watchers} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.watchers, m.repairs} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
