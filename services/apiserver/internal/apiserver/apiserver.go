@@ -67,7 +67,7 @@ type Config struct {
 	// reconciled with the Services holding them (also once at start);
 	// 0 repairs only at start.
 	AllocationRepairInterval time.Duration
-	Logger    hclog.Logger
+	Logger                   hclog.Logger
 }
 
 // Defaults are the flag defaults DESIGN.md gives.
@@ -156,10 +156,10 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	shutdownCtx, shutdown := context.WithCancel(context.Background())
 	a := &APIServer{
-		cfg:      cfg,
-		log:      log,
-		backend:  be,
-		store:    store.New(be.Client, store.Options{MaxObjectBytes: cfg.MaxObjectBytes, Lifecycle: strategy.Config{
+		cfg:     cfg,
+		log:     log,
+		backend: be,
+		store: store.New(be.Client, store.Options{MaxObjectBytes: cfg.MaxObjectBytes, Lifecycle: strategy.Config{
 			EventTTL: cfg.EventTTL, ServiceClusterIPRange: cfg.ServiceClusterIPRange, ServiceNodePortRange: cfg.ServiceNodePortRange}, Logger: log.Named("store")}),
 		caches:   map[string]*watchcache.Cache{},
 		cancel:   cancel,
