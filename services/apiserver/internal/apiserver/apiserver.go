@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,7 @@ import (
 	"github.com/kplane/kplane/pkg/strategy"
 
 	"github.com/kplane/kplane/services/apiserver/internal/backend"
+	"github.com/kplane/kplane/services/apiserver/internal/proxy"
 	"github.com/kplane/kplane/services/apiserver/internal/server"
 	"github.com/kplane/kplane/services/apiserver/internal/store"
 	"github.com/kplane/kplane/services/apiserver/internal/watchcache"
@@ -100,6 +102,11 @@ type APIServer struct {
 	grpc     *grpc.Server
 	health   *health.Server
 	listener net.Listener
+	split    *splitListener
+	// httpMux is the root of the HTTP side of the main listener.
+	httpMux  *http.ServeMux
+	httpAPI  *http.Server
+	proxy    *proxy.Proxy
 	httpSrv  *httphealth.Server
 	stopping atomic.Bool
 
@@ -210,6 +217,12 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 		}
 	}
 	a.listener = lis
+	a.split = newSplitListener(lis)
+	a.httpMux = http.NewServeMux()
+	a.httpMux.HandleFunc("/", notFound)
+	a.proxy = proxy.New(a.store, log.Named("proxy"))
+	a.proxy.Register(a.httpMux)
+	a.httpAPI = newHTTPServer(a.httpMux)
 	a.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
@@ -236,8 +249,21 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		if err := a.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		if err := a.grpc.Serve(a.split.grpc); err != nil && !errors.Is(err, grpc.ErrServerStopped) && !a.stopping.Load() {
 			log.Error("gRPC server failed", "error", err)
+		}
+	}()
+	a.wg.Add(2)
+	go func() {
+		defer a.wg.Done()
+		if err := a.httpAPI.Serve(a.split.http); err != nil && !errors.Is(err, http.ErrServerClosed) && !a.stopping.Load() {
+			log.Error("HTTP server failed", "error", err)
+		}
+	}()
+	go func() {
+		defer a.wg.Done()
+		if err := a.split.serve(); err != nil && !a.stopping.Load() {
+			log.Error("listener failed", "error", err)
 		}
 	}()
 	if cfg.AllocationRepairInterval > 0 {
@@ -256,6 +282,11 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	}
 	log.Info("apiserver serving", "address", lis.Addr().String(), "kinds", len(a.caches))
 	return a, nil
+}
+
+// notFound answers paths the HTTP side does not serve, as a Status.
+func notFound(w http.ResponseWriter, r *http.Request) {
+	proxy.WriteStatus(w, http.StatusNotFound, "NotFound", "the server could not find the requested resource: "+r.URL.Path)
 }
 
 // ready is /readyz: serving until shutdown begins.
@@ -294,22 +325,31 @@ func (a *APIServer) stop(graceful bool) {
 		a.stopping.Store(true)
 		a.health.Shutdown()
 		a.shutdown()
+		a.split.close()
 		if graceful {
 			done := make(chan struct{})
 			go func() {
 				a.grpc.GracefulStop()
 				close(done)
 			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := a.httpAPI.Shutdown(ctx); err != nil {
+				a.log.Warn("graceful HTTP stop timed out; closing remaining connections", "error", err)
+				_ = a.httpAPI.Close() // ends what Shutdown left; its error repeats Shutdown's
+			}
 			select {
 			case <-done:
-			case <-time.After(10 * time.Second):
+			case <-ctx.Done():
 				a.log.Warn("graceful stop timed out; closing remaining connections")
 				a.grpc.Stop()
 				<-done
 			}
+			cancel()
 		} else {
+			_ = a.httpAPI.Close() // abrupt by design; nothing to report
 			a.grpc.Stop()
 		}
+		a.proxy.CloseIdleConnections()
 		a.cancel()
 		a.wg.Wait()
 		if a.httpSrv != nil {
