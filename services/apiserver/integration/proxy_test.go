@@ -125,6 +125,21 @@ func TestServiceProxy(t *testing.T) {
 			t.Fatalf("GET %s/proxy: %d %q", name, code, body)
 		}
 	}
+	// Cleartext HTTP/2 is gRPC's: without a gRPC content-type the gRPC
+	// server refuses it clearly (415) rather than hanging.
+	var h2c http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	h2 := &http.Client{Transport: &http.Transport{Protocols: &h2c}}
+	defer h2.CloseIdleConnections()
+	h2req, err := http.NewRequestWithContext(testCtx(t), http.MethodGet, base+"/services/web:80/proxy/h2", nil)
+	must(t, err, "build h2c request")
+	h2resp, err := h2.Do(h2req)
+	must(t, err, "h2c request")
+	_ = h2resp.Body.Close()
+	if h2resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Fatalf("h2c GET: %s %d, want 415 from the gRPC server", h2resp.Proto, h2resp.StatusCode)
+	}
+
 	// Round robin reaches every ready endpoint.
 	seen := map[string]int{}
 	for range 10 {

@@ -10,14 +10,23 @@ import (
 )
 
 // The main listener (--listen) carries two protocols, split per
-// connection by github.com/soheilhy/cmux: an HTTP/2 connection whose
-// first request has content-type application/grpc* goes to the
-// grpc.Server, which then serves it natively (grpc.Server.Serve, no
-// per-request translation); every other connection (HTTP/1.x, or HTTP/2
-// without gRPC) goes to one http.Server whose root http.ServeMux holds
-// the HTTP side of the API: the service and pod proxy now, Kubernetes'
-// REST API later. Matching reads only a connection's first bytes; after
-// the hand-over the connection is read directly.
+// connection by github.com/soheilhy/cmux: a connection that opens with
+// the HTTP/2 client preface goes to the grpc.Server, which then serves it
+// natively (grpc.Server.Serve, no per-request translation); every other
+// connection (HTTP/1.x) goes to one http.Server whose root http.ServeMux
+// holds the HTTP side of the API: the service and pod proxy now,
+// Kubernetes' REST API later. Matching reads only the preface (24
+// bytes) and writes nothing; after the hand-over the connection is read
+// directly.
+//
+// Why not by content-type: telling gRPC from other HTTP/2 needs the first
+// request's headers, which gRPC clients send only after the server's
+// SETTINGS; a matcher that answers them leaves the client's SETTINGS ACK
+// in the bytes handed on, which Go's HTTP/2 server rejects as a protocol
+// error. Cleartext HTTP/2 without gRPC (h2c) therefore reaches the gRPC
+// server, which answers 415; Kubernetes' clients speak HTTP/1.1 without
+// TLS, and HTTP/2 with TLS is negotiated by ALPN after the handshake,
+// where the REST front end can route by content-type.
 
 // splitListener splits lis into a gRPC and an HTTP listener.
 type splitListener struct {
@@ -28,9 +37,7 @@ type splitListener struct {
 
 func newSplitListener(lis net.Listener) *splitListener {
 	m := cmux.New(lis)
-	// gRPC clients wait for the server's SETTINGS before they send their
-	// first request, so the matcher answers them while it looks.
-	g := m.MatchWithWriters(cmux.HTTP2MatchHeaderFieldPrefixSendSettings("content-type", "application/grpc"))
+	g := m.Match(cmux.HTTP2())
 	h := m.Match(cmux.Any())
 	return &splitListener{mux: m, grpc: g, http: h}
 }
@@ -50,15 +57,10 @@ func (s *splitListener) close() {
 	s.mux.Close()
 }
 
-// newHTTPServer is the HTTP side of the main listener: HTTP/1.1 and
-// HTTP/2 without TLS (prior knowledge), as Kubernetes' clients speak it.
+// newHTTPServer is the HTTP side of the main listener.
 func newHTTPServer(h http.Handler) *http.Server {
-	var protos http.Protocols
-	protos.SetHTTP1(true)
-	protos.SetUnencryptedHTTP2(true)
 	return &http.Server{
 		Handler:           h,
-		Protocols:         &protos,
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       5 * time.Minute,
 	}
