@@ -3,6 +3,7 @@ package integration_test
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -256,4 +258,20 @@ func TestPodProxy(t *testing.T) {
 	requireStatus(t, code, body, http.StatusNotFound, "NotFound", `pods "ghost" not found`)
 	_, err := c.Get(testCtx(t), &kplanev1.GetRequest{Kind: "Pod", Namespace: "default", Name: "ghost"})
 	requireCode(t, err, codes.NotFound)
+}
+
+// TestSilentConnectionDropped: a connection that never says which
+// protocol it speaks is closed by the listener split instead of holding
+// a goroutine (and shutdown) forever; gRPC goes on meanwhile.
+func TestSilentConnectionDropped(t *testing.T) {
+	srv, c := start(t)
+	conn, err := net.Dial("tcp", srv.Addr())
+	must(t, err, "dial")
+	defer func() { _ = conn.Close() }()
+	get(t, c, "Namespace", "", "default")
+	must(t, conn.SetReadDeadline(time.Now().Add(time.Minute)), "set deadline")
+	n, err := conn.Read(make([]byte, 1))
+	if n != 0 || !errors.Is(err, io.EOF) {
+		t.Fatalf("silent connection: read %d bytes, %v; want it closed by the server", n, err)
+	}
 }

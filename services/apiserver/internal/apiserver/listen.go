@@ -12,12 +12,12 @@ import (
 // The main listener (--listen) carries two protocols, split per
 // connection by github.com/soheilhy/cmux: a connection that opens with
 // the HTTP/2 client preface goes to the grpc.Server, which then serves it
-// natively (grpc.Server.Serve, no per-request translation); every other
-// connection (HTTP/1.x) goes to one http.Server whose root http.ServeMux
-// holds the HTTP side of the API: the service and pod proxy now,
-// Kubernetes' REST API later. Matching reads only the preface (24
-// bytes) and writes nothing; after the hand-over the connection is read
-// directly.
+// natively (grpc.Server.Serve, no per-request translation); one that
+// starts with an HTTP/1 method goes to one http.Server whose root
+// http.ServeMux holds the HTTP side of the API: the service and pod
+// proxy now, Kubernetes' REST API later. Anything else is closed.
+// Matching reads only the first bytes (the 24-byte preface at most) and
+// writes nothing; after the hand-over the connection is read directly.
 //
 // Why not by content-type: telling gRPC from other HTTP/2 needs the first
 // request's headers, which gRPC clients send only after the server's
@@ -28,6 +28,10 @@ import (
 // TLS, and HTTP/2 with TLS is negotiated by ALPN after the handshake,
 // where the REST front end can route by content-type.
 
+// matchTimeout bounds how long a new connection may take to send its
+// first bytes (every client sends them at once).
+const matchTimeout = 5 * time.Second
+
 // splitListener splits lis into a gRPC and an HTTP listener.
 type splitListener struct {
 	mux  cmux.CMux
@@ -37,8 +41,12 @@ type splitListener struct {
 
 func newSplitListener(lis net.Listener) *splitListener {
 	m := cmux.New(lis)
+	// A connection that sends nothing is dropped after matchTimeout, so
+	// it can hold neither a goroutine nor shutdown for long.
+	m.SetReadTimeout(matchTimeout)
 	g := m.Match(cmux.HTTP2())
-	h := m.Match(cmux.Any())
+	// HTTP/1 by its method; anything else is closed once matching gives up.
+	h := m.Match(cmux.HTTP1Fast(http.MethodPatch))
 	return &splitListener{mux: m, grpc: g, http: h}
 }
 
