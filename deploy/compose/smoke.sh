@@ -86,6 +86,13 @@ n="$(count -E '"name": "web-[a-z0-9]+"' <<<"$out")"
 [ "$n" -eq 3 ] || fail "grpcurl List app=web shows $n pods, not 3:"$'\n'"$out"
 echo "ok: grpcurl List shows the 3 web pods"
 
+# --- the apiserver's pod proxy, from the Docker host (README, "Pods in the compose stack") ---
+pod="$("$kpctl" get pods -l app=web --no-headers | awk '$3 == "Running" {print $1; exit}')"
+echo "+ curl http://127.0.0.1:6443/api/v1/namespaces/default/pods/$pod:8080/proxy/"
+out="$(curl -sS -m 30 "http://127.0.0.1:6443/api/v1/namespaces/default/pods/$pod:8080/proxy/" 2>&1)" || fail "pod proxy: $out"
+grep -q "hello from $pod" <<<"$out" || fail "the pod proxy did not answer from $pod:"$'\n'"$out"
+echo "ok: the apiserver's pod proxy reaches $pod"
+
 # --- the README's grpcurl walk-through: health, create, list, watch, delete, an error ---
 # grpc_ok WHAT PATTERN ARGS...: grpcurl ARGS must succeed and print PATTERN.
 grpc_ok() {
