@@ -31,6 +31,24 @@ func main() {
 }
 
 func run(args []string) error {
+	cfg, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	api, err := apiserver.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	cfg.Logger.Info("signal received; shutting down")
+	api.Stop()
+	return nil
+}
+
+// parseFlags turns the command line into the apiserver's configuration.
+func parseFlags(args []string) (apiserver.Config, error) {
 	cfg := apiserver.Defaults()
 	fs := flag.NewFlagSet("apiserver", flag.ContinueOnError)
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "gRPC listen address")
@@ -51,39 +69,29 @@ func run(args []string) error {
 	var logOpts logging.Options
 	logOpts.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
-		return err
+		return cfg, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+		return cfg, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	if err := logOpts.Validate(); err != nil {
-		return err
+		return cfg, err
 	}
 	prefix, err := netip.ParsePrefix(*ipRange)
 	if err != nil {
-		return fmt.Errorf("--service-cluster-ip-range: %w", err)
+		return cfg, fmt.Errorf("--service-cluster-ip-range: %w", err)
 	}
 	if err := strategy.ValidateServiceClusterIPRange(prefix); err != nil {
-		return fmt.Errorf("--service-cluster-ip-range: %w", err)
+		return cfg, fmt.Errorf("--service-cluster-ip-range: %w", err)
 	}
 	cfg.ServiceClusterIPRange = prefix
 	if cfg.ServiceNodePortRange, err = strategy.ParsePortRange(*portRange); err != nil {
-		return fmt.Errorf("--service-node-port-range: %w", err)
+		return cfg, fmt.Errorf("--service-node-port-range: %w", err)
 	}
 	if *endpoints != "" {
 		cfg.EtcdEndpoints = strings.Split(*endpoints, ",")
 	}
 	cfg.Profiling = profiling.Enabled(cfg.HealthAddr)
 	cfg.Logger = logOpts.New("apiserver", os.Stderr)
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	api, err := apiserver.Start(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	<-ctx.Done()
-	cfg.Logger.Info("signal received; shutting down")
-	api.Stop()
-	return nil
+	return cfg, nil
 }
