@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -340,4 +341,101 @@ func TestServiceAllocationPeriodicRepair(t *testing.T) {
 		_, held := allocationKeys(t, srv)[ipKey("127.16.3.3")]
 		return !held
 	})
+}
+
+// TestServiceAllocationChurn: writers create, retype and delete services
+// at random in small ranges, concurrently. Afterwards the records are
+// exactly the values the services hold, no value is held twice, and a
+// repair finds nothing to do.
+func TestServiceAllocationChurn(t *testing.T) {
+	srv, c := start(t,
+		testserver.WithServiceClusterIPRange(netip.MustParsePrefix("10.2.0.0/28")), // 14 usable
+		testserver.WithServiceNodePortRange(strategy.PortRange{Base: 30100, Size: 12}))
+	const writers, ops = 6, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 42))
+			for i := range ops {
+				name := fmt.Sprintf("s%d", rng.IntN(12)) // writers share names: they race on them
+				ctx := testCtx(t)
+				var err error
+				switch rng.IntN(4) {
+				case 0, 1:
+					svc := newService(name, []string{"ClusterIP", "NodePort", "LoadBalancer"}[rng.IntN(3)], 80, 81)
+					if rng.IntN(4) == 0 {
+						svc.GetService().Spec.ClusterIp = fmt.Sprintf("10.2.0.%d", 1+rng.IntN(14))
+					}
+					if rng.IntN(6) == 0 {
+						svc.GetService().Spec.Type, svc.GetService().Spec.ClusterIp = "ClusterIP", "None"
+					}
+					_, err = c.Create(ctx, &kplanev1.CreateRequest{Object: svc})
+				case 2:
+					_, err = c.Delete(ctx, &kplanev1.DeleteRequest{Kind: "Service", Namespace: "default", Name: name})
+				case 3:
+					var resp *kplanev1.GetResponse
+					if resp, err = c.Get(ctx, &kplanev1.GetRequest{Kind: "Service", Namespace: "default", Name: name}); err == nil {
+						o := resp.Object
+						o.GetService().Spec.Type = []string{"ClusterIP", "NodePort", "ExternalName"}[rng.IntN(3)]
+						if o.GetService().Spec.Type == "ExternalName" {
+							o.GetService().Spec.ExternalName = "x.example.com"
+						} else if o.GetService().Spec.ClusterIp != "None" {
+							o.GetService().Spec.ExternalName = ""
+						}
+						_, err = c.Update(ctx, &kplanev1.UpdateRequest{Object: o})
+					}
+				}
+				switch status.Code(err) {
+				case codes.OK, codes.NotFound, codes.AlreadyExists, codes.ResourceExhausted, codes.Aborted, codes.InvalidArgument:
+					// Expected outcomes of racing writers in full ranges.
+				default:
+					errs <- fmt.Errorf("writer %d op %d: %w", w, i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	want := map[string]string{}
+	for _, o := range list(t, c, &kplanev1.ListRequest{Kind: "Service", Namespace: "default"}).GetItems() {
+		s := o.GetService().Spec
+		holder := "Service default/" + o.Meta().Name + " " + o.Meta().Uid
+		claim := func(key string) {
+			if prev, dup := want[key]; dup {
+				t.Fatalf("%s held by %s and %s", key, prev, holder)
+			}
+			want[key] = holder
+		}
+		if s.Type != "ExternalName" && s.ClusterIp != "None" {
+			claim(ipKey(s.ClusterIp))
+		}
+		if s.Type == "NodePort" || s.Type == "LoadBalancer" {
+			for _, p := range s.Ports {
+				claim(portKey(p.NodePort))
+			}
+		}
+	}
+	got := allocationKeys(t, srv)
+	if len(got) != len(want) {
+		t.Fatalf("%d records, %d held values:\nrecords %v\nheld %v", len(got), len(want), got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Fatalf("record %s = %q, want %q", k, got[k], v)
+		}
+	}
+	rep, err := srv.API().Store().RepairAllocations(testCtx(t))
+	must(t, err, "repair")
+	if len(rep.Freed)+len(rep.Recorded)+len(rep.Conflicts) > 0 {
+		t.Fatalf("repair after churn had work: %+v", rep)
+	}
+	t.Logf("after churn: %d services hold %d values", len(list(t, c, &kplanev1.ListRequest{Kind: "Service", Namespace: "default"}).GetItems()), len(want))
 }
