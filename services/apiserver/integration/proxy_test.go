@@ -211,8 +211,27 @@ func TestServiceProxy(t *testing.T) {
 	code, _, body = httpDo(t, http.MethodGet, base+"/services/dead/proxy/", "")
 	requireStatus(t, code, body, http.StatusServiceUnavailable, "ServiceUnavailable", "127.0.0.1:"+strconv.Itoa(deadPort))
 
+	// HEAD goes through too (no body).
+	code, _, body = httpDo(t, http.MethodHead, base+"/services/web:80/proxy/x", "")
+	if code != http.StatusOK || body != "" {
+		t.Fatalf("HEAD: %d %q", code, body)
+	}
+
 	// gRPC still answers on the same listener.
 	get(t, c, "Service", "default", "web")
+
+	// Every proxied request is counted by kind and status.
+	_, _, metrics := httpDo(t, http.MethodGet, "http://"+srv.API().HealthAddr()+"/metrics", "")
+	for _, series := range []string{
+		`kplane_apiserver_proxy_requests_total{code="200",kind="services"}`,
+		`kplane_apiserver_proxy_requests_total{code="503",kind="services"}`,
+		`kplane_apiserver_proxy_requests_total{code="404",kind="services"} 1`,
+		`kplane_apiserver_proxy_requests_total{code="101",kind="services"} 1`,
+	} {
+		if !strings.Contains(metrics, series) {
+			t.Errorf("/metrics lacks %s", series)
+		}
+	}
 }
 
 func TestServiceProxyNamedPorts(t *testing.T) {

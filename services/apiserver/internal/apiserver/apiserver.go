@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -220,7 +221,9 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	a.split = newSplitListener(lis)
 	a.httpMux = http.NewServeMux()
 	a.httpMux.HandleFunc("/", notFound)
-	a.proxy = proxy.New(a.store, log.Named("proxy"))
+	a.proxy = proxy.New(a.store, log.Named("proxy"), proxy.WithObserver(func(kind string, code int) {
+		m.proxied.WithLabelValues(kind, strconv.Itoa(code)).Inc()
+	}))
 	a.proxy.Register(a.httpMux)
 	a.httpAPI = newHTTPServer(a.httpMux)
 	a.grpc = grpc.NewServer(

@@ -9,6 +9,7 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -41,14 +42,24 @@ type Proxy struct {
 	log       hclog.Logger
 	transport http.RoundTripper
 	next      atomic.Uint64 // round robin over a service's ready endpoints
+	observe   func(kind string, code int)
+}
+
+// Option adjusts a Proxy.
+type Option func(*Proxy)
+
+// WithObserver calls observe once per proxied request with "services"
+// or "pods" and the HTTP status answered (metrics).
+func WithObserver(observe func(kind string, code int)) Option {
+	return func(p *Proxy) { p.observe = observe }
 }
 
 // New returns a proxy that looks objects up in objects.
-func New(objects Getter, log hclog.Logger) *Proxy {
+func New(objects Getter, log hclog.Logger, opts ...Option) *Proxy {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Proxy{
+	p := &Proxy{
 		objects: objects,
 		log:     log,
 		// Never through an environment proxy: endpoints are cluster
@@ -60,17 +71,73 @@ func New(objects Getter, log hclog.Logger) *Proxy {
 			IdleConnTimeout:       90 * time.Second,
 			ResponseHeaderTimeout: 0, // long polls and streams are allowed
 		},
+		observe: func(string, int) {},
 	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
 }
 
 // Register adds the proxy's routes to mux.
 func (p *Proxy) Register(mux *http.ServeMux) {
+	svc, pod := p.observed("services", p.serveService), p.observed("pods", p.servePod)
 	for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodHead, http.MethodOptions} {
-		mux.HandleFunc(method+" /api/v1/namespaces/{namespace}/services/{name}/proxy", p.serveService)
-		mux.HandleFunc(method+" /api/v1/namespaces/{namespace}/services/{name}/proxy/{path...}", p.serveService)
-		mux.HandleFunc(method+" /api/v1/namespaces/{namespace}/pods/{name}/proxy", p.servePod)
-		mux.HandleFunc(method+" /api/v1/namespaces/{namespace}/pods/{name}/proxy/{path...}", p.servePod)
+		mux.HandleFunc(method+" /api/v1/namespaces/{namespace}/services/{name}/proxy", svc)
+		mux.HandleFunc(method+" /api/v1/namespaces/{namespace}/services/{name}/proxy/{path...}", svc)
+		mux.HandleFunc(method+" /api/v1/namespaces/{namespace}/pods/{name}/proxy", pod)
+		mux.HandleFunc(method+" /api/v1/namespaces/{namespace}/pods/{name}/proxy/{path...}", pod)
 	}
+}
+
+// observed wraps h so that its answer's status is observed.
+func (p *Proxy) observed(kind string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		rec := &codeRecorder{ResponseWriter: w}
+		h(rec, r)
+		code := rec.code
+		if code == 0 {
+			code = http.StatusOK
+		}
+		p.observe(kind, code)
+	}
+}
+
+// codeRecorder notes the status written; Unwrap keeps flushing and
+// hijacking (upgrades) working through http.ResponseController.
+type codeRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (c *codeRecorder) WriteHeader(code int) {
+	if c.code == 0 {
+		c.code = code
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *codeRecorder) Write(b []byte) (int, error) {
+	if c.code == 0 {
+		c.code = http.StatusOK
+	}
+	return c.ResponseWriter.Write(b)
+}
+
+func (c *codeRecorder) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// Hijack is how the reverse proxy takes over a connection after a
+// backend answered 101 Switching Protocols; it writes that answer
+// itself, so it is noted here.
+func (c *codeRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if c.code == 0 {
+		c.code = http.StatusSwitchingProtocols
+	}
+	conn, rw, err := http.NewResponseController(c.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, fmt.Errorf("hijack: %w", err)
+	}
+	return conn, rw, nil
 }
 
 // CloseIdleConnections closes the idle connections to backends.
