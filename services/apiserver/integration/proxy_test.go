@@ -58,6 +58,16 @@ func startBackend(t *testing.T, name, ip string) *backend {
 		line, _ := buf.ReadString('\n')
 		_, _ = conn.Write([]byte("echo:" + line))
 	})
+	mux.HandleFunc("/hold", func(w http.ResponseWriter, r *http.Request) {
+		conn, buf, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer func() { _ = conn.Close() }()
+		_, _ = buf.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+		_ = buf.Flush()
+		_, _ = io.Copy(io.Discard, buf) // until the proxy lets go
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("X-Backend", name)
@@ -292,5 +302,32 @@ func TestSilentConnectionDropped(t *testing.T) {
 	n, err := conn.Read(make([]byte, 1))
 	if n != 0 || !errors.Is(err, io.EOF) {
 		t.Fatalf("silent connection: read %d bytes, %v; want it closed by the server", n, err)
+	}
+}
+
+// TestUpgradedConnectionEndsWithServer: a connection upgraded through
+// the proxy (not tracked by the HTTP server) is closed when the apiserver
+// stops, backend side included, so nothing outlives it.
+func TestUpgradedConnectionEndsWithServer(t *testing.T) {
+	srv, c := start(t)
+	be := startBackend(t, "hold", "127.0.0.1")
+	create(t, c, newService("web", "", 80))
+	create(t, c, kplanev1.MustWrap(&kplanev1.Endpoints{Metadata: meta("default", "web", nil), Subsets: []*kplanev1.EndpointSubset{
+		{Addresses: []*kplanev1.EndpointAddress{{Ip: "127.0.0.1"}}, Ports: []*kplanev1.EndpointPort{{Port: be.port()}}}}}))
+	conn, err := net.Dial("tcp", srv.Addr())
+	must(t, err, "dial")
+	defer func() { _ = conn.Close() }()
+	_, err = fmt.Fprintf(conn, "GET /api/v1/namespaces/default/services/web/proxy/hold HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+	must(t, err, "write upgrade request")
+	br := bufio.NewReader(conn)
+	up, err := http.ReadResponse(br, nil)
+	must(t, err, "read upgrade response")
+	if up.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade answered %d", up.StatusCode)
+	}
+	srv.Stop()
+	must(t, conn.SetReadDeadline(time.Now().Add(time.Minute)), "set deadline")
+	if n, err := br.Read(make([]byte, 1)); n != 0 || !errors.Is(err, io.EOF) {
+		t.Fatalf("upgraded connection after stop: read %d bytes, %v; want it closed", n, err)
 	}
 }

@@ -113,6 +113,7 @@ type APIServer struct {
 
 	cancel         context.CancelFunc
 	shutdown       context.CancelFunc
+	httpDone       context.CancelFunc // ends upgraded proxy connections
 	wg             sync.WaitGroup
 	stopOnce       sync.Once
 	compactMu      sync.Mutex
@@ -163,6 +164,7 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	shutdownCtx, shutdown := context.WithCancel(context.Background())
+	httpCtx, httpDone := context.WithCancel(context.Background())
 	a := &APIServer{
 		cfg:     cfg,
 		log:     log,
@@ -172,10 +174,12 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 		caches:   map[string]*watchcache.Cache{},
 		cancel:   cancel,
 		shutdown: shutdown,
+		httpDone: httpDone,
 	}
 	fail := func(err error) (*APIServer, error) {
 		cancel()
 		shutdown()
+		httpDone()
 		a.wg.Wait()
 		_ = be.Close()
 		return nil, err
@@ -225,7 +229,7 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 		m.proxied.WithLabelValues(kind, strconv.Itoa(code)).Inc()
 	}))
 	a.proxy.Register(a.httpMux)
-	a.httpAPI = newHTTPServer(a.httpMux)
+	a.httpAPI = newHTTPServer(a.httpMux, httpCtx)
 	a.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
@@ -352,6 +356,7 @@ func (a *APIServer) stop(graceful bool) {
 			_ = a.httpAPI.Close() // abrupt by design; nothing to report
 			a.grpc.Stop()
 		}
+		a.httpDone()
 		a.proxy.CloseIdleConnections()
 		a.cancel()
 		a.wg.Wait()

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -65,10 +66,13 @@ func (s *splitListener) close() {
 	s.mux.Close()
 }
 
-// newHTTPServer is the HTTP side of the main listener.
-func newHTTPServer(h http.Handler) *http.Server {
+// newHTTPServer is the HTTP side of the main listener. Its requests'
+// contexts derive from base, whose cancellation ends what the server no
+// longer tracks: connections upgraded through the proxy (websockets).
+func newHTTPServer(h http.Handler, base context.Context) *http.Server {
 	return &http.Server{
 		Handler:           h,
+		BaseContext:       func(net.Listener) context.Context { return base },
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       5 * time.Minute,
 	}
