@@ -121,7 +121,7 @@ chaos: build
 	cd test/chaos && $(GO) run . --bin $(BIN) --target $(CHAOS_TARGET) --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) $(CHAOS_FLAGS)
 
 bench-apiserver:
-	cd services/apiserver && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/...
+	cd services/apiserver && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/... ./internal/apiserver/
 
 # replicactl with real processes: 1000 pods created by replicactl alone
 # (pods/s), then 1000 pods Running on 100 fake nodes (scheduler and node

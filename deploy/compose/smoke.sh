@@ -86,6 +86,16 @@ n="$(count -E '"name": "web-[a-z0-9]+"' <<<"$out")"
 [ "$n" -eq 3 ] || fail "grpcurl List app=web shows $n pods, not 3:"$'\n'"$out"
 echo "ok: grpcurl List shows the 3 web pods"
 
+# --- the apiserver's pod proxy, from the Docker host (README, "Pods in the compose stack") ---
+pod="$("$kpctl" get pods -l app=web --no-headers | awk '$3 == "Running" {print $1; exit}')"
+[ -n "$pod" ] || fail "no Running web pod for the pod proxy"
+pod_proxy_answers() {
+	curl -sS -m 10 "http://127.0.0.1:6443/api/v1/namespaces/default/pods/$pod:8080/proxy/" | grep -q "hello from $pod"
+}
+echo "+ curl http://127.0.0.1:6443/api/v1/namespaces/default/pods/$pod:8080/proxy/"
+# Running is not listening yet: the pod's httpd may still be starting.
+wait_for "the apiserver's pod proxy reaches $pod" 60 pod_proxy_answers
+
 # --- the README's grpcurl walk-through: health, create, list, watch, delete, an error ---
 # grpc_ok WHAT PATTERN ARGS...: grpcurl ARGS must succeed and print PATTERN.
 grpc_ok() {

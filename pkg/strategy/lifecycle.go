@@ -2,6 +2,7 @@ package strategy
 
 import (
 	"fmt"
+	"net/netip"
 	"time"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -19,6 +20,13 @@ type Config struct {
 	// EventTTL is how long an Event lives after its last write
 	// (--event-ttl); DefaultEventTTL when zero.
 	EventTTL time.Duration
+	// ServiceClusterIPRange is where Services' cluster IPs come from
+	// (--service-cluster-ip-range); DefaultServiceClusterIPRange when
+	// invalid (unset).
+	ServiceClusterIPRange netip.Prefix
+	// ServiceNodePortRange is where node ports come from
+	// (--service-node-port-range); DefaultServiceNodePortRange when empty.
+	ServiceNodePortRange PortRange
 }
 
 // DefaultEventTTL is Kubernetes' default --event-ttl.

@@ -15,10 +15,14 @@ func TestLifecycleHooksByKind(t *testing.T) {
 		"Pod":       {"GracefulDeleter"},
 		"Namespace": {"DeleteGuard", "NamespaceHolder"},
 		"Event":     {"DeletedWithNamespace", "Expirer"},
+		"Service":   {"Allocator"},
 	}
 	for _, name := range kplanev1.KindNames() {
 		s := For(name)
 		var got []string
+		if _, ok := s.(Allocator); ok {
+			got = append(got, "Allocator")
+		}
 		if _, ok := s.(DeleteGuard); ok {
 			got = append(got, "DeleteGuard")
 		}

@@ -142,8 +142,8 @@ func init() {
 		nameFn: validation.IsDNS1123Subdomain, defaults: defaultReplicaSet, validate: validateReplicaSet, update: validateReplicaSetUpdate})
 	register(&typed[*kplanev1.ReplicationController]{kind: "ReplicationController", get: (*kplanev1.Object).GetReplicationController,
 		nameFn: validation.IsDNS1123Subdomain, defaults: defaultReplicationController, validate: validateReplicationController})
-	register(&typed[*kplanev1.Service]{kind: "Service", get: (*kplanev1.Object).GetService,
-		nameFn: validation.IsDNS1035Label, defaults: defaultService, validate: validateService, update: validateServiceUpdate})
+	register(serviceStrategy{&typed[*kplanev1.Service]{kind: "Service", get: (*kplanev1.Object).GetService,
+		nameFn: validation.IsDNS1035Label, defaults: defaultService, validate: validateService, update: validateServiceUpdate}})
 	register(&typed[*kplanev1.Endpoints]{kind: "Endpoints", get: (*kplanev1.Object).GetEndpoints,
 		nameFn: validation.IsDNS1123Subdomain, defaults: defaultEndpoints, validate: validateEndpoints})
 	register(&typed[*kplanev1.Job]{kind: "Job", get: (*kplanev1.Object).GetJob,

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/kplane/kplane/pkg/health"
 	"github.com/kplane/kplane/pkg/logging"
+	"github.com/kplane/kplane/pkg/strategy"
 	"github.com/kplane/kplane/services/apiserver/internal/apiserver"
 )
 
@@ -29,6 +31,24 @@ func main() {
 }
 
 func run(args []string) error {
+	cfg, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	api, err := apiserver.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	cfg.Logger.Info("signal received; shutting down")
+	api.Stop()
+	return nil
+}
+
+// parseFlags turns the command line into the apiserver's configuration.
+func parseFlags(args []string) (apiserver.Config, error) {
 	cfg := apiserver.Defaults()
 	fs := flag.NewFlagSet("apiserver", flag.ContinueOnError)
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "gRPC listen address")
@@ -41,33 +61,37 @@ func run(args []string) error {
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", cfg.MaxRequestBytes, "largest gRPC request accepted")
 	fs.IntVar(&cfg.MaxObjectBytes, "max-object-bytes", cfg.MaxObjectBytes, "largest object stored (encoded size)")
 	fs.StringVar(&cfg.HealthAddr, "health-addr", cfg.HealthAddr, "address of the HTTP server for /healthz, /readyz and /metrics (empty disables it)")
+	ipRange := fs.String("service-cluster-ip-range", cfg.ServiceClusterIPRange.String(), "CIDR that Services' cluster IPs are allocated from (IPv4; must not overlap the pod network)")
+	portRange := fs.String("service-node-port-range", cfg.ServiceNodePortRange.String(), "port range (FIRST-LAST, both included) that Services' node ports are allocated from")
+	fs.DurationVar(&cfg.AllocationRepairInterval, "allocation-repair-interval", cfg.AllocationRepairInterval, "how often cluster IP and node port records are reconciled with the Services (also at start); 0 only at start")
 	var profiling health.Profiling
 	profiling.AddFlag(fs)
 	var logOpts logging.Options
 	logOpts.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
-		return err
+		return cfg, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+		return cfg, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	if err := logOpts.Validate(); err != nil {
-		return err
+		return cfg, err
+	}
+	prefix, err := netip.ParsePrefix(*ipRange)
+	if err != nil {
+		return cfg, fmt.Errorf("--service-cluster-ip-range: %w", err)
+	}
+	if err := strategy.ValidateServiceClusterIPRange(prefix); err != nil {
+		return cfg, fmt.Errorf("--service-cluster-ip-range: %w", err)
+	}
+	cfg.ServiceClusterIPRange = prefix
+	if cfg.ServiceNodePortRange, err = strategy.ParsePortRange(*portRange); err != nil {
+		return cfg, fmt.Errorf("--service-node-port-range: %w", err)
 	}
 	if *endpoints != "" {
 		cfg.EtcdEndpoints = strings.Split(*endpoints, ",")
 	}
 	cfg.Profiling = profiling.Enabled(cfg.HealthAddr)
 	cfg.Logger = logOpts.New("apiserver", os.Stderr)
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	api, err := apiserver.Start(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	<-ctx.Done()
-	cfg.Logger.Info("signal received; shutting down")
-	api.Stop()
-	return nil
+	return cfg, nil
 }

@@ -7,6 +7,7 @@ package testserver
 import (
 	"context"
 	"net"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+
+	"github.com/kplane/kplane/pkg/strategy"
 
 	"github.com/kplane/kplane/services/apiserver/internal/apiserver"
 )
@@ -41,6 +44,22 @@ func WithBookmarkInterval(d time.Duration) Option {
 
 // WithMaxObjectBytes sets the stored-object size limit.
 func WithMaxObjectBytes(n int) Option { return func(c *apiserver.Config) { c.MaxObjectBytes = n } }
+
+// WithServiceClusterIPRange sets the range Services' cluster IPs come from.
+func WithServiceClusterIPRange(p netip.Prefix) Option {
+	return func(c *apiserver.Config) { c.ServiceClusterIPRange = p }
+}
+
+// WithServiceNodePortRange sets the range Services' node ports come from.
+func WithServiceNodePortRange(r strategy.PortRange) Option {
+	return func(c *apiserver.Config) { c.ServiceNodePortRange = r }
+}
+
+// WithAllocationRepairInterval sets how often allocation records are
+// repaired (tests turn the periodic repair off by default).
+func WithAllocationRepairInterval(d time.Duration) Option {
+	return func(c *apiserver.Config) { c.AllocationRepairInterval = d }
+}
 
 // WithDataDir uses dir instead of a fresh temporary directory.
 func WithDataDir(dir string) Option { return func(c *apiserver.Config) { c.DataDir = dir } }
@@ -70,6 +89,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 	cfg.BookmarkInterval = time.Second
 	cfg.UnsafeNoFsync = true
 	cfg.HealthAddr = "127.0.0.1:0"
+	cfg.AllocationRepairInterval = 0
 	for _, o := range opts {
 		o(&cfg)
 	}

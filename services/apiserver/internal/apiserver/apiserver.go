@@ -8,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +32,7 @@ import (
 	"github.com/kplane/kplane/pkg/strategy"
 
 	"github.com/kplane/kplane/services/apiserver/internal/backend"
+	"github.com/kplane/kplane/services/apiserver/internal/proxy"
 	"github.com/kplane/kplane/services/apiserver/internal/server"
 	"github.com/kplane/kplane/services/apiserver/internal/store"
 	"github.com/kplane/kplane/services/apiserver/internal/watchcache"
@@ -58,7 +62,15 @@ type Config struct {
 	HealthAddr string
 	// Profiling serves /debug/pprof/ on HealthAddr too.
 	Profiling bool
-	Logger    hclog.Logger
+	// ServiceClusterIPRange is where Services' cluster IPs come from.
+	ServiceClusterIPRange netip.Prefix
+	// ServiceNodePortRange is where Services' node ports come from.
+	ServiceNodePortRange strategy.PortRange
+	// AllocationRepairInterval is how often allocation records are
+	// reconciled with the Services holding them (also once at start);
+	// 0 repairs only at start.
+	AllocationRepairInterval time.Duration
+	Logger                   hclog.Logger
 }
 
 // Defaults are the flag defaults DESIGN.md gives.
@@ -73,6 +85,10 @@ func Defaults() Config {
 		MaxRequestBytes:    3 << 20,
 		MaxObjectBytes:     store.DefaultMaxObjectBytes,
 		HealthAddr:         ":6444",
+
+		ServiceClusterIPRange:    strategy.DefaultServiceClusterIPRange,
+		ServiceNodePortRange:     strategy.DefaultServiceNodePortRange,
+		AllocationRepairInterval: 3 * time.Minute,
 	}
 }
 
@@ -82,15 +98,22 @@ type APIServer struct {
 	log      hclog.Logger
 	backend  *backend.Backend
 	store    *store.Store
+	metrics  *metrics
 	caches   map[string]*watchcache.Cache
 	grpc     *grpc.Server
 	health   *health.Server
 	listener net.Listener
+	split    *splitListener
+	// httpMux is the root of the HTTP side of the main listener.
+	httpMux  *http.ServeMux
+	httpAPI  *http.Server
+	proxy    *proxy.Proxy
 	httpSrv  *httphealth.Server
 	stopping atomic.Bool
 
 	cancel         context.CancelFunc
 	shutdown       context.CancelFunc
+	httpDone       context.CancelFunc // ends upgraded proxy connections
 	wg             sync.WaitGroup
 	stopOnce       sync.Once
 	compactMu      sync.Mutex
@@ -120,6 +143,15 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	if cfg.BookmarkInterval <= 0 {
 		cfg.BookmarkInterval = d.BookmarkInterval
 	}
+	if !cfg.ServiceClusterIPRange.IsValid() {
+		cfg.ServiceClusterIPRange = d.ServiceClusterIPRange
+	}
+	if err := strategy.ValidateServiceClusterIPRange(cfg.ServiceClusterIPRange); err != nil {
+		return nil, fmt.Errorf("service cluster IP range: %w", err)
+	}
+	if cfg.ServiceNodePortRange.Size <= 0 {
+		cfg.ServiceNodePortRange = d.ServiceNodePortRange
+	}
 	be, err := backend.Open(ctx, backend.Config{
 		DataDir:         cfg.DataDir,
 		Endpoints:       cfg.EtcdEndpoints,
@@ -132,18 +164,22 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	shutdownCtx, shutdown := context.WithCancel(context.Background())
+	httpCtx, httpDone := context.WithCancel(context.Background())
 	a := &APIServer{
-		cfg:      cfg,
-		log:      log,
-		backend:  be,
-		store:    store.New(be.Client, store.Options{MaxObjectBytes: cfg.MaxObjectBytes, Lifecycle: strategy.Config{EventTTL: cfg.EventTTL}, Logger: log.Named("store")}),
+		cfg:     cfg,
+		log:     log,
+		backend: be,
+		store: store.New(be.Client, store.Options{MaxObjectBytes: cfg.MaxObjectBytes, Lifecycle: strategy.Config{
+			EventTTL: cfg.EventTTL, ServiceClusterIPRange: cfg.ServiceClusterIPRange, ServiceNodePortRange: cfg.ServiceNodePortRange}, Logger: log.Named("store")}),
 		caches:   map[string]*watchcache.Cache{},
 		cancel:   cancel,
 		shutdown: shutdown,
+		httpDone: httpDone,
 	}
 	fail := func(err error) (*APIServer, error) {
 		cancel()
 		shutdown()
+		httpDone()
 		a.wg.Wait()
 		_ = be.Close()
 		return nil, err
@@ -164,15 +200,18 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 			return fail(fmt.Errorf("waiting for the %s watch cache: %w", name, ctx.Err()))
 		}
 	}
-	if err := a.bootstrap(ctx); err != nil {
-		return fail(err)
-	}
-
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m, err := newMetrics(reg)
 	if err != nil {
 		return fail(fmt.Errorf("register metrics: %w", err))
+	}
+	a.metrics = m
+	if err := a.bootstrap(ctx); err != nil {
+		return fail(err)
+	}
+	if err := a.repairAllocations(ctx); err != nil {
+		return fail(fmt.Errorf("repair allocations: %w", err))
 	}
 
 	lis := cfg.Listener
@@ -183,6 +222,14 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 		}
 	}
 	a.listener = lis
+	a.split = newSplitListener(lis)
+	a.httpMux = http.NewServeMux()
+	a.httpMux.HandleFunc("/", notFound)
+	a.proxy = proxy.New(a.store, log.Named("proxy"), proxy.WithObserver(func(kind string, code int) {
+		m.proxied.WithLabelValues(kind, strconv.Itoa(code)).Inc()
+	}))
+	a.proxy.Register(a.httpMux)
+	a.httpAPI = newHTTPServer(a.httpMux, httpCtx)
 	a.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
@@ -209,10 +256,30 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		if err := a.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		if err := a.grpc.Serve(a.split.grpc); err != nil && !errors.Is(err, grpc.ErrServerStopped) && !a.stopping.Load() {
 			log.Error("gRPC server failed", "error", err)
 		}
 	}()
+	a.wg.Add(2)
+	go func() {
+		defer a.wg.Done()
+		if err := a.httpAPI.Serve(a.split.http); err != nil && !errors.Is(err, http.ErrServerClosed) && !a.stopping.Load() {
+			log.Error("HTTP server failed", "error", err)
+		}
+	}()
+	go func() {
+		defer a.wg.Done()
+		if err := a.split.serve(); err != nil && !a.stopping.Load() {
+			log.Error("listener failed", "error", err)
+		}
+	}()
+	if cfg.AllocationRepairInterval > 0 {
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.repairLoop(runCtx, cfg.AllocationRepairInterval)
+		}()
+	}
 	if cfg.CompactionInterval > 0 {
 		a.wg.Add(1)
 		go func() {
@@ -222,6 +289,11 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	}
 	log.Info("apiserver serving", "address", lis.Addr().String(), "kinds", len(a.caches))
 	return a, nil
+}
+
+// notFound answers paths the HTTP side does not serve, as a Status.
+func notFound(w http.ResponseWriter, r *http.Request) {
+	proxy.WriteStatus(w, http.StatusNotFound, "NotFound", "the server could not find the requested resource: "+r.URL.Path)
 }
 
 // ready is /readyz: serving until shutdown begins.
@@ -260,22 +332,32 @@ func (a *APIServer) stop(graceful bool) {
 		a.stopping.Store(true)
 		a.health.Shutdown()
 		a.shutdown()
+		a.split.close()
 		if graceful {
 			done := make(chan struct{})
 			go func() {
 				a.grpc.GracefulStop()
 				close(done)
 			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := a.httpAPI.Shutdown(ctx); err != nil {
+				a.log.Warn("graceful HTTP stop timed out; closing remaining connections", "error", err)
+				_ = a.httpAPI.Close() // ends what Shutdown left; its error repeats Shutdown's
+			}
 			select {
 			case <-done:
-			case <-time.After(10 * time.Second):
+			case <-ctx.Done():
 				a.log.Warn("graceful stop timed out; closing remaining connections")
 				a.grpc.Stop()
 				<-done
 			}
+			cancel()
 		} else {
+			_ = a.httpAPI.Close() // abrupt by design; nothing to report
 			a.grpc.Stop()
 		}
+		a.httpDone()
+		a.proxy.CloseIdleConnections()
 		a.cancel()
 		a.wg.Wait()
 		if a.httpSrv != nil {

@@ -16,6 +16,8 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	watchers *prometheus.GaugeVec
+	repairs  *prometheus.CounterVec
+	proxied  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -33,8 +35,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "kplane_apiserver_watchers",
 			Help: "Open watch streams by kind.",
 		}, []string{"kind"}),
+		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kplane_apiserver_allocation_repairs_total",
+			Help: "Allocation records repaired: freed (held by no object), recorded (held but not recorded), conflict (claimed twice, reported only).",
+		}, []string{"action"}),
+		proxied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kplane_apiserver_proxy_requests_total",
+			Help: "Requests through the service and pod proxy by target kind (services, pods) and HTTP status.",
+		}, []string{"kind", "code"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.watchers} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.watchers, m.repairs, m.proxied} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

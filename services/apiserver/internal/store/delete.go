@@ -103,7 +103,7 @@ func (s *Store) deleteOnce(ctx context.Context, k *kplanev1.KindInfo, cur *kplan
 		meta.DeletionGracePeriodSeconds = proto.Int64(0)
 	}
 	if len(meta.Finalizers) == 0 && !awaitingGracefulDeletion(k, next) {
-		return s.remove(ctx, k, cur, curRev)
+		return s.remove(ctx, k, cur, curRev, claimsOf(k, cur))
 	}
 	if meta.DeletionTimestamp == nil {
 		meta.DeletionTimestamp = timestamppb.New(now)
@@ -114,7 +114,7 @@ func (s *Store) deleteOnce(ctx context.Context, k *kplanev1.KindInfo, cur *kplan
 	if proto.Equal(next, cur) {
 		return cur, nil // already marked; deleting again changes nothing
 	}
-	return s.commitUpdate(ctx, k, next, curRev)
+	return s.commitUpdate(ctx, k, next, cur, curRev, nil)
 }
 
 // gracePeriod is the graceful-termination period a deletion gives obj:
@@ -140,11 +140,12 @@ func awaitingGracefulDeletion(k *kplanev1.KindInfo, obj *kplanev1.Object) bool {
 
 // remove deletes obj if its key is still at rev; a namespace only when it
 // is empty.
-func (s *Store) remove(ctx context.Context, k *kplanev1.KindInfo, obj *kplanev1.Object, rev int64) (*kplanev1.Object, error) {
+// held are the values the stored object holds, released with it.
+func (s *Store) remove(ctx context.Context, k *kplanev1.KindInfo, obj *kplanev1.Object, rev int64, held []strategy.Claim) (*kplanev1.Object, error) {
 	if _, ok := strategy.For(k.Name).(strategy.NamespaceHolder); ok {
 		return s.deleteNamespace(ctx, k, obj, rev)
 	}
-	return s.deleteAt(ctx, k, obj, rev)
+	return s.deleteAt(ctx, k, obj, rev, held)
 }
 
 func addFinalizer(list []string, f string) []string {

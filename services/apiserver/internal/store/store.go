@@ -9,6 +9,7 @@ package store
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"math/big"
 	"strings"
@@ -155,13 +156,29 @@ func (s *Store) Create(ctx context.Context, obj *kplanev1.Object) (*kplanev1.Obj
 	meta.DeletionGracePeriodSeconds = nil
 	meta.Generation = 1
 
-	for attempt := 0; ; attempt++ {
+	pk := newPicker(ctx, s.cli)
+	for attempt, races := 0, 0; ; {
 		if generate {
 			meta.Name = meta.GenerateName + randomSuffix()
 		}
-		out, err := s.createOnce(ctx, k, obj)
+		try := obj
+		if allocatorFor(k) != nil {
+			try = proto.Clone(obj).(*kplanev1.Object)
+			if err := s.allocate(k, try, nil, pk); err != nil {
+				return nil, err
+			}
+		}
+		out, err := s.createOnce(ctx, k, try, pk)
+		if errors.Is(err, errClaimRace) && races < maxAllocationAttempts {
+			races++
+			continue // a picked value was taken meanwhile; pick again
+		}
 		if generate && status.Code(err) == codes.AlreadyExists && attempt < 8 {
+			attempt++
 			continue // a generated name collided; draw another
+		}
+		if errors.Is(err, errClaimRace) {
+			return nil, status.Errorf(codes.Aborted, "%s %q: every value picked was taken by concurrent writers; try again", k.Name, meta.Name)
 		}
 		return out, err
 	}
@@ -174,7 +191,7 @@ func displayName(meta *kplanev1.ObjectMeta, generated bool) string {
 	return meta.Name
 }
 
-func (s *Store) createOnce(ctx context.Context, k *kplanev1.KindInfo, obj *kplanev1.Object) (*kplanev1.Object, error) {
+func (s *Store) createOnce(ctx context.Context, k *kplanev1.KindInfo, obj *kplanev1.Object, pk *picker) (*kplanev1.Object, error) {
 	meta := obj.Meta()
 	key := ObjectKey(k, meta.Namespace, meta.Name)
 	value, err := s.encodeChecked(obj)
@@ -192,14 +209,20 @@ func (s *Store) createOnce(ctx context.Context, k *kplanev1.KindInfo, obj *kplan
 		nsKey := ObjectKey(namespaceKind(), "", meta.Namespace)
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(nsKey), ">", 0))
 	}
-	resp, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(value), putOpts...)).
-		Else(clientv3.OpGet(key, clientv3.WithCountOnly())).Commit()
+	// The values the object holds are reserved in the same transaction.
+	claims := newClaimTxn(claimsOf(k, obj), nil, holderOf(obj))
+	cmps = append(cmps, claims.cmps...)
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(append([]clientv3.Op{clientv3.OpPut(key, string(value), putOpts...)}, claims.ops...)...).
+		Else(append([]clientv3.Op{clientv3.OpGet(key, clientv3.WithCountOnly())}, claims.checks...)...).Commit()
 	if err != nil {
 		return nil, backendError(ctx, "create", err)
 	}
 	if !resp.Succeeded {
 		if resp.Responses[0].GetResponseRange().Count > 0 {
 			return nil, status.Errorf(codes.AlreadyExists, "%s %q already exists", k.Name, obj.Key())
+		}
+		if err := claims.failure(k, obj, resp, 1, pk); err != nil {
+			return nil, err
 		}
 		return nil, status.Errorf(codes.NotFound, "namespace %q not found", meta.Namespace)
 	}
@@ -303,7 +326,8 @@ func (s *Store) update(ctx context.Context, in *kplanev1.Object, statusOnly bool
 	if err != nil {
 		return nil, invalid("metadata.%v", err)
 	}
-	for attempt := 0; ; attempt++ {
+	pk := newPicker(ctx, s.cli)
+	for attempt, races := 0, 0; ; attempt++ {
 		cur, curRev, err := s.get(ctx, k, inMeta.Namespace, inMeta.Name)
 		if err != nil {
 			return nil, err
@@ -318,7 +342,7 @@ func (s *Store) update(ctx context.Context, in *kplanev1.Object, statusOnly bool
 		if statusOnly {
 			next, err = s.prepareStatusUpdate(k, in, cur)
 		} else {
-			next, err = s.prepareUpdate(k, in, cur, wantRev != 0)
+			next, err = s.prepareUpdate(k, in, cur, wantRev != 0, pk)
 		}
 		if err != nil {
 			return nil, err
@@ -326,7 +350,14 @@ func (s *Store) update(ctx context.Context, in *kplanev1.Object, statusOnly bool
 		if proto.Equal(next, cur) {
 			return cur, nil // nothing changed: no write, no new revision
 		}
-		out, err := s.commitUpdate(ctx, k, next, curRev)
+		out, err := s.commitUpdate(ctx, k, next, cur, curRev, pk)
+		if errors.Is(err, errClaimRace) {
+			if races++; races < maxAllocationAttempts {
+				attempt--
+				continue // a picked value was taken meanwhile; pick again
+			}
+			return nil, status.Errorf(codes.Aborted, "%s %q: every value picked was taken by concurrent writers; try again", k.Name, inMeta.Name)
+		}
 		if status.Code(err) == codes.Aborted && wantRev == 0 && attempt < maxUpdateRetries {
 			continue // unconditional update raced another writer: reapply
 		}
@@ -336,7 +367,7 @@ func (s *Store) update(ctx context.Context, in *kplanev1.Object, statusOnly bool
 
 // prepareUpdate builds the object an Update would store: the caller's
 // metadata and spec over the stored status and server-owned fields.
-func (s *Store) prepareUpdate(k *kplanev1.KindInfo, in, cur *kplanev1.Object, conditional bool) (*kplanev1.Object, error) {
+func (s *Store) prepareUpdate(k *kplanev1.KindInfo, in, cur *kplanev1.Object, conditional bool, pk *picker) (*kplanev1.Object, error) {
 	next := proto.Clone(in).(*kplanev1.Object)
 	apijson.TruncateTimes(next) // compare with cur at the stored precision
 	meta, curMeta := next.Meta(), cur.Meta()
@@ -369,11 +400,18 @@ func (s *Store) prepareUpdate(k *kplanev1.KindInfo, in, cur *kplanev1.Object, co
 
 	strat := strategy.For(k.Name)
 	strat.Default(next)
+	alloc := allocatorFor(k)
+	if alloc != nil {
+		alloc.KeepAllocated(next, cur)
+	}
 	if errs := strat.Validate(next); len(errs) > 0 {
 		return nil, invalidObject(k.Name, meta.Name, errs)
 	}
 	if errs := strat.ValidateUpdate(next, cur); len(errs) > 0 {
 		return nil, invalidObject(k.Name, meta.Name, errs)
+	}
+	if err := s.allocate(k, next, cur, pk); err != nil {
+		return nil, err
 	}
 	if !proto.Equal(specOf(next), specOf(cur)) {
 		meta.Generation = curMeta.Generation + 1
@@ -400,11 +438,15 @@ func (s *Store) prepareStatusUpdate(k *kplanev1.KindInfo, in, cur *kplanev1.Obje
 // commitUpdate writes next if the key is still at curRev. An object being
 // deleted whose last finalizer is gone is deleted instead, as in Kubernetes
 // (by the same rules as a Delete: a namespace only when it is empty).
-func (s *Store) commitUpdate(ctx context.Context, k *kplanev1.KindInfo, next *kplanev1.Object, curRev int64) (*kplanev1.Object, error) {
+// cur is the stored object at curRev; the values it holds and next does
+// not are released, those next holds and it did not are reserved, in the
+// same transaction (pk, when not nil, picked some of them).
+func (s *Store) commitUpdate(ctx context.Context, k *kplanev1.KindInfo, next, cur *kplanev1.Object, curRev int64, pk *picker) (*kplanev1.Object, error) {
 	meta := next.Meta()
 	key := ObjectKey(k, meta.Namespace, meta.Name)
+	held := claimsOf(k, cur)
 	if meta.DeletionTimestamp != nil && len(meta.Finalizers) == 0 && !awaitingGracefulDeletion(k, next) {
-		return s.remove(ctx, k, next, curRev)
+		return s.remove(ctx, k, next, curRev, held)
 	}
 	value, err := s.encodeChecked(next)
 	if err != nil {
@@ -414,12 +456,19 @@ func (s *Store) commitUpdate(ctx context.Context, k *kplanev1.KindInfo, next *kp
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", curRev)).
-		Then(clientv3.OpPut(key, string(value), putOpts...)).Commit()
+	add, drop := diffClaims(claimsOf(k, next), held)
+	claims := newClaimTxn(add, drop, holderOf(next))
+	cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", curRev)}, claims.cmps...)
+	resp, err := s.cli.Txn(ctx).If(cmps...).
+		Then(append([]clientv3.Op{clientv3.OpPut(key, string(value), putOpts...)}, claims.ops...)...).
+		Else(claims.checks...).Commit()
 	if err != nil {
 		return nil, backendError(ctx, "update", err)
 	}
 	if !resp.Succeeded {
+		if err := claims.failure(k, next, resp, 0, pk); err != nil {
+			return nil, err
+		}
 		return nil, conflict(k.Name, meta.Name, "the object has been modified")
 	}
 	meta.ResourceVersion = FormatRevision(resp.Header.Revision)
@@ -428,11 +477,17 @@ func (s *Store) commitUpdate(ctx context.Context, k *kplanev1.KindInfo, next *kp
 
 // deleteAt removes the key if it is still at rev and returns the last
 // state stamped with the deletion's revision.
-func (s *Store) deleteAt(ctx context.Context, k *kplanev1.KindInfo, last *kplanev1.Object, rev int64) (*kplanev1.Object, error) {
+// The values in held (the stored object's claims) are released in the
+// same transaction.
+func (s *Store) deleteAt(ctx context.Context, k *kplanev1.KindInfo, last *kplanev1.Object, rev int64, held []strategy.Claim) (*kplanev1.Object, error) {
 	meta := last.Meta()
 	key := ObjectKey(k, meta.Namespace, meta.Name)
+	ops := []clientv3.Op{clientv3.OpDelete(key)}
+	for _, c := range held {
+		ops = append(ops, releaseOp(claimKey(c), holderOf(last)))
+	}
 	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
-		Then(clientv3.OpDelete(key)).Commit()
+		Then(ops...).Commit()
 	if err != nil {
 		return nil, backendError(ctx, "delete", err)
 	}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kplane/kplane/pkg/strategy"
+)
+
+// TestRangeFlagsRejectBadValues: the allocation flags are checked before
+// anything starts, with the flag's name in the error.
+func TestRangeFlagsRejectBadValues(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--service-cluster-ip-range", "10.0.0.1/24"}, "--service-cluster-ip-range: 10.0.0.1/24: must be a network address (10.0.0.0/24)"},
+		{[]string{"--service-cluster-ip-range", "banana"}, "--service-cluster-ip-range"},
+		{[]string{"--service-cluster-ip-range", "fd00::/108"}, "must be an IPv4 CIDR"},
+		{[]string{"--service-cluster-ip-range", "10.0.0.0/31"}, "too small"},
+		{[]string{"--service-node-port-range", "32767-30000"}, "--service-node-port-range"},
+		{[]string{"--service-node-port-range", "x"}, "must be a port range"},
+		{[]string{"--allocation-repair-interval", "soon"}, "allocation-repair-interval"},
+	} {
+		err := run(append(c.args, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--health-addr", ""))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: got %v, want an error containing %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestRangeFlagsSetTheConfig: the allocation flags reach the apiserver's
+// configuration (the integration tests start apiservers with it), and
+// their defaults are the documented ones.
+func TestRangeFlagsSetTheConfig(t *testing.T) {
+	cfg, err := parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ServiceClusterIPRange != netip.MustParsePrefix("127.16.0.0/12") ||
+		cfg.ServiceNodePortRange != (strategy.PortRange{Base: 30000, Size: 2768}) || cfg.AllocationRepairInterval != 3*time.Minute {
+		t.Fatalf("defaults: %v %v %v", cfg.ServiceClusterIPRange, cfg.ServiceNodePortRange, cfg.AllocationRepairInterval)
+	}
+	cfg, err = parseFlags([]string{"--service-cluster-ip-range", "10.96.0.0/16", "--service-node-port-range", "31000-31009",
+		"--allocation-repair-interval", "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ServiceClusterIPRange != netip.MustParsePrefix("10.96.0.0/16") ||
+		cfg.ServiceNodePortRange != (strategy.PortRange{Base: 31000, Size: 10}) || cfg.AllocationRepairInterval != 0 {
+		t.Fatalf("set: %v %v %v", cfg.ServiceClusterIPRange, cfg.ServiceNodePortRange, cfg.AllocationRepairInterval)
+	}
+}
