@@ -183,3 +183,22 @@ func freePort(t testing.TB, ip string) int32 {
 	}
 	return port
 }
+
+// freeNodePort returns a port in the apiserver's default node port range
+// (30000-32767) that is free on ip at the time of the call.
+func freeNodePort(t testing.TB, ip string) int32 {
+	t.Helper()
+	for range 100 {
+		port := 30000 + rand.IntN(2768)
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, fmt.Sprint(port)))
+		if err != nil {
+			continue // taken: try another
+		}
+		if err := ln.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return int32(port)
+	}
+	t.Fatalf("no free port in 30000-32767 on %s after 100 tries", ip)
+	return 0
+}

@@ -228,7 +228,7 @@ func TestProxyNodePortAndPorts(t *testing.T) {
 	a, b := startBackend(t, "a"), startBackend(t, "b")
 	ip := randomClusterIP().String()
 	p1, p2 := freePort(t, ip), freePort(t, ip)
-	nodePort := freePort(t, "127.0.0.1")
+	nodePort := freeNodePort(t, "127.0.0.1")
 	svc := f.create(webService(ip, p1, func(s *kplanev1.ServiceSpec) {
 		s.Type = kplanev1.ServiceTypeNodePort
 		s.Ports[0].NodePort = nodePort
