@@ -62,6 +62,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -193,6 +194,27 @@ func (c *Context) EnqueueAfter(key string, d time.Duration) { c.r.enqueueAfter(k
 // scheduler's per-term queues; the caller shuts q down to stop it.
 func (c *Context) RunWorkers(ctx context.Context, name string, q *workqueue.Queue, n int, rec Reconciler) {
 	c.r.runWorkers(ctx, name, q, n, rec)
+}
+
+// Counter is a count a service keeps itself and serves on /metrics as a
+// Prometheus counter.
+type Counter struct {
+	// Name and Help of the series, e.g. "kplane_jobctl_finalizer_removals_total".
+	Name, Help string
+	// Value is read at every scrape.
+	Value *atomic.Int64
+}
+
+// RegisterCounters serves each counter on /metrics.
+func (c *Context) RegisterCounters(counters ...Counter) error {
+	for _, m := range counters {
+		v := m.Value
+		if err := c.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: m.Name, Help: m.Help},
+			func() float64 { return float64(v.Load()) })); err != nil {
+			return fmt.Errorf("register metric %s: %w", m.Name, err)
+		}
+	}
+	return nil
 }
 
 // IsLeader reports whether this replica currently does the work.

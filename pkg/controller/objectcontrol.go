@@ -32,9 +32,17 @@ type ObjectControl struct {
 	OwnerKey func(obj *kplanev1.Object) (string, bool)
 	// InitialBatch is the first slow-start batch of Create (default 1).
 	InitialBatch int
-	// Calls, optional, is told of every create and delete call and its
-	// outcome (for metrics).
-	Calls func(op string, err error)
+	// Counts counts the calls made (for metrics: serve them with
+	// app.Context.RegisterCounters).
+	Counts CallCounts
+}
+
+// CallCounts are the create and delete calls an ObjectControl made.
+type CallCounts struct {
+	// Creates and Deletes count every call, successful or not.
+	Creates, Deletes atomic.Int64
+	// CreateFailures and DeleteFailures count the calls that failed.
+	CreateFailures, DeleteFailures atomic.Int64
 }
 
 // Create creates n objects for the owner with queue key key, each made by
@@ -114,8 +122,13 @@ func (c *ObjectControl) Delete(ctx context.Context, key string, victims []*kplan
 }
 
 func (c *ObjectControl) called(op string, err error) {
-	if c.Calls != nil {
-		c.Calls(op, err)
+	calls, failures := &c.Counts.Creates, &c.Counts.CreateFailures
+	if op == "delete" {
+		calls, failures = &c.Counts.Deletes, &c.Counts.DeleteFailures
+	}
+	calls.Add(1)
+	if err != nil {
+		failures.Add(1)
 	}
 }
 

@@ -99,19 +99,12 @@ func (e *endpointsController) setup(c *app.Context) (app.Reconciler, error) {
 		return nil, fmt.Errorf("--endpoint-updates-batch-period must not be negative, not %v", e.batchPeriod)
 	}
 	e.api, e.log, e.ctx, e.started = c.Client, c.Logger, c, e.now()
-	for _, m := range []struct {
-		name, help string
-		v          *atomic.Int64
-	}{
-		{"kplane_endpointsctl_endpoints_creates_total", "Endpoints objects created.", &e.creates},
-		{"kplane_endpointsctl_endpoints_updates_total", "Endpoints objects updated.", &e.updates},
-		{"kplane_endpointsctl_endpoints_deletes_total", "Endpoints objects deleted.", &e.deletes},
-	} {
-		v := m.v
-		if err := c.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: m.name, Help: m.help},
-			func() float64 { return float64(v.Load()) })); err != nil {
-			return nil, fmt.Errorf("register metric %s: %w", m.name, err)
-		}
+	if err := c.RegisterCounters(
+		app.Counter{Name: "kplane_endpointsctl_endpoints_creates_total", Help: "Endpoints objects created.", Value: &e.creates},
+		app.Counter{Name: "kplane_endpointsctl_endpoints_updates_total", Help: "Endpoints objects updated.", Value: &e.updates},
+		app.Counter{Name: "kplane_endpointsctl_endpoints_deletes_total", Help: "Endpoints objects deleted.", Value: &e.deletes},
+	); err != nil {
+		return nil, err
 	}
 	e.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "kplane_endpointsctl_readiness_to_write_seconds",

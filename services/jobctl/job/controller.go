@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kplane/kplane/pkg/app"
@@ -58,7 +57,7 @@ type jobController struct {
 	backoff  Backoff
 	now      func() time.Time
 
-	createCalls, createFailures, deleteCalls, finalizerRemovals atomic.Int64
+	finalizerRemovals atomic.Int64
 }
 
 // NewService returns jobctl: the binary's main runs it with app.Main.
@@ -102,35 +101,15 @@ func (r *jobController) setup(c *app.Context) (app.Reconciler, error) {
 		Cap:  time.Duration(float64(defaultBackoffCap) * r.backoffScale),
 	}
 	r.api, r.log, r.ctx = c.Client, c.Logger, c
-	for _, m := range []struct {
-		name, help string
-		v          *atomic.Int64
-	}{
-		{"kplane_jobctl_pod_create_calls_total", "Pod create calls made, successful or not.", &r.createCalls},
-		{"kplane_jobctl_pod_create_failures_total", "Pod create calls that failed.", &r.createFailures},
-		{"kplane_jobctl_pod_delete_calls_total", "Pod delete calls made, successful or not.", &r.deleteCalls},
-		{"kplane_jobctl_finalizer_removals_total", "job-tracking finalizers removed from pods.", &r.finalizerRemovals},
-	} {
-		v := m.v
-		if err := c.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: m.name, Help: m.help},
-			func() float64 { return float64(v.Load()) })); err != nil {
-			return nil, fmt.Errorf("register metric %s: %w", m.name, err)
-		}
-	}
 	r.recorder = record.New(c.Client, "job-controller", c.Identity, c.Logger)
-	r.control = &controller.ObjectControl{
-		API: c.Client, Expectations: r.exp, OwnerKey: jobKeyOf,
-		Calls: func(op string, err error) {
-			switch op {
-			case "create":
-				r.createCalls.Add(1)
-				if err != nil {
-					r.createFailures.Add(1)
-				}
-			case "delete":
-				r.deleteCalls.Add(1)
-			}
-		},
+	r.control = &controller.ObjectControl{API: c.Client, Expectations: r.exp, OwnerKey: jobKeyOf}
+	if err := c.RegisterCounters(
+		app.Counter{Name: "kplane_jobctl_pod_create_calls_total", Help: "Pod create calls made, successful or not.", Value: &r.control.Counts.Creates},
+		app.Counter{Name: "kplane_jobctl_pod_create_failures_total", Help: "Pod create calls that failed.", Value: &r.control.Counts.CreateFailures},
+		app.Counter{Name: "kplane_jobctl_pod_delete_calls_total", Help: "Pod delete calls made, successful or not.", Value: &r.control.Counts.Deletes},
+		app.Counter{Name: "kplane_jobctl_finalizer_removals_total", Help: "job-tracking finalizers removed from pods.", Value: &r.finalizerRemovals},
+	); err != nil {
+		return nil, err
 	}
 	r.pods = c.Informers.ForKind("Pod")
 	r.jobs = c.Informers.ForKind(kindJob)

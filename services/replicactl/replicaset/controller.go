@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kplane/kplane/pkg/apiutil"
@@ -44,7 +43,7 @@ type replicaController struct {
 
 	// Counters behind the /metrics series registered in setup (and read
 	// by tests).
-	createCalls, createFailures, createRounds, deleteCalls atomic.Int64
+	createRounds atomic.Int64
 }
 
 // NewService returns replicactl: the binary's main runs it with app.Main.
@@ -86,35 +85,15 @@ func (r *replicaController) setup(c *app.Context) (app.Reconciler, error) {
 		return nil, fmt.Errorf("--burst-replicas must be at least 1, not %d", r.burst)
 	}
 	r.api, r.log, r.ctx = c.Client, c.Logger, c
-	for _, m := range []struct {
-		name, help string
-		v          *atomic.Int64
-	}{
-		{"kplane_replicactl_pod_create_calls_total", "Pod create calls made, successful or not.", &r.createCalls},
-		{"kplane_replicactl_pod_create_failures_total", "Pod create calls that failed.", &r.createFailures},
-		{"kplane_replicactl_create_rounds_total", "Reconciles that created pods (each in slow-start batches).", &r.createRounds},
-		{"kplane_replicactl_pod_delete_calls_total", "Pod delete calls made, successful or not.", &r.deleteCalls},
-	} {
-		v := m.v
-		if err := c.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: m.name, Help: m.help},
-			func() float64 { return float64(v.Load()) })); err != nil {
-			return nil, fmt.Errorf("register metric %s: %w", m.name, err)
-		}
-	}
 	r.recorder = record.New(c.Client, "replicaset-controller", c.Identity, c.Logger)
-	r.control = &controller.ObjectControl{
-		API: c.Client, Expectations: r.exp, OwnerKey: controllerKey,
-		Calls: func(op string, err error) {
-			switch op {
-			case "create":
-				r.createCalls.Add(1)
-				if err != nil {
-					r.createFailures.Add(1)
-				}
-			case "delete":
-				r.deleteCalls.Add(1)
-			}
-		},
+	r.control = &controller.ObjectControl{API: c.Client, Expectations: r.exp, OwnerKey: controllerKey}
+	if err := c.RegisterCounters(
+		app.Counter{Name: "kplane_replicactl_pod_create_calls_total", Help: "Pod create calls made, successful or not.", Value: &r.control.Counts.Creates},
+		app.Counter{Name: "kplane_replicactl_pod_create_failures_total", Help: "Pod create calls that failed.", Value: &r.control.Counts.CreateFailures},
+		app.Counter{Name: "kplane_replicactl_create_rounds_total", Help: "Reconciles that created pods (each in slow-start batches).", Value: &r.createRounds},
+		app.Counter{Name: "kplane_replicactl_pod_delete_calls_total", Help: "Pod delete calls made, successful or not.", Value: &r.control.Counts.Deletes},
+	); err != nil {
+		return nil, err
 	}
 	r.pods = c.Informers.ForKind("Pod")
 	r.owners = map[string]*informer.Informer{

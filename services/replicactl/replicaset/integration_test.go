@@ -550,7 +550,7 @@ func TestRejectedTemplateFailsFast(t *testing.T) {
 
 	// Slow start: every failing reconcile made a single call (the first
 	// batch, of one), not one per missing replica.
-	if calls, rounds := rc.createCalls.Load(), rc.createRounds.Load(); calls == 0 || calls > rounds {
+	if calls, rounds := rc.control.Counts.Creates.Load(), rc.createRounds.Load(); calls == 0 || calls > rounds {
 		t.Fatalf("%d create calls in %d reconciles; slow start should stop each after its first failed batch of one", calls, rounds)
 	}
 
