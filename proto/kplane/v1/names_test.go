@@ -449,7 +449,30 @@ var kubernetesTypes = map[string]string{
 		template PodTemplateSpec
 		ttlSecondsAfterFinished int32
 		completionMode string
-		suspend bool`,
+		suspend bool
+		podFailurePolicy PodFailurePolicy
+		backoffLimitPerIndex int32
+		maxFailedIndexes int32
+		podReplacementPolicy string
+		successPolicy SuccessPolicy`,
+	"PodFailurePolicy": `
+		rules []PodFailurePolicyRule`,
+	"PodFailurePolicyRule": `
+		action string
+		onExitCodes PodFailurePolicyOnExitCodesRequirement
+		onPodConditions []PodFailurePolicyOnPodConditionsPattern`,
+	"PodFailurePolicyOnExitCodesRequirement": `
+		containerName string
+		operator string
+		values []int32`,
+	"PodFailurePolicyOnPodConditionsPattern": `
+		type string
+		status string`,
+	"SuccessPolicy": `
+		rules []SuccessPolicyRule`,
+	"SuccessPolicyRule": `
+		succeededIndexes string
+		succeededCount int32`,
 	"JobStatus": `
 		conditions []JobCondition
 		startTime Time
@@ -458,7 +481,13 @@ var kubernetesTypes = map[string]string{
 		succeeded int32
 		failed int32
 		completedIndexes string
-		ready int32`,
+		ready int32
+		terminating int32
+		failedIndexes string
+		uncountedTerminatedPods UncountedTerminatedPods`,
+	"UncountedTerminatedPods": `
+		succeeded []string
+		failed []string`,
 	"JobCondition": `
 		type string
 		status string
