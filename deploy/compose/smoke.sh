@@ -96,6 +96,21 @@ echo "+ curl http://127.0.0.1:6443/api/v1/namespaces/default/pods/$pod:8080/prox
 # Running is not listening yet: the pod's httpd may still be starting.
 wait_for "the apiserver's pod proxy reaches $pod" 60 pod_proxy_answers
 
+# --- the apiserver's service proxy, from the Docker host (README, the Service web) ---
+# Its answers come from the web pods; over several requests more than one.
+svc_seen=""
+service_proxy_answers() {
+	local body
+	body="$(curl -sS -m 10 "http://127.0.0.1:6443/api/v1/namespaces/default/services/web:80/proxy/")" || return 1
+	grep -q "^hello from web-" <<<"$body" || return 1
+	grep -qxF "$body" <<<"$svc_seen" || svc_seen+="$body"$'\n'
+	[ "$(grep -c . <<<"$svc_seen")" -ge 2 ]
+}
+echo "+ curl http://127.0.0.1:6443/api/v1/namespaces/default/services/web:80/proxy/"
+# endpointsctl lists a pod once its readiness probe passes.
+wait_for "the apiserver's service proxy answers from two web pods" 60 service_proxy_answers
+echo -n "$svc_seen"
+
 # --- the README's grpcurl walk-through: health, create, list, watch, delete, an error ---
 # grpc_ok WHAT PATTERN ARGS...: grpcurl ARGS must succeed and print PATTERN.
 grpc_ok() {

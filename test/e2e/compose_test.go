@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -139,7 +140,9 @@ func (c *composeStack) runningPods(selector string) int {
 }
 
 // TestCompose builds the images, starts deploy/compose/compose.yaml, runs
-// the example ReplicaSet on the exec-runtime node containers, kills the
+// the example ReplicaSet and Service on the exec-runtime node containers,
+// checks Services (an allocated clusterIP from a pod, the apiserver's
+// service proxy from the host) and the pod network, runs a Job, kills the
 // replicactl leader's container, checks that a standby takes over and
 // keeps the ReplicaSet converged, scales replicactl to three replicas
 // and takes everything down again (volumes included, also on failure).
@@ -472,10 +475,12 @@ func (c *composeStack) checkPodNetwork(kpctl func(args ...string) string, networ
 }
 
 // checkServiceProxy runs a web server pod on each node behind a Service
-// (clusterIP given, no selector: the test writes its Endpoints), and a
-// pod on node-1 that fetches the clusterIP 30 times: node-1's proxy, in
-// node-1's network namespace, spreads them over the pods of all three
-// nodes.
+// with a selector and no clusterIP: the apiserver allocates one,
+// endpointsctl writes the Endpoints. A pod on node-1 fetches the clusterIP
+// 30 times: node-1's proxy, in node-1's network namespace, spreads them
+// over the pods of all three nodes. From the Docker host, the apiserver's
+// service proxy reaches all three too, and the example's Service web
+// answers as the README shows.
 func (c *composeStack) checkServiceProxy(kpctl func(args ...string) string) {
 	t := c.t
 	for i := 1; i <= 3; i++ {
@@ -487,49 +492,68 @@ func (c *composeStack) checkServiceProxy(kpctl func(args ...string) string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	ep := &kplanev1.Endpoints{Metadata: &kplanev1.ObjectMeta{Name: "hello", Namespace: "default"}}
+	var ips []string
 	for i := 1; i <= 3; i++ {
 		name, node := fmt.Sprintf("hello-%d", i), fmt.Sprintf("node-%d", i)
 		pod := kplanev1.MustWrap(&kplanev1.Pod{
-			Metadata: &kplanev1.ObjectMeta{Name: name, Namespace: "default"},
+			Metadata: &kplanev1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{"app": "hello"}},
 			Spec: &kplanev1.PodSpec{NodeName: node, Containers: []*kplanev1.Container{{
 				Name: "httpd", Image: "busybox", Command: []string{"sh", "-c",
 					`echo "hello from $KPLANE_POD_NAME" > index.html && exec httpd -f -p "$KPLANE_POD_IP:8080" -h .`},
+				Ports:          []*kplanev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
 				ReadinessProbe: &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: kplanev1.IntOrStringFromInt32(8080)}, PeriodSeconds: 1},
 			}}},
 		})
 		if _, err := c.api.Create(ctx, &kplanev1.CreateRequest{Object: pod}); err != nil {
 			t.Fatalf("create %s: %v", name, err)
 		}
-		var ip string
+	}
+	for i := 1; i <= 3; i++ {
+		name := fmt.Sprintf("hello-%d", i)
 		c.eventually(name+" Running and Ready", 2*time.Minute, func() bool {
 			resp, err := c.api.Get(ctx, &kplanev1.GetRequest{Kind: "Pod", Namespace: "default", Name: name})
 			p := resp.GetObject().GetPod()
 			for _, cond := range p.GetStatus().GetConditions() {
-				if err == nil && cond.GetType() == "Ready" && cond.GetStatus() == "True" {
-					ip = p.GetStatus().GetPodIp()
-					return ip != ""
+				if err == nil && cond.GetType() == "Ready" && cond.GetStatus() == "True" && p.GetStatus().GetPodIp() != "" {
+					ips = append(ips, p.GetStatus().GetPodIp())
+					return true
 				}
 			}
 			return false
 		})
-		ep.Subsets = append(ep.Subsets, &kplanev1.EndpointSubset{
-			Addresses: []*kplanev1.EndpointAddress{{Ip: ip, NodeName: node}},
-			Ports:     []*kplanev1.EndpointPort{{Name: "http", Port: 8080}},
-		})
 	}
-	// 127.16.0.0/12 is the default service range: a loopback address, so
-	// each node's proxy binds it in the node's network namespace.
-	const clusterIP = "127.16.0.100"
-	svc := kplanev1.MustWrap(&kplanev1.Service{
+	slices.Sort(ips)
+	// No clusterIP: the apiserver allocates one from its default range,
+	// 127.16.0.0/12, a loopback range, so each node's proxy binds it in
+	// the node's network namespace.
+	resp, err := c.api.Create(ctx, &kplanev1.CreateRequest{Object: kplanev1.MustWrap(&kplanev1.Service{
 		Metadata: &kplanev1.ObjectMeta{Name: "hello", Namespace: "default"},
-		Spec:     &kplanev1.ServiceSpec{ClusterIp: clusterIP, Ports: []*kplanev1.ServicePort{{Name: "http", Port: 80, TargetPort: kplanev1.IntOrStringFromInt32(8080)}}},
-	})
-	for _, o := range []*kplanev1.Object{svc, kplanev1.MustWrap(ep)} {
-		if _, err := c.api.Create(ctx, &kplanev1.CreateRequest{Object: o}); err != nil {
-			t.Fatalf("create %s: %v", o.Key(), err)
-		}
+		Spec: &kplanev1.ServiceSpec{Selector: map[string]string{"app": "hello"},
+			Ports: []*kplanev1.ServicePort{{Name: "http", Port: 80, TargetPort: kplanev1.IntOrStringFromString("http")}}},
+	})})
+	if err != nil {
+		t.Fatalf("create Service hello: %v", err)
 	}
+	clusterIP := resp.GetObject().GetService().GetSpec().GetClusterIp()
+	if ip, err := netip.ParseAddr(clusterIP); err != nil || !netip.MustParsePrefix("127.16.0.0/12").Contains(ip) {
+		t.Fatalf("Service hello got clusterIP %q, want one allocated from 127.16.0.0/12", clusterIP)
+	}
+	var addrs []string
+	c.eventually("endpointsctl lists the three hello pods in Endpoints hello", 2*time.Minute, func() bool {
+		resp, err := c.api.Get(ctx, &kplanev1.GetRequest{Kind: "Endpoints", Namespace: "default", Name: "hello"})
+		if err != nil {
+			return false
+		}
+		addrs = nil
+		for _, s := range resp.GetObject().GetEndpoints().GetSubsets() {
+			for _, a := range s.GetAddresses() {
+				addrs = append(addrs, a.GetIp())
+			}
+		}
+		slices.Sort(addrs)
+		return slices.Equal(addrs, ips)
+	})
+
 	script := `for i in $(seq 1 60); do wget -qO- http://` + clusterIP + `/ && break; sleep 1; done; for i in $(seq 1 30); do wget -qO- http://` + clusterIP + `/ || exit 1; done`
 	client := kplanev1.MustWrap(&kplanev1.Pod{
 		Metadata: &kplanev1.ObjectMeta{Name: "hello-client", Namespace: "default"},
@@ -554,4 +578,39 @@ func (c *composeStack) checkServiceProxy(kpctl func(args ...string) string) {
 			t.Fatalf("30 requests to %s from node-1 never reached hello-%d on node-%d; the log:\n%s", clusterIP, i, i, out)
 		}
 	}
+
+	// From the Docker host through the apiserver's published port: the
+	// service proxy spreads requests over the pods of all three nodes.
+	get := func(url string) (string, error) {
+		client := http.Client{Timeout: 10 * time.Second}
+		r, err := client.Get(url)
+		if err != nil {
+			return "", err
+		}
+		b, err := io.ReadAll(r.Body)
+		_ = r.Body.Close() // read-only; a read error is returned
+		if err == nil && r.StatusCode != http.StatusOK {
+			err = fmt.Errorf("%s: %s", r.Status, b)
+		}
+		return strings.TrimSpace(string(b)), err
+	}
+	proxyURL := "http://" + c.addr + "/api/v1/namespaces/default/services/hello:80/proxy/"
+	seen := map[string]bool{}
+	c.eventually("GET "+proxyURL+" from the Docker host to reach hello-1..3", time.Minute, func() bool {
+		body, err := get(proxyURL)
+		if err != nil {
+			return false
+		}
+		if !strings.HasPrefix(body, "hello from hello-") {
+			t.Fatalf("GET %s answered %q", proxyURL, body)
+		}
+		seen[body] = true
+		return len(seen) == 3
+	})
+	// The README's example: the Service web of examples/web.yaml.
+	webURL := "http://" + c.addr + "/api/v1/namespaces/default/services/web:80/proxy/"
+	c.eventually("GET "+webURL+" from the Docker host to answer from a web pod", time.Minute, func() bool {
+		body, err := get(webURL)
+		return err == nil && strings.HasPrefix(body, "hello from web-")
+	})
 }
