@@ -25,22 +25,9 @@ import (
 func TestCronJobController(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	s, err := stack.Start(ctx, stack.Options{
+	s := startStack(ctx, t, stack.Options{
 		BinDir: binDir, DataDir: t.TempDir(), Controllers: []string{"cronjobctl"},
 		Runtime: stack.RuntimeFake, Nodes: 1,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), time.Minute)
-		defer scancel()
-		if err := s.Stop(sctx); err != nil {
-			t.Errorf("stop stack: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("logs in %s", s.Options().LogDir)
-		}
 	})
 	c, err := client.Dial(ctx, client.Options{Address: s.APIAddr()})
 	if err != nil {

@@ -12,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
 	"github.com/kplane/kplane/test/e2e/stack"
@@ -33,32 +30,14 @@ func TestPodNetwork(t *testing.T) {
 	cluster := netip.MustParsePrefix(fmt.Sprintf("127.%d.0.0/16", 200+os.Getpid()%50))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	s, err := stack.Start(ctx, stack.Options{
+	s := startStack(ctx, t, stack.Options{
 		BinDir: binDir, DataDir: t.TempDir(), Controllers: []string{"scheduler", "ipamctl"}, Nodes: 3,
 		Args: map[string][]string{
 			"ipamctl":   {"--cluster-cidr", cluster.String()},
 			"nodeagent": {"--heartbeat-interval", "1s", "--housekeeping-interval", "500ms"},
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), time.Minute)
-		defer scancel()
-		if err := s.Stop(sctx); err != nil {
-			t.Errorf("stop stack: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("logs in %s", s.Options().LogDir)
-		}
-	})
-	conn, err := grpc.NewClient(s.APIAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	c := &naCluster{t: t, addr: s.APIAddr(), api: kplanev1.NewResourcesClient(conn)}
+	c := &naCluster{t: t, addr: s.APIAddr(), api: dialAPI(t, s.APIAddr())}
 
 	names := []string{"node-1", "node-2", "node-3"}
 	ranges := map[string]netip.Prefix{}

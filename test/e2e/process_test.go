@@ -6,7 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 	"github.com/kplane/kplane/test/e2e/internal/launcher"
+	"github.com/kplane/kplane/test/e2e/stack"
 )
 
 // startProcess starts binary (from binDir) as name with a free HTTP
@@ -43,4 +48,37 @@ func launch(t *testing.T, cfg launcher.Config) *launcher.Process {
 		}
 	})
 	return p
+}
+
+// startStack starts a local stack for the test (test/e2e/stack) and stops
+// it when the test ends, naming its logs when the test failed.
+func startStack(ctx context.Context, t *testing.T, opts stack.Options) *stack.Stack {
+	t.Helper()
+	s, err := stack.Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), time.Minute)
+		defer scancel()
+		if err := s.Stop(sctx); err != nil {
+			t.Errorf("stop stack: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("logs in %s", s.Options().LogDir)
+		}
+	})
+	return s
+}
+
+// dialAPI connects to the apiserver at addr; the connection closes when
+// the test ends.
+func dialAPI(t *testing.T, addr string) kplanev1.ResourcesClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return kplanev1.NewResourcesClient(conn)
 }

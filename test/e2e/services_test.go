@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -92,7 +90,7 @@ func TestServicesEndToEnd(t *testing.T) {
 	cluster := netip.MustParsePrefix(fmt.Sprintf("127.%d.0.0/16", 200+os.Getpid()%50))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	s, err := stack.Start(ctx, stack.Options{
+	s := startStack(ctx, t, stack.Options{
 		BinDir: binDir, DataDir: t.TempDir(), Nodes: 3,
 		Controllers: []string{"scheduler", "ipamctl", "replicactl", "nodectl", "endpointsctl"},
 		Args: map[string][]string{
@@ -100,25 +98,7 @@ func TestServicesEndToEnd(t *testing.T) {
 			"proxy":   {"--log-level", "debug"},
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), time.Minute)
-		defer scancel()
-		if err := s.Stop(sctx); err != nil {
-			t.Errorf("stop stack: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("logs in %s", s.Options().LogDir)
-		}
-	})
-	conn, err := grpc.NewClient(s.APIAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	c := &epCluster{t: t, s: s, api: kplanev1.NewResourcesClient(conn)}
+	c := &epCluster{t: t, s: s, api: dialAPI(t, s.APIAddr())}
 	proxyHealth := s.Service("proxy").HealthAddr
 
 	web := map[string]string{"app": "web"}
