@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/kplane/kplane/pkg/apiutil"
+	"github.com/kplane/kplane/pkg/backoff"
 	"github.com/kplane/kplane/pkg/client"
 	"github.com/kplane/kplane/pkg/informer"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -60,8 +62,17 @@ func (c *ObjectControl) Create(ctx context.Context, key string, n int, newObj fu
 		if err == nil {
 			resp, err = c.API.Create(ctx, &kplanev1.CreateRequest{Object: obj})
 		}
-		exp.WriteAcknowledged(key, revisionOf(resp.GetObject(), err))
 		c.called("create", err)
+		if err != nil && obj != nil && client.MayHaveWritten(err) {
+			// The create may have been committed (a timeout, the apiserver
+			// gone mid-call): lowering the expectation now could create the
+			// object twice. Keep it expected until the cache has caught up
+			// with a revision read after the failure, which shows either way.
+			exp.WriteAcknowledged(key, c.revisionAfterFailure(ctx, obj))
+			failed.Add(1)
+			return err
+		}
+		exp.WriteAcknowledged(key, revisionOf(resp.GetObject(), err))
 		if err != nil {
 			failed.Add(1)
 			exp.CreationFailed(key)
@@ -171,6 +182,32 @@ func (c *ObjectControl) ObserveDelete(obj any) {
 
 // revisionOf is the revision a successful write returned, 0 otherwise (0
 // keeps the revision rule from releasing the owner early).
+// unknownOutcomeWait bounds how long revisionAfterFailure retries; past it
+// the expectation stays until its TTL.
+const unknownOutcomeWait = 30 * time.Second
+
+// revisionAfterFailure reads the apiserver's current revision for obj's
+// kind (a one-item List), retrying while the apiserver is unreachable. 0
+// when it cannot be read: the expectation then waits for its TTL.
+func (c *ObjectControl) revisionAfterFailure(ctx context.Context, obj *kplanev1.Object) int64 {
+	ctx, cancel := context.WithTimeout(ctx, unknownOutcomeWait)
+	defer cancel()
+	b := backoff.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Cap: 2 * time.Second}
+	for attempt := 0; ; attempt++ {
+		list, err := c.API.List(ctx, &kplanev1.ListRequest{Kind: obj.KindName(), Namespace: obj.Meta().GetNamespace(), Limit: 1})
+		if err == nil {
+			rev, perr := apiutil.ParseResourceVersion(list.GetResourceVersion())
+			if perr != nil {
+				return 0
+			}
+			return rev
+		}
+		if backoff.Sleep(ctx, b.Delay(attempt)) != nil {
+			return 0
+		}
+	}
+}
+
 func revisionOf(obj *kplanev1.Object, err error) int64 {
 	if err != nil || obj == nil {
 		return 0

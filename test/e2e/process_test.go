@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,4 +83,16 @@ func dialAPI(t *testing.T, addr string) kplanev1.ResourcesClient {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return kplanev1.NewResourcesClient(conn)
+}
+
+// logTail returns the last n lines of the file at path (or why it could
+// not be read), for a failed test's output: the file itself goes with the
+// test's temporary directory.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

@@ -102,7 +102,8 @@ func (c *cluster) start(name, binary string, args []string, grpcHealth string) *
 		defer cancel()
 		_ = p.Kill(ctx)
 		if c.tb.Failed() {
-			c.tb.Logf("%s log: %s", name, p.LogPath())
+			// The log's directory goes with the test: show its end here.
+			c.tb.Logf("%s log (%s), last lines:\n%s", name, p.LogPath(), logTail(p.LogPath(), 40))
 		}
 	})
 	return p
