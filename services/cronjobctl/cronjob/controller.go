@@ -126,11 +126,13 @@ func (r *cronJobController) Reconcile(ctx context.Context, key string) error {
 	now := r.clock.Now()
 	plan := Decide(cj, jobs, now)
 	for _, e := range plan.Events {
-		r.recorder.Eventf(ctx, obj, e.Type, e.Reason, "%s", e.Message)
+		// Counted before it is reported, so whoever sees the Event sees
+		// the count too.
 		switch e.Reason {
 		case "JobAlreadyActive", "MissedSchedule", "TooManyMissedTimes":
 			r.skipped.WithLabelValues(e.Reason).Inc()
 		}
+		r.recorder.Eventf(ctx, obj, e.Type, e.Reason, "%s", e.Message)
 	}
 	st := plan.Status
 	if err := r.deleteJobs(ctx, obj, plan.DeleteActive, "Replace"); err != nil {

@@ -245,6 +245,12 @@ func TestRunsOnScheduleAndTrimsHistory(t *testing.T) {
 	if !h.hasEvent("tick", "SawCompletedJob") || !h.hasEvent("tick", "SuccessfulDelete") || !h.hasEvent("tick", "SuccessfulCreate") {
 		t.Error("events missing")
 	}
+	// A call is counted once it returned, which can be after its effect
+	// is visible: wait for the counts, then hold them exact.
+	testutil.Eventually(t, 30*time.Second, "jobs_created_total 4 and jobs_deleted_total{reason=history} 2", func() bool {
+		return h.metric("kplane_cronjobctl_jobs_created_total", nil) >= 4 &&
+			h.metric("kplane_cronjobctl_jobs_deleted_total", map[string]string{"reason": "history"}) >= 2
+	})
 	if got := h.metric("kplane_cronjobctl_jobs_created_total", nil); got != 4 {
 		t.Errorf("jobs_created_total = %v, want 4", got)
 	}
@@ -271,6 +277,7 @@ func TestForbidSkipsWhileActive(t *testing.T) {
 	if got := h.jobNames(cj); len(got) != 1 {
 		t.Fatalf("Forbid started a second job while one runs: %v", got)
 	}
+	// Counted before the Event is written, so it shows at once.
 	if got := h.metric("kplane_cronjobctl_runs_skipped_total", map[string]string{"reason": "JobAlreadyActive"}); got < 1 {
 		t.Errorf("runs_skipped_total{reason=JobAlreadyActive} = %v", got)
 	}
