@@ -203,27 +203,9 @@ func TestEndpointsctl(t *testing.T) {
 	// probe (exec; the node agent has no HTTP probes) tests for that file.
 	flags := t.TempDir()
 	web := map[string]string{"app": "web"}
-	script := `mkdir -p www && cd www && echo "$KPLANE_POD_NAME" > index.html && exec python3 -u -m http.server 8080 --bind "$KPLANE_POD_IP"`
-	c.create(kplanev1.MustWrap(&kplanev1.ReplicaSet{
-		Metadata: &kplanev1.ObjectMeta{Name: "web", Namespace: "default"},
-		Spec: &kplanev1.ReplicaSetSpec{
-			Replicas: proto.Int32(3),
-			Selector: &kplanev1.LabelSelector{MatchLabels: web},
-			Template: &kplanev1.PodTemplateSpec{
-				Metadata: &kplanev1.ObjectMeta{Labels: web},
-				Spec: &kplanev1.PodSpec{
-					TerminationGracePeriodSeconds: proto.Int64(1),
-					Containers: []*kplanev1.Container{{
-						Name: "web", Image: "local", Command: []string{"sh", "-c", script},
-						Ports: []*kplanev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-						ReadinessProbe: &kplanev1.Probe{
-							Exec:          &kplanev1.ExecAction{Command: []string{"sh", "-c", "test -e " + flags + `/"$KPLANE_POD_NAME"`}},
-							PeriodSeconds: 1, FailureThreshold: 1,
-						},
-					}},
-				},
-			},
-		},
+	c.create(nameServerReplicaSet(web, &kplanev1.Probe{
+		Exec:          &kplanev1.ExecAction{Command: []string{"sh", "-c", "test -e " + flags + `/"$KPLANE_POD_NAME"`}},
+		PeriodSeconds: 1, FailureThreshold: 1,
 	}))
 	c.create(epService("web", web, &kplanev1.ServicePort{Name: "http", Port: 80, Protocol: "TCP", TargetPort: kplanev1.IntOrStringFromString("http")}))
 	c.create(epService("multi", web,
@@ -365,4 +347,29 @@ func TestEndpointsctl(t *testing.T) {
 func hasKey(m map[string]string, k string) bool {
 	_, ok := m[k]
 	return ok
+}
+
+// nameServerReplicaSet is a ReplicaSet "web" of 3 pods labelled labels,
+// each serving HTTP on its container port "http" (8080) with its own pod
+// name as the body, ready as readiness says.
+func nameServerReplicaSet(labels map[string]string, readiness *kplanev1.Probe) *kplanev1.Object {
+	script := `mkdir -p www && cd www && echo "$KPLANE_POD_NAME" > index.html && exec python3 -u -m http.server 8080 --bind "$KPLANE_POD_IP"`
+	return kplanev1.MustWrap(&kplanev1.ReplicaSet{
+		Metadata: &kplanev1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: &kplanev1.ReplicaSetSpec{
+			Replicas: proto.Int32(3),
+			Selector: &kplanev1.LabelSelector{MatchLabels: labels},
+			Template: &kplanev1.PodTemplateSpec{
+				Metadata: &kplanev1.ObjectMeta{Labels: labels},
+				Spec: &kplanev1.PodSpec{
+					TerminationGracePeriodSeconds: proto.Int64(1),
+					Containers: []*kplanev1.Container{{
+						Name: "web", Image: "local", Command: []string{"sh", "-c", script},
+						Ports:          []*kplanev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+						ReadinessProbe: readiness,
+					}},
+				},
+			},
+		},
+	})
 }

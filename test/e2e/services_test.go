@@ -109,25 +109,7 @@ func TestServicesEndToEnd(t *testing.T) {
 	if got := c.create(headless).GetService().GetSpec().GetClusterIp(); got != "None" {
 		t.Fatalf("headless Service got clusterIP %q, want None", got)
 	}
-	script := `mkdir -p www && cd www && echo "$KPLANE_POD_NAME" > index.html && exec python3 -u -m http.server 8080 --bind "$KPLANE_POD_IP"`
-	c.create(kplanev1.MustWrap(&kplanev1.ReplicaSet{
-		Metadata: &kplanev1.ObjectMeta{Name: "web", Namespace: "default"},
-		Spec: &kplanev1.ReplicaSetSpec{
-			Replicas: proto.Int32(3),
-			Selector: &kplanev1.LabelSelector{MatchLabels: web},
-			Template: &kplanev1.PodTemplateSpec{
-				Metadata: &kplanev1.ObjectMeta{Labels: web},
-				Spec: &kplanev1.PodSpec{
-					TerminationGracePeriodSeconds: proto.Int64(1),
-					Containers: []*kplanev1.Container{{
-						Name: "web", Image: "local", Command: []string{"sh", "-c", script},
-						Ports:          []*kplanev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-						ReadinessProbe: &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: kplanev1.IntOrStringFromString("http")}, PeriodSeconds: 1},
-					}},
-				},
-			},
-		},
-	}))
+	c.create(nameServerReplicaSet(web, &kplanev1.Probe{TcpSocket: &kplanev1.TCPSocketAction{Port: kplanev1.IntOrStringFromString("http")}, PeriodSeconds: 1}))
 	// No clusterIP given: the apiserver allocates one from its default
 	// range, 127.16.0.0/12.
 	websvc := c.create(epService("web", web, &kplanev1.ServicePort{Name: "http", Port: svcPort, Protocol: "TCP", TargetPort: kplanev1.IntOrStringFromString("http")})).GetService()
