@@ -56,6 +56,11 @@ type cronJobController struct {
 	ctx                       *app.Context
 	cronJobs                  *informer.Informer
 	jobs                      *informer.Informer
+	// written holds the statuses this controller wrote until the CronJob
+	// cache shows them: a reconcile woken before the watch event (by the
+	// clock, or by the Job it just created) must still see the run it
+	// started, or Forbid would start a second one.
+	written *controller.MutationCache
 }
 
 // NewService returns cronjobctl: the binary's main runs it with app.Main.
@@ -80,6 +85,7 @@ func NewService(opts ...Option) app.Service {
 
 func (r *cronJobController) setup(c *app.Context) (app.Reconciler, error) {
 	r.api, r.log, r.ctx = c.Client, c.Logger, c
+	r.written = controller.NewMutationCache()
 	r.created = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kplane_cronjobctl_jobs_created_total",
 		Help: "Jobs created for scheduled runs."}, nil)
 	r.deleted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kplane_cronjobctl_jobs_deleted_total",
@@ -116,8 +122,10 @@ func (r *cronJobController) Reconcile(ctx context.Context, key string) error {
 	namespace, name := kplanev1.SplitKey(key)
 	obj, ok := r.cronJobs.Store().GetByName(namespace, name)
 	if !ok {
+		r.written.Forget(key)
 		return nil
 	}
+	obj = r.written.Newest(obj)
 	cj := obj.GetCronJob()
 	jobs, err := r.children(ctx, cj)
 	if err != nil {
@@ -246,7 +254,7 @@ func (r *cronJobController) updateStatus(ctx context.Context, cj *kplanev1.CronJ
 	if statusEqual(cj.GetStatus(), st) {
 		return nil
 	}
-	_, _, err := controller.UpdateStatus(ctx, r.api, cj, func(cur *kplanev1.CronJob) *kplanev1.CronJob {
+	written, wrote, err := controller.UpdateStatus(ctx, r.api, cj, func(cur *kplanev1.CronJob) *kplanev1.CronJob {
 		if statusEqual(cur.GetStatus(), st) {
 			return nil
 		}
@@ -260,6 +268,9 @@ func (r *cronJobController) updateStatus(ctx context.Context, cj *kplanev1.CronJ
 	})
 	if err != nil {
 		return fmt.Errorf("update status of %s/%s: %w", cj.GetMetadata().GetNamespace(), cj.GetMetadata().GetName(), err)
+	}
+	if wrote {
+		r.written.Wrote(kplanev1.MustWrap(written))
 	}
 	return nil
 }
