@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -75,11 +77,65 @@ func openEmbedded(ctx context.Context, cfg Config, log hclog.Logger) (*Backend, 
 	// The apiserver reaches the embedded etcd in-process (v3client), but
 	// etcd still wants client and peer listeners; bind them to free
 	// loopback ports so several apiservers (and tests) can share a host.
-	clientURL, err := freeLoopbackURL()
+	// A port is free when picked and bound a moment later, so another
+	// process can take it in between: that start is retried on new ports.
+	var e *embed.Etcd
+	for attempt := 1; ; attempt++ {
+		ec, err := embeddedConfig(cfg, dir)
+		if err != nil {
+			return nil, err
+		}
+		e, err = embed.StartEtcd(ec)
+		if err == nil {
+			break
+		}
+		if !isAddrInUse(err) || attempt == bindAttempts {
+			return nil, fmt.Errorf("start embedded etcd in %s: %w", ec.Dir, err)
+		}
+		log.Warn("embedded etcd port taken between pick and bind; retrying on new ports", "attempt", attempt, "error", err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd failed while starting: %w", err)
+	case <-ctx.Done():
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd did not start: %w", ctx.Err())
+	case <-time.After(60 * time.Second):
+		e.Server.Stop()
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd did not become ready within 60s")
+	}
+	log.Info("embedded etcd started", "data_dir", e.Config().Dir)
+	return &Backend{Client: v3client.New(e.Server), embedded: e, log: log}, nil
+}
+
+// Close closes the client and, when embedded, stops etcd after its
+// in-flight requests are applied, so no write is torn.
+func (b *Backend) Close() error {
+	err := b.Client.Close()
+	if errors.Is(err, context.Canceled) {
+		err = nil // the in-process client reports its own cancellation
+	}
+	if b.embedded != nil {
+		b.embedded.Close()
+		b.log.Info("embedded etcd stopped")
+	}
+	return err
+}
+
+// bindAttempts is how many sets of free ports the embedded etcd tries.
+const bindAttempts = 5
+
+// embeddedConfig is the single-member embedded etcd's configuration, on
+// newly picked free loopback ports.
+func embeddedConfig(cfg Config, dir string) (*embed.Config, error) {
+	clientURL, err := pickURL()
 	if err != nil {
 		return nil, err
 	}
-	peerURL, err := freeLoopbackURL()
+	peerURL, err := pickURL()
 	if err != nil {
 		return nil, err
 	}
@@ -103,41 +159,19 @@ func openEmbedded(ctx context.Context, cfg Config, log hclog.Logger) (*Backend, 
 	// Compaction is the apiserver's job (--compaction-interval), as in
 	// Kubernetes, so that it can tell its watch cache.
 	ec.AutoCompactionRetention = "0"
-
-	e, err := embed.StartEtcd(ec)
-	if err != nil {
-		return nil, fmt.Errorf("start embedded etcd in %s: %w", ec.Dir, err)
-	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		e.Close()
-		return nil, fmt.Errorf("embedded etcd failed while starting: %w", err)
-	case <-ctx.Done():
-		e.Close()
-		return nil, fmt.Errorf("embedded etcd did not start: %w", ctx.Err())
-	case <-time.After(60 * time.Second):
-		e.Server.Stop()
-		e.Close()
-		return nil, fmt.Errorf("embedded etcd did not become ready within 60s")
-	}
-	log.Info("embedded etcd started", "data_dir", ec.Dir)
-	return &Backend{Client: v3client.New(e.Server), embedded: e, log: log}, nil
+	return ec, nil
 }
 
-// Close closes the client and, when embedded, stops etcd after its
-// in-flight requests are applied, so no write is torn.
-func (b *Backend) Close() error {
-	err := b.Client.Close()
-	if errors.Is(err, context.Canceled) {
-		err = nil // the in-process client reports its own cancellation
-	}
-	if b.embedded != nil {
-		b.embedded.Close()
-		b.log.Info("embedded etcd stopped")
-	}
-	return err
+// isAddrInUse reports whether err is a listener's "address already in
+// use" (etcd wraps it in its own text, so the errno is checked and, failing
+// that, the message).
+func isAddrInUse(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
 }
+
+// pickURL picks a listen URL for embedded etcd; tests replace it to hand
+// out a taken port.
+var pickURL = freeLoopbackURL
 
 func freeLoopbackURL() (*url.URL, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
