@@ -36,12 +36,15 @@ build:
 
 # Every module's tests, with the race detector (goroutines live everywhere).
 # The e2e tests run the binaries that build just wrote; TestCompose builds
-# the images, so it needs the node image's busybox as make up does.
+# the images, so it needs the node image's busybox as make up does. Every
+# module runs even when an earlier one failed, so one run shows every
+# failure; the failed modules are listed at the end.
 test: build busybox
-	@for m in $(MODULES); do \
+	@failed=""; for m in $(MODULES); do \
 		echo "== go test -race $$m"; \
-		(cd $$m && KPLANE_BIN=$(BIN) $(GO) test -race -count=1 -timeout 20m ./...); \
-	done
+		(cd $$m && KPLANE_BIN=$(BIN) $(GO) test -race -count=1 -timeout 20m ./...) || failed="$$failed $$m"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "FAILED modules:$$failed"; exit 1; fi
 
 # gofmt, go vet, golangci-lint (staticcheck, errcheck, ... per
 # .golangci.yml) in every module, and buf lint. golangci-lint takes every
