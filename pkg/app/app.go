@@ -156,6 +156,10 @@ type Service struct {
 	Run func(ctx context.Context, c *Context) error
 	// AddFlags registers the binary's own flags.
 	AddFlags func(fs *flag.FlagSet)
+	// CheckFlags, when set, checks the binary's own flags together once
+	// they are parsed; its error is a usage error, reported before
+	// anything starts.
+	CheckFlags func() error
 	// ResyncPeriod is the default of --resync-period (DefaultResyncPeriod when 0).
 	ResyncPeriod time.Duration
 }

@@ -71,6 +71,11 @@ func parseFlags(svc Service, args []string) (*options, error) {
 	if err := o.logging.Validate(); err != nil {
 		return nil, &usageError{err}
 	}
+	if svc.CheckFlags != nil {
+		if err := svc.CheckFlags(); err != nil {
+			return nil, &usageError{err}
+		}
+	}
 	if o.workers < 1 {
 		return nil, &usageError{fmt.Errorf("--workers must be at least 1, not %d", o.workers)}
 	}

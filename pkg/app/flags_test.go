@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"os"
 	"os/exec"
 	"strings"
@@ -62,6 +63,27 @@ func TestLeaderFlagExplicitConflicts(t *testing.T) {
 		if !errors.As(err, &usage) || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%v: error %v, want a usage error containing %q", tc.args, err, tc.err)
 		}
+	}
+}
+
+// CheckFlags sees the parsed flags and its error is a usage error.
+func TestCheckFlagsRunsAfterParsing(t *testing.T) {
+	var level string
+	svc := Service{Name: "x", Reconcile: func(context.Context, string) error { return nil },
+		AddFlags:   func(fs *flag.FlagSet) { fs.StringVar(&level, "level", "", "") },
+		CheckFlags: func() error {
+			if level == "" {
+				return errors.New("--level is required")
+			}
+			return nil
+		}}
+	if _, err := parseFlags(svc, []string{"--level", "3"}); err != nil {
+		t.Fatalf("--level 3: %v", err)
+	}
+	_, err := parseFlags(svc, nil)
+	var usage *usageError
+	if !errors.As(err, &usage) || !strings.Contains(err.Error(), "--level is required") {
+		t.Fatalf("error %v, want the usage error CheckFlags returned", err)
 	}
 }
 

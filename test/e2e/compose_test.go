@@ -87,6 +87,29 @@ func (c *composeStack) healthy(id string) bool {
 	return err == nil && strings.TrimSpace(string(out)) == "true healthy"
 }
 
+// runClient runs a busybox pod that runs script on node and returns its
+// final phase and its log.
+func (c *composeStack) runClient(kpctl func(args ...string) string, name, node, script string) (phase, log string) {
+	t := c.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	pod := kplanev1.MustWrap(&kplanev1.Pod{
+		Metadata: &kplanev1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: &kplanev1.PodSpec{NodeName: node, RestartPolicy: "Never", Containers: []*kplanev1.Container{{
+			Name: "client", Image: "busybox", Command: []string{"sh", "-c", script}}}},
+	})
+	if _, err := c.api.Create(ctx, &kplanev1.CreateRequest{Object: pod}); err != nil {
+		t.Fatalf("create %s: %v", name, err)
+	}
+	c.eventually(name+" on "+node+" finished", 3*time.Minute, func() bool {
+		resp, err := c.api.Get(ctx, &kplanev1.GetRequest{Kind: "Pod", Namespace: "default", Name: name})
+		phase = resp.GetObject().GetPod().GetStatus().GetPhase()
+		return err == nil && (phase == "Succeeded" || phase == "Failed")
+	})
+	return phase, kpctl("logs", name)
+}
+
 func (c *composeStack) leaseHolder(name string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -472,6 +495,25 @@ func (c *composeStack) checkPodNetwork(kpctl func(args ...string) string, networ
 	})
 	waitServer("pn-2", "node-2")
 	fetch("pn-client-2", "pn-2")
+
+	// node-2's proxy shared the namespace the restart replaced: it sees
+	// its node IP gone (--node-ip-check-interval), exits, and its restart
+	// joins the new namespace, so node-2's pods reach cluster IPs again.
+	c.eventually("proxy-2 restarted into node-2's new network namespace", 2*time.Minute, func() bool {
+		ids := c.containers("proxy-2")
+		return len(ids) == 1 && dockerOut(t, "inspect", "--format", "{{.RestartCount}}", ids[0]) != "0" && c.healthy(ids[0])
+	})
+	getCtx, getCancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer getCancel()
+	svc, err := c.api.Get(getCtx, &kplanev1.GetRequest{Kind: "Service", Namespace: "default", Name: "hello"})
+	if err != nil {
+		t.Fatalf("get Service hello: %v", err)
+	}
+	clusterIP := svc.GetObject().GetService().GetSpec().GetClusterIp()
+	script := `for i in $(seq 1 60); do wget -qO- http://` + clusterIP + `/ && exit 0; sleep 1; done; exit 1`
+	if phase, out := c.runClient(kpctl, "hello-client-2", "node-2", script); phase != "Succeeded" || !strings.Contains(out, "hello from hello-") {
+		t.Fatalf("after node-2's restart a pod on node-2 does not reach Service hello at %s: %s; its log:\n%s", clusterIP, phase, out)
+	}
 }
 
 // checkServiceProxy runs a web server pod on each node behind a Service
@@ -555,21 +597,7 @@ func (c *composeStack) checkServiceProxy(kpctl func(args ...string) string) {
 	})
 
 	script := `for i in $(seq 1 60); do wget -qO- http://` + clusterIP + `/ && break; sleep 1; done; for i in $(seq 1 30); do wget -qO- http://` + clusterIP + `/ || exit 1; done`
-	client := kplanev1.MustWrap(&kplanev1.Pod{
-		Metadata: &kplanev1.ObjectMeta{Name: "hello-client", Namespace: "default"},
-		Spec: &kplanev1.PodSpec{NodeName: "node-1", RestartPolicy: "Never", Containers: []*kplanev1.Container{{
-			Name: "wget", Image: "busybox", Command: []string{"sh", "-c", script}}}},
-	})
-	if _, err := c.api.Create(ctx, &kplanev1.CreateRequest{Object: client}); err != nil {
-		t.Fatalf("create hello-client: %v", err)
-	}
-	var phase string
-	c.eventually("hello-client on node-1 finished", 3*time.Minute, func() bool {
-		resp, err := c.api.Get(ctx, &kplanev1.GetRequest{Kind: "Pod", Namespace: "default", Name: "hello-client"})
-		phase = resp.GetObject().GetPod().GetStatus().GetPhase()
-		return err == nil && (phase == "Succeeded" || phase == "Failed")
-	})
-	out := kpctl("logs", "hello-client")
+	phase, out := c.runClient(kpctl, "hello-client", "node-1", script)
 	if phase != "Succeeded" {
 		t.Fatalf("hello-client %s; its log:\n%s", phase, out)
 	}

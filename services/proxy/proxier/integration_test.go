@@ -299,6 +299,9 @@ func TestProxyRejectsBadFlags(t *testing.T) {
 		{[]string{"--dial-timeout", "soon"}, "not a duration"},
 		{[]string{"--node-ip", "node-1"}, "node-ip"},
 		{[]string{"--node-ip", ""}, "not an IP address"},
+		{[]string{"--node-ip-check-interval", "-1s"}, "must not be negative"},
+		{[]string{"--node-ip-check-interval", "often"}, "not a duration"},
+		{[]string{"--node-ip-check-interval", "2s"}, "--node-ip-check-interval needs --node-ip"},
 	} {
 		err := app.Run(context.Background(), NewService(), append([]string{"--apiserver", "127.0.0.1:1", "--health-addr", ""}, tc.args...))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

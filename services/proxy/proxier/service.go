@@ -28,6 +28,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"net/netip"
 	"time"
 
@@ -46,6 +47,9 @@ const DefaultDialTimeout = 5 * time.Second
 type config struct {
 	nodeIP      netip.Addr
 	dialTimeout time.Duration
+	// nodeIPCheck is how often the proxy checks that nodeIP is still an
+	// address of its network namespace (0: never).
+	nodeIPCheck time.Duration
 }
 
 func (c *config) addFlags(fs *flag.FlagSet) {
@@ -69,6 +73,26 @@ func (c *config) addFlags(fs *flag.FlagSet) {
 		c.dialTimeout = d
 		return nil
 	})
+	fs.Func("node-ip-check-interval", "how often to check that --node-ip is still an address of this network namespace; once it is gone the proxy exits, "+
+		"so that its supervisor restarts it in the node's new namespace (for a proxy that shares the network namespace of a node container, which a restart replaces; default 0: never)", func(s string) error {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("not a duration: %q", s)
+		}
+		if d < 0 {
+			return fmt.Errorf("must not be negative, not %v", d)
+		}
+		c.nodeIPCheck = d
+		return nil
+	})
+}
+
+// validate checks the flags together.
+func (c *config) validate() error {
+	if c.nodeIPCheck > 0 && !c.nodeIP.IsValid() {
+		return fmt.Errorf("--node-ip-check-interval needs --node-ip: the address to check for")
+	}
+	return nil
 }
 
 // proxy is the service: informers feed Reconcile with Service keys
@@ -98,10 +122,11 @@ func newService() (app.Service, *proxy) {
 		LeaderElected: false,
 		Workers:       4,
 		// Endpoints share their Service's name, so both map to one key.
-		Watches:  []app.Watch{{Kind: "Service"}, {Kind: "Endpoints"}},
-		AddFlags: p.cfg.addFlags,
-		Setup:    p.setup,
-		Run:      p.run,
+		Watches:    []app.Watch{{Kind: "Service"}, {Kind: "Endpoints"}},
+		AddFlags:   p.cfg.addFlags,
+		CheckFlags: p.cfg.validate,
+		Setup:      p.setup,
+		Run:        p.run,
 	}, p
 }
 
@@ -117,10 +142,14 @@ func (p *proxy) setup(c *app.Context) (app.Reconciler, error) {
 }
 
 // run holds the listeners open for the life of the process and closes
-// them, with every forwarded connection, when it ends.
+// them, with every forwarded connection, when it ends, or when the node's
+// address left the network namespace (see watchNodeIP).
 func (p *proxy) run(ctx context.Context, _ *app.Context) error {
+	defer p.proxier.Close()
+	if p.cfg.nodeIPCheck > 0 {
+		return watchNodeIP(ctx, p.c.Logger, p.cfg.nodeIP, p.cfg.nodeIPCheck, net.InterfaceAddrs)
+	}
 	<-ctx.Done()
-	p.proxier.Close()
 	return nil
 }
 
