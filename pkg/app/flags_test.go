@@ -70,7 +70,7 @@ func TestLeaderFlagExplicitConflicts(t *testing.T) {
 func TestCheckFlagsRunsAfterParsing(t *testing.T) {
 	var level string
 	svc := Service{Name: "x", Reconcile: func(context.Context, string) error { return nil },
-		AddFlags:   func(fs *flag.FlagSet) { fs.StringVar(&level, "level", "", "") },
+		AddFlags: func(fs *flag.FlagSet) { fs.StringVar(&level, "level", "", "") },
 		CheckFlags: func() error {
 			if level == "" {
 				return errors.New("--level is required")
