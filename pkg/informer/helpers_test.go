@@ -53,26 +53,44 @@ type gatedClient struct {
 	kplanev1.ResourcesClient
 
 	mu      sync.Mutex
-	gate    chan struct{} // non-nil: Watch waits until it is closed
+	gate    chan struct{} // non-nil: List and Watch wait until it is closed
 	cancels []context.CancelFunc
-	blocked chan struct{} // receives when a Watch waits at the gate
+	blocked chan struct{} // receives when a call waits at the gate
 }
 
 func newGated(c kplanev1.ResourcesClient) *gatedClient {
 	return &gatedClient{ResourcesClient: c, blocked: make(chan struct{}, 100)}
 }
 
-func (g *gatedClient) Watch(ctx context.Context, req *kplanev1.WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[kplanev1.WatchResponse], error) {
+// wait holds a call while the gate is shut.
+func (g *gatedClient) wait(ctx context.Context) error {
 	g.mu.Lock()
 	gate := g.gate
 	g.mu.Unlock()
-	if gate != nil {
-		g.blocked <- struct{}{}
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if gate == nil {
+		return nil
+	}
+	g.blocked <- struct{}{}
+	select {
+	case <-gate:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// List waits at the gate too: an informer that was relisting when the
+// gate shut (its watch had failed) is away as well, and must show it.
+func (g *gatedClient) List(ctx context.Context, req *kplanev1.ListRequest, opts ...grpc.CallOption) (*kplanev1.ListResponse, error) {
+	if err := g.wait(ctx); err != nil {
+		return nil, err
+	}
+	return g.ResourcesClient.List(ctx, req, opts...)
+}
+
+func (g *gatedClient) Watch(ctx context.Context, req *kplanev1.WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[kplanev1.WatchResponse], error) {
+	if err := g.wait(ctx); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	g.mu.Lock()
@@ -81,7 +99,7 @@ func (g *gatedClient) Watch(ctx context.Context, req *kplanev1.WatchRequest, opt
 	return g.ResourcesClient.Watch(ctx, req, opts...)
 }
 
-// hold makes future watches wait and breaks the open ones.
+// hold makes future lists and watches wait and breaks the open watches.
 func (g *gatedClient) hold() {
 	g.mu.Lock()
 	g.gate = make(chan struct{})
@@ -106,7 +124,7 @@ func (g *gatedClient) waitBlocked(t *testing.T) {
 	select {
 	case <-g.blocked:
 	case <-time.After(20 * time.Second):
-		t.Fatal("the informer never tried to watch again")
+		t.Fatal("the informer never tried to list or watch again")
 	}
 }
 
