@@ -299,16 +299,35 @@ func (p *Process) Restart() error {
 	return p.start()
 }
 
+// handedOut holds the ports FreeAddr returned in this process: a port is
+// closed when handed out and bound later by its process, so the kernel may
+// offer it again in between (two processes of one stack got the same
+// health port in a CI run). FreeAddr never returns a port twice.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
 // FreeAddr returns a loopback address with a port that was free a moment
-// ago, for a process's --listen flag.
+// ago, for a process's --listen flag, and that no earlier FreeAddr call
+// of this process returned.
 func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("find a free port: %w", err)
+		}
+		addr := l.Addr().(*net.TCPAddr)
+		if err := l.Close(); err != nil {
+			return "", fmt.Errorf("find a free port: %w", err)
+		}
+		handedOut.Lock()
+		taken := handedOut.ports[addr.Port]
+		handedOut.ports[addr.Port] = true
+		handedOut.Unlock()
+		if !taken {
+			return addr.String(), nil
+		}
 	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	return addr, nil
+	return "", fmt.Errorf("find a free port: 100 ports offered were all handed out already")
 }

@@ -177,3 +177,19 @@ func TestWaitHealthyHTTP(t *testing.T) {
 		t.Fatalf("Signal after exit = %v, want nil", err)
 	}
 }
+
+// FreeAddr never hands out a port twice, even when the kernel offers a
+// port again because nobody has bound it yet.
+func TestFreeAddrNeverRepeats(t *testing.T) {
+	seen := map[string]bool{}
+	for range 300 {
+		addr, err := FreeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[addr] {
+			t.Fatalf("FreeAddr returned %s twice", addr)
+		}
+		seen[addr] = true
+	}
+}
