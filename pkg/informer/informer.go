@@ -410,6 +410,7 @@ func (i *Informer) apply(resp *kplanev1.WatchResponse) {
 			break
 		}
 		i.store.put(k, o)
+		i.advanceLocked(eventRV)
 		if ok {
 			i.notifyLocked(notification{typ: notifyUpdate, old: old, obj: o})
 		} else {
@@ -437,12 +438,22 @@ func (i *Informer) apply(resp *kplanev1.WatchResponse) {
 			break
 		}
 		i.store.remove(k)
+		i.advanceLocked(eventRV)
 		i.notifyLocked(notification{typ: notifyDelete, deleted: o})
 	case kplanev1.EventType_EVENT_TYPE_BOOKMARK:
 		// Only the revision moves.
 	}
-	if eventRV != "" && newer(eventRV, i.LastSyncResourceVersion()) {
-		i.lastRV.Store(eventRV)
+	i.advanceLocked(eventRV)
+}
+
+// advanceLocked moves LastSyncResourceVersion forward to rv. apply calls it
+// before notifying handlers, so a handler (or the reconcile it wakes) that
+// asks how far the cache has caught up already sees this event counted:
+// otherwise a controller waiting for its own write to reach the cache could
+// read the store with the write in it and still be told it is not there.
+func (i *Informer) advanceLocked(rv string) {
+	if rv != "" && newer(rv, i.LastSyncResourceVersion()) {
+		i.lastRV.Store(rv)
 	}
 }
 
