@@ -195,7 +195,10 @@ func TestPersistentVolumes(t *testing.T) {
 		c.create(claimPod("late", "data", "", `true`))
 		c.eventually("late pod refused", func() string {
 			for _, cond := range c.pod("late").GetStatus().GetConditions() {
-				if cond.GetType() == "PodReadyToStartContainers" && strings.Contains(cond.GetMessage(), "is being deleted") {
+				// The scheduler refuses it (PodScheduled False); a pod
+				// bound by hand would be refused by its node agent
+				// (PodReadyToStartContainers False).
+				if strings.Contains(cond.GetMessage(), `persistentvolumeclaim "data" is being deleted`) {
 					return ""
 				}
 			}
@@ -243,6 +246,64 @@ func TestPersistentVolumes(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(pv.GetSpec().GetHostPath().GetPath(), "f")); err != nil || string(b) != "precious\n" {
 			t.Fatalf("retained data: %q, %v", b, err)
 		}
+	})
+
+	t.Run("WaitForFirstConsumer provisions once the scheduler picked a node", func(t *testing.T) {
+		c.t = t
+		c.create(storageClass("late", kplanev1.ReclaimDelete, kplanev1.VolumeBindingWaitForFirstConsumer))
+		c.create(claimObj("late-data", "late"))
+		c.eventually("WaitForFirstConsumer event", func() string {
+			ctx, opt := call(c.t)
+			resp, err := c.api.List(ctx, &kplanev1.ListRequest{Kind: "Event", Namespace: "default"}, opt)
+			if err != nil {
+				return err.Error()
+			}
+			for _, o := range resp.GetItems() {
+				if e := o.GetEvent(); e.GetReason() == "WaitForFirstConsumer" && e.GetInvolvedObject().GetName() == "late-data" {
+					return ""
+				}
+			}
+			return "no event yet"
+		})
+		if o, _ := c.get("PersistentVolumeClaim", "late-data"); o.GetPersistentVolumeClaim().GetSpec().GetVolumeName() != "" {
+			t.Fatal("a WaitForFirstConsumer claim was bound before any pod used it")
+		}
+		c.create(claimPod("consumer", "late-data", "node-2", `echo hi > "$KPLANE_POD_ROOT/data/f"; sleep 100000`))
+		p := c.waitPhase("consumer", kplanev1.PodRunning)
+		pv := c.boundVolume("late-data")
+		terms := pv.GetSpec().GetNodeAffinity().GetRequired().GetNodeSelectorTerms()
+		if p.GetSpec().GetNodeName() != "node-2" || len(terms) != 1 || terms[0].GetMatchExpressions()[0].GetValues()[0] != "node-2" {
+			t.Fatalf("pod on %s, volume affinity %v; want both node-2", p.GetSpec().GetNodeName(), pv.GetSpec().GetNodeAffinity())
+		}
+		// The volume is pinned to node-2: a pod that must run on node-1
+		// cannot use it.
+		c.create(claimPod("elsewhere", "late-data", "node-1", `true`))
+		c.eventually("elsewhere unschedulable for the volume's node affinity", func() string {
+			for _, cond := range c.pod("elsewhere").GetStatus().GetConditions() {
+				if cond.GetType() == kplanev1.PodScheduled && cond.GetStatus() == kplanev1.ConditionFalse &&
+					strings.Contains(cond.GetMessage(), "volume node affinity conflict") {
+					return ""
+				}
+			}
+			return fmt.Sprintf("elsewhere: %v", c.pod("elsewhere").GetStatus())
+		})
+		c.deleteObj("Pod", "default", "elsewhere")
+		c.deleteObj("Pod", "default", "consumer")
+	})
+
+	t.Run("an Immediate claim not bound keeps its pod unscheduled", func(t *testing.T) {
+		c.t = t
+		// A class that does not exist: nothing provisions, the claim stays Pending.
+		c.create(claimObj("never", "nobody"))
+		c.create(claimPod("stuck", "never", "", `true`))
+		c.eventually("stuck unschedulable", func() string {
+			for _, cond := range c.pod("stuck").GetStatus().GetConditions() {
+				if cond.GetType() == kplanev1.PodScheduled && strings.Contains(cond.GetMessage(), "pod has unbound immediate PersistentVolumeClaims") {
+					return ""
+				}
+			}
+			return fmt.Sprintf("stuck: %v", c.pod("stuck").GetStatus())
+		})
 	})
 
 	t.Run("an emptyDir over its sizeLimit evicts the pod", func(t *testing.T) {
