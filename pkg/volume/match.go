@@ -7,6 +7,7 @@ package volume
 
 import (
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strconv"
 
@@ -80,6 +81,16 @@ func ClaimRefers(pv *kplanev1.PersistentVolume, c *kplanev1.PersistentVolumeClai
 // availability test; the other rules hold for every volume, as in
 // Kubernetes.
 func Match(claim *kplanev1.PersistentVolumeClaim, pv *kplanev1.PersistentVolume, node *kplanev1.Node) (bool, string) {
+	req, err := Request(claim)
+	if err != nil {
+		return false, ReasonInvalid
+	}
+	return match(claim, req, pv, node)
+}
+
+// match is Match with the claim's request parsed once (BestMatch tries
+// every volume).
+func match(claim *kplanev1.PersistentVolumeClaim, req quantity.Quantity, pv *kplanev1.PersistentVolume, node *kplanev1.Node) (bool, string) {
 	spec := pv.GetSpec()
 	if pv.GetMetadata().GetDeletionTimestamp() != nil {
 		return false, ReasonBeingDeleted
@@ -98,10 +109,6 @@ func Match(claim *kplanev1.PersistentVolumeClaim, pv *kplanev1.PersistentVolume,
 		if !slices.Contains(spec.GetAccessModes(), m) {
 			return false, ReasonAccessModes
 		}
-	}
-	req, err := Request(claim)
-	if err != nil {
-		return false, ReasonInvalid
 	}
 	capacity, err := Capacity(pv)
 	if err != nil {
@@ -143,14 +150,22 @@ func modeOf(m string) string {
 }
 
 // BestMatch picks the volume for claim among pvs: a volume pre-bound to
-// the claim wins; otherwise the smallest fitting volume (ties broken by
-// name, so every replica picks the same one). It returns nil when none
-// fits.
+// the claim wins; otherwise the smallest fitting volume. Among volumes of
+// that size the claim's own order decides (a hash of its uid and the
+// volume's name): the choice is stable for one claim, and claims binding
+// at the same time spread over equal volumes rather than all racing for
+// the first. It returns nil when none fits.
 func BestMatch(claim *kplanev1.PersistentVolumeClaim, pvs []*kplanev1.PersistentVolume, node *kplanev1.Node) *kplanev1.PersistentVolume {
 	var best *kplanev1.PersistentVolume
 	var bestCap quantity.Quantity
+	var bestRank uint64
+	uid := claim.GetMetadata().GetUid()
+	req, err := Request(claim)
+	if err != nil {
+		return nil
+	}
 	for _, pv := range pvs {
-		if ok, _ := Match(claim, pv, node); !ok {
+		if ok, _ := match(claim, req, pv, node); !ok {
 			continue
 		}
 		if pv.GetSpec().GetClaimRef() != nil {
@@ -160,11 +175,21 @@ func BestMatch(claim *kplanev1.PersistentVolumeClaim, pvs []*kplanev1.Persistent
 			continue
 		}
 		c, _ := Capacity(pv) // Match parsed it
-		if best == nil || c.Cmp(bestCap) < 0 || (c.Cmp(bestCap) == 0 && pv.GetMetadata().GetName() < best.GetMetadata().GetName()) {
-			best, bestCap = pv, c
+		r := rank(uid, pv.GetMetadata().GetName())
+		if best == nil || c.Cmp(bestCap) < 0 || (c.Cmp(bestCap) == 0 && r < bestRank) {
+			best, bestCap, bestRank = pv, c, r
 		}
 	}
 	return best
+}
+
+// rank orders equal volumes for one claim.
+func rank(claimUID, volume string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(claimUID))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(volume))
+	return h.Sum64()
 }
 
 // NodeAdmits reports whether the volume's node affinity admits node: no

@@ -1,6 +1,8 @@
 package volume
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -130,7 +132,6 @@ func TestBestMatch(t *testing.T) {
 	}{
 		{"none", claim(), nil, ""},
 		{"smallest that fits", claim(), []*kplanev1.PersistentVolume{pv("big", "10Gi"), pv("small", "512Mi"), pv("mid", "2Gi"), pv("exact", "1024Mi")}, "exact"},
-		{"tie by name", claim(), []*kplanev1.PersistentVolume{pv("b", "2Gi"), pv("a", "2Gi")}, "a"},
 		{"pre-bound wins over smaller", claim(), []*kplanev1.PersistentVolume{pv("small", "1Gi"), pv("big", "5Gi", bound)}, "big"},
 		{"volumeName restricts", claim(func(c *kplanev1.PersistentVolumeClaim) { c.Spec.VolumeName = "mid" }),
 			[]*kplanev1.PersistentVolume{pv("small", "1Gi"), pv("mid", "2Gi")}, "mid"},
@@ -143,5 +144,33 @@ func TestBestMatch(t *testing.T) {
 				t.Errorf("BestMatch = %q, want %q", got.GetMetadata().GetName(), tc.want)
 			}
 		})
+	}
+}
+
+// Equal volumes: one claim always gets the same one; different claims
+// spread over them.
+func TestBestMatchSpreadsTies(t *testing.T) {
+	var pvs []*kplanev1.PersistentVolume
+	for i := range 10 {
+		pvs = append(pvs, pv(fmt.Sprintf("pv-%d", i), "1Gi"))
+	}
+	picked := map[string]bool{}
+	for i := range 20 {
+		c := claim(func(c *kplanev1.PersistentVolumeClaim) { c.Metadata.Uid = fmt.Sprintf("uid-%d", i) })
+		first := BestMatch(c, pvs, nil).GetMetadata().GetName()
+		for range 3 {
+			if again := BestMatch(c, slices.Clone(pvs), nil).GetMetadata().GetName(); again != first {
+				t.Fatalf("claim %d got %s, then %s", i, first, again)
+			}
+		}
+		picked[first] = true
+	}
+	if len(picked) < 3 {
+		t.Errorf("20 claims picked only %v of 10 equal volumes", picked)
+	}
+	// Still the smallest first.
+	c := claim()
+	if got := BestMatch(c, append(slices.Clone(pvs), pv("small", "1Gi"), pv("big", "2Gi")), nil).GetSpec().GetCapacity()["storage"]; got != "1Gi" {
+		t.Errorf("picked a %s volume", got)
 	}
 }
