@@ -140,6 +140,12 @@ bench-replicas:
 bench-jobs:
 	cd test/e2e && $(GO) test -run '^$$' -bench BenchmarkJob5000 -benchtime 1x -timeout 30m .
 
+# pvctl: time to bind 100 and 1000 claims, to static volumes and through
+# the local-path provisioner (apiserver and pvctl in one process).
+.PHONY: bench-pvctl
+bench-pvctl:
+	cd services/pvctl && $(GO) test -run '^$$' -bench BenchmarkBind -benchtime 1x -timeout 20m ./pv/
+
 # endpointsctl: a Service over 1000 pods, 100 turning not ready at once,
 # with batch periods 0 and 500ms; and the CPU of one reconcile's decision
 # over 1000 pods (docs/benchmarks.md).

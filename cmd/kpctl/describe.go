@@ -90,6 +90,20 @@ func related(ctx context.Context, a *api, obj *kplanev1.Object) (printers.Relate
 			rel.Events = append(rel.Events, ev)
 		}
 	}
+	if obj.GetPersistentVolumeClaim() != nil {
+		pods, _, err := a.list(ctx, &kplanev1.ListRequest{Kind: "Pod", Namespace: meta.GetNamespace()})
+		if err != nil {
+			return rel, fmt.Errorf("list pods: %w", err)
+		}
+		for _, p := range pods {
+			for _, v := range p.GetPod().GetSpec().GetVolumes() {
+				if v.GetPersistentVolumeClaim().GetClaimName() == meta.GetName() {
+					rel.UsedBy = append(rel.UsedBy, p.Meta().GetName())
+					break
+				}
+			}
+		}
+	}
 	if obj.GetService() != nil {
 		ep, err := a.get(ctx, "Endpoints", meta.GetNamespace(), meta.GetName())
 		switch {

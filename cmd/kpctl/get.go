@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
@@ -66,6 +67,9 @@ func (o *getOptions) run(ctx context.Context, e *env, args []string) error {
 	if err := checkOutput(o.output); err != nil {
 		return err
 	}
+	if len(args) > 0 && strings.Contains(args[0], ",") && !strings.Contains(args[0], "/") {
+		return o.runKinds(ctx, e, args)
+	}
 	kind, targets, err := parseTargets(args)
 	if err != nil {
 		return err
@@ -124,6 +128,49 @@ func (o *getOptions) run(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	return report(e, failed)
+}
+
+// runKinds lists several kinds at once, "kpctl get pv,pvc,sc": one table
+// per kind that has objects, as kubectl prints them.
+func (o *getOptions) runKinds(ctx context.Context, e *env, args []string) error {
+	if len(args) > 1 {
+		return fmt.Errorf("names cannot be given with several kinds (%q): use KIND/NAME arguments", args[0])
+	}
+	if o.watch {
+		return errors.New("watch is only supported on individual resources and resource collections, but 2 or more were found")
+	}
+	var ks []*kplanev1.KindInfo
+	for _, k := range strings.Split(args[0], ",") {
+		info, err := kinds.Resolve(k)
+		if err != nil {
+			return err
+		}
+		ks = append(ks, info)
+	}
+	a, err := o.g.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	p := &objectPrinter{e: e, output: o.output, noHeaders: o.noHeaders}
+	var all []*kplanev1.Object
+	for _, kind := range ks {
+		ns := o.g.namespaceFor(kind)
+		if o.allNamespaces {
+			ns = ""
+		}
+		objs, _, err := a.list(ctx, &kplanev1.ListRequest{Kind: kind.Name, Namespace: ns, LabelSelector: o.selector, FieldSelector: o.fieldSelector})
+		if err != nil {
+			return err
+		}
+		p.withNamespace = p.withNamespace || (o.allNamespaces && kind.Namespaced)
+		all = append(all, objs...)
+	}
+	if len(all) == 0 && o.output != "yaml" && o.output != "json" {
+		e.stderr.print(noResourcesFound(ks[0], o.g.namespaceFor(ks[0])))
+		return nil
+	}
+	return p.printMixed(all, true)
 }
 
 // listAndWatch prints the current objects, then each change as it arrives,

@@ -292,6 +292,9 @@ func validateVolumes(vols []*kplanev1.Volume, path string, errs *validation.Erro
 		if src := v.GetSecret(); src != nil {
 			sources++
 			validateName(errs, child(p, "secret.secretName"), src.SecretName, true, validation.IsDNS1123Subdomain)
+			if m := src.DefaultMode; m != nil && (*m < 0 || *m > 0o777) {
+				errs.Invalid(child(p, "secret.defaultMode"), *m, "must be a number between 0 and 0777 (octal), both inclusive")
+			}
 		}
 		if src := v.GetHostPath(); src != nil {
 			sources++
@@ -394,6 +397,24 @@ func validateContainer(c *kplanev1.Container, path string, names, volumes map[st
 			errs.Invalid(child(mp, "mountPath"), m.GetMountPath(), "must be unique")
 		}
 		mountPaths[m.GetMountPath()] = true
+		validateSubPath(m.GetSubPath(), child(mp, "subPath"), errs)
+	}
+}
+
+// validateSubPath keeps a volume mount's subPath inside its volume: a
+// relative path with no ".." element.
+func validateSubPath(sub, path string, errs *validation.ErrorList) {
+	if sub == "" {
+		return
+	}
+	if strings.HasPrefix(sub, "/") {
+		errs.Invalid(path, sub, "must be a relative path")
+	}
+	for _, el := range strings.Split(sub, "/") {
+		if el == ".." {
+			errs.Invalid(path, sub, "must not contain '..'")
+			break
+		}
 	}
 }
 

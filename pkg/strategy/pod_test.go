@@ -229,6 +229,14 @@ func TestPodValidate(t *testing.T) {
 			[]string{`spec.volumes[1].emptyDir.sizeLimit: Invalid value: "1GB": unable to parse quantity's suffix`}},
 		{"mount of undeclared volume", func(p *kplanev1.Pod) { c0(p).VolumeMounts[0].Name = "nope" },
 			[]string{`spec.containers[0].volumeMounts[0].name: Not found: "nope"`}},
+		{"sub path absolute", func(p *kplanev1.Pod) { c0(p).VolumeMounts[0].SubPath = "/etc" },
+			[]string{`spec.containers[0].volumeMounts[0].subPath: Invalid value: "/etc": must be a relative path`}},
+		{"sub path escapes", func(p *kplanev1.Pod) { c0(p).VolumeMounts[0].SubPath = "a/../../b" },
+			[]string{`spec.containers[0].volumeMounts[0].subPath: Invalid value: "a/../../b": must not contain '..'`}},
+		{"secret default mode", func(p *kplanev1.Pod) {
+			m := int32(0o1000)
+			p.Spec.Volumes[1] = &kplanev1.Volume{Name: "tmp", Secret: &kplanev1.SecretVolumeSource{SecretName: "s", DefaultMode: &m}}
+		}, []string{"spec.volumes[1].secret.defaultMode: Invalid value: 512: must be a number between 0 and 0777 (octal), both inclusive"}},
 		{"mount path missing", func(p *kplanev1.Pod) { c0(p).VolumeMounts[0].MountPath = "" },
 			[]string{"spec.containers[0].volumeMounts[0].mountPath: Required value"}},
 		{"mount path twice", func(p *kplanev1.Pod) {

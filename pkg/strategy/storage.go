@@ -95,10 +95,54 @@ func validatePersistentVolume(pv *kplanev1.PersistentVolume) validation.ErrorLis
 	if s.HostPath != nil {
 		validateHostPath(s.HostPath, "spec.hostPath", &errs)
 	}
+	validateVolumeNodeAffinity(s.NodeAffinity, "spec.nodeAffinity", &errs)
 	if ph := pv.GetStatus().GetPhase(); ph != "" {
 		oneOf(&errs, "status.phase", ph, "Pending", "Available", "Bound", "Released", "Failed")
 	}
 	return errs
+}
+
+var nodeSelectorOperators = []string{"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"}
+
+// validateVolumeNodeAffinity checks a volume's required node selector:
+// at least one term, each requirement with a key, a known operator and
+// the values its operator needs.
+func validateVolumeNodeAffinity(na *kplanev1.VolumeNodeAffinity, path string, errs *validation.ErrorList) {
+	if na == nil {
+		return
+	}
+	req := na.GetRequired()
+	if req == nil {
+		errs.Required(path+".required", "")
+		return
+	}
+	tp := path + ".required.nodeSelectorTerms"
+	if len(req.GetNodeSelectorTerms()) == 0 {
+		errs.Required(tp, "must have at least one node selector term")
+	}
+	for i, term := range req.GetNodeSelectorTerms() {
+		for j, r := range term.GetMatchExpressions() {
+			rp := index(index(tp, i)+".matchExpressions", j)
+			if r.GetKey() == "" {
+				errs.Required(rp+".key", "")
+			}
+			oneOf(errs, rp+".operator", r.GetOperator(), nodeSelectorOperators...)
+			switch r.GetOperator() {
+			case "In", "NotIn":
+				if len(r.GetValues()) == 0 {
+					errs.Required(rp+".values", "must be specified when `operator` is 'In' or 'NotIn'")
+				}
+			case "Exists", "DoesNotExist":
+				if len(r.GetValues()) > 0 {
+					errs.Forbidden(rp+".values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
+				}
+			case "Gt", "Lt":
+				if len(r.GetValues()) != 1 {
+					errs.Required(rp+".values", "must be specified single value when `operator` is 'Lt' or 'Gt'")
+				}
+			}
+		}
+	}
 }
 
 // validatePersistentVolumeUpdate keeps what the data lives on fixed: the
@@ -203,8 +247,14 @@ func validatePersistentVolumeClaimUpdate(pvc, old *kplanev1.PersistentVolumeClai
 	if o.GetVolumeName() == "" {
 		rest.VolumeName = n.VolumeName
 	}
+	// A claim created with no class gets the default class later (pvctl
+	// sets it once one exists, as Kubernetes' retroactive default
+	// StorageClass assignment does): nil may become a name, never the reverse.
+	if o.StorageClassName == nil && n.StorageClassName != nil {
+		rest.StorageClassName = n.StorageClassName
+	}
 	if !proto.Equal(rest, n) && len(errs) == 0 {
-		errs.Forbidden("spec", "spec is immutable after creation except resources.requests and volumeName (once, when unset)")
+		errs.Forbidden("spec", "spec is immutable after creation except resources.requests, volumeName (once, when unset) and storageClassName (once, when unset)")
 	}
 	return errs
 }

@@ -46,6 +46,19 @@ func TestPersistentVolume(t *testing.T) {
 		{"host path", func(pv *kplanev1.PersistentVolume) { pv.Spec.HostPath.Path = "" }, []string{"spec.hostPath.path: Required value"}},
 		{"storage class", func(pv *kplanev1.PersistentVolume) { pv.Spec.StorageClassName = "Fast" },
 			[]string{`spec.storageClassName: Invalid value: "Fast": ...`}},
+		{"node affinity without terms", func(pv *kplanev1.PersistentVolume) {
+			pv.Spec.NodeAffinity = &kplanev1.VolumeNodeAffinity{Required: &kplanev1.NodeSelector{}}
+		}, []string{"spec.nodeAffinity.required.nodeSelectorTerms: Required value: must have at least one node selector term"}},
+		{"node affinity operator", func(pv *kplanev1.PersistentVolume) {
+			pv.Spec.NodeAffinity = &kplanev1.VolumeNodeAffinity{Required: &kplanev1.NodeSelector{NodeSelectorTerms: []*kplanev1.NodeSelectorTerm{
+				{MatchExpressions: []*kplanev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: "Is", Values: []string{"n1"}}}},
+			}}}
+		}, []string{`spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].operator: Unsupported value: "Is": supported values: "In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"`}},
+		{"node affinity values", func(pv *kplanev1.PersistentVolume) {
+			pv.Spec.NodeAffinity = &kplanev1.VolumeNodeAffinity{Required: &kplanev1.NodeSelector{NodeSelectorTerms: []*kplanev1.NodeSelectorTerm{
+				{MatchExpressions: []*kplanev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: "In"}}},
+			}}}
+		}, []string{"spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'"}},
 		{"namespace", func(pv *kplanev1.PersistentVolume) { pv.Metadata.Namespace = "default" },
 			[]string{"metadata.namespace: Forbidden: not allowed on this type"}},
 	})
@@ -102,10 +115,16 @@ func TestPersistentVolumeClaim(t *testing.T) {
 		{"shrink", func(c *kplanev1.PersistentVolumeClaim) { c.Spec.Resources.Requests["storage"] = "512Mi" },
 			[]string{`spec.resources.requests["storage"]: Forbidden: field can not be less than previous value`}},
 		{"access modes", func(c *kplanev1.PersistentVolumeClaim) { c.Spec.AccessModes = []string{"ReadWriteMany"} },
-			[]string{"spec: Forbidden: spec is immutable after creation except resources.requests and volumeName (once, when unset)"}},
+			[]string{"spec: Forbidden: spec is immutable after creation except resources.requests, volumeName (once, when unset) and storageClassName (once, when unset)"}},
 		{"limits", func(c *kplanev1.PersistentVolumeClaim) { c.Spec.Resources.Limits = map[string]string{"storage": "5Gi"} },
 			[]string{"spec: Forbidden: spec is immutable after creation..."}},
 		{"status", func(c *kplanev1.PersistentVolumeClaim) { c.Status.Phase = "Bound" }, nil},
+		{"storage class changed", func(c *kplanev1.PersistentVolumeClaim) { c.Spec.StorageClassName = ptr("fast") },
+			[]string{"spec: Forbidden: spec is immutable after creation..."}},
+	})
+	noClass := func() *kplanev1.PersistentVolumeClaim { c := validPVC(); c.Spec.StorageClassName = nil; return c }
+	checkUpdate(t, "PersistentVolumeClaim", noClass, []utc[*kplanev1.PersistentVolumeClaim]{
+		{"default class set later", func(c *kplanev1.PersistentVolumeClaim) { c.Spec.StorageClassName = ptr("standard") }, nil},
 	})
 	checkUpdate(t, "PersistentVolumeClaim", bound, []utc[*kplanev1.PersistentVolumeClaim]{
 		{"rebind", func(c *kplanev1.PersistentVolumeClaim) { c.Spec.VolumeName = "pv-2" },

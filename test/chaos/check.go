@@ -22,6 +22,9 @@ type snapshot struct {
 	// services and endpoints in the workload's namespace, by name.
 	services  []*kplanev1.Service
 	endpoints map[string]*kplanev1.Endpoints
+	// volumes of the workload (by label) and claims in its namespace.
+	volumes []*kplanev1.PersistentVolume
+	claims  []*kplanev1.PersistentVolumeClaim
 }
 
 func list(ctx context.Context, api kplanev1.ResourcesClient, kind, ns string) ([]*kplanev1.Object, error) {
@@ -90,6 +93,9 @@ func takeSnapshot(ctx context.Context, api kplanev1.ResourcesClient, ns string) 
 	}
 	for _, o := range items {
 		s.endpoints[o.Meta().GetName()] = o.GetEndpoints()
+	}
+	if err := takeStorage(ctx, api, ns, s); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -209,6 +215,9 @@ func checkInvariants(s *snapshot, ns string, controllers []string, live func(con
 	out = append(out, checkJobs(s.jobs, s.pods)...)
 	out = append(out, checkPodIPs(s.allPods, s.nodes)...)
 	out = append(out, checkEndpoints(s.services, s.endpoints, s.pods)...)
+	if len(s.volumes) > 0 {
+		out = append(out, checkStorage(s.volumes, s.claims)...)
+	}
 	sort.Strings(out)
 	return out
 }

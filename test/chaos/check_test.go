@@ -222,3 +222,38 @@ func TestCheckEndpoints(t *testing.T) {
 		t.Errorf("missing Endpoints: got %v", v)
 	}
 }
+
+func TestCheckStorage(t *testing.T) {
+	vol := func(name, claimUID, phase string) *kplanev1.PersistentVolume {
+		v := &kplanev1.PersistentVolume{Metadata: &kplanev1.ObjectMeta{Name: name}, Spec: &kplanev1.PersistentVolumeSpec{},
+			Status: &kplanev1.PersistentVolumeStatus{Phase: phase}}
+		if claimUID != "" {
+			v.Spec.ClaimRef = &kplanev1.ObjectReference{Name: claimUID, Uid: claimUID}
+		}
+		return v
+	}
+	claim := func(name, volume, phase string) *kplanev1.PersistentVolumeClaim {
+		return &kplanev1.PersistentVolumeClaim{Metadata: &kplanev1.ObjectMeta{Name: name, Uid: name},
+			Spec: &kplanev1.PersistentVolumeClaimSpec{VolumeName: volume}, Status: &kplanev1.PersistentVolumeClaimStatus{Phase: phase}}
+	}
+	good := checkStorage([]*kplanev1.PersistentVolume{vol("v1", "c1", "Bound")},
+		[]*kplanev1.PersistentVolumeClaim{claim("c1", "v1", "Bound"), claim("c2", "", "Pending")})
+	if len(good) != 0 {
+		t.Fatalf("consistent binding reported %v", good)
+	}
+	v := strings.Join(checkStorage(
+		[]*kplanev1.PersistentVolume{vol("v1", "c1", "Bound"), vol("v2", "", "Available"), vol("v3", "c4", "Bound")},
+		[]*kplanev1.PersistentVolumeClaim{claim("c1", "v1", "Bound"), claim("c2", "v1", "Bound"), claim("c3", "gone", "Bound"), claim("c4", "v3", "Pending")},
+	), "\n")
+	for _, want := range []string{
+		"volume v1 is bound to 2 claims: [c1 c2]",
+		"claim c2 names volume v1, whose claimRef is",
+		"claim c3 is bound to volume gone, which does not exist",
+		"claim c4 (Pending) and volume v3 (Bound) are not both Bound",
+		"volume v2 is not bound, with claims still pending",
+	} {
+		if !strings.Contains(v, want) {
+			t.Errorf("violations do not mention %q:\n%s", want, v)
+		}
+	}
+}

@@ -284,6 +284,7 @@ func cleanup(api kplanev1.ResourcesClient, ns string) {
 			_, _ = api.Delete(ctx, &kplanev1.DeleteRequest{Kind: kind, Namespace: ns, Name: o.Meta().GetName()})
 		}
 	}
+	cleanupStorage(ctx, api, ns)
 	_ = retry(ctx, func(ctx context.Context) error {
 		_, err := api.Delete(ctx, &kplanev1.DeleteRequest{Kind: "Namespace", Name: ns})
 		return err

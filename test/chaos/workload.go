@@ -135,7 +135,7 @@ func (w *workload) Setup(ctx context.Context) error {
 			return fmt.Errorf("create service %s: %w", rs.name, err)
 		}
 	}
-	return nil
+	return w.setupStorage(ctx)
 }
 
 // service is the manifest of the Service over one ReplicaSet's pods.

@@ -1273,10 +1273,12 @@ func (x *ContainerPort) GetHostPort() int32 {
 
 // VolumeMount mounts a pod volume into a container.
 type VolumeMount struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	MountPath     string                 `protobuf:"bytes,2,opt,name=mount_path,json=mountPath,proto3" json:"mount_path,omitempty"`
-	ReadOnly      bool                   `protobuf:"varint,3,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	MountPath string                 `protobuf:"bytes,2,opt,name=mount_path,json=mountPath,proto3" json:"mount_path,omitempty"`
+	ReadOnly  bool                   `protobuf:"varint,3,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// sub_path mounts this path inside the volume rather than its root.
+	SubPath       string `protobuf:"bytes,4,opt,name=sub_path,json=subPath,proto3" json:"sub_path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1330,6 +1332,13 @@ func (x *VolumeMount) GetReadOnly() bool {
 		return x.ReadOnly
 	}
 	return false
+}
+
+func (x *VolumeMount) GetSubPath() string {
+	if x != nil {
+		return x.SubPath
+	}
+	return ""
 }
 
 // Probe checks a container; exactly one handler must be set.
@@ -1787,9 +1796,11 @@ func (x *EmptyDirVolumeSource) GetSizeLimit() string {
 
 // SecretVolumeSource mounts a secret's keys as files.
 type SecretVolumeSource struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SecretName    string                 `protobuf:"bytes,1,opt,name=secret_name,json=secretName,proto3" json:"secret_name,omitempty"`
-	Optional      *bool                  `protobuf:"varint,2,opt,name=optional,proto3,oneof" json:"optional,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	SecretName string                 `protobuf:"bytes,1,opt,name=secret_name,json=secretName,proto3" json:"secret_name,omitempty"`
+	Optional   *bool                  `protobuf:"varint,2,opt,name=optional,proto3,oneof" json:"optional,omitempty"`
+	// default_mode is the permission bits of the files (default 0400).
+	DefaultMode   *int32 `protobuf:"varint,3,opt,name=default_mode,json=defaultMode,proto3,oneof" json:"default_mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1836,6 +1847,13 @@ func (x *SecretVolumeSource) GetOptional() bool {
 		return *x.Optional
 	}
 	return false
+}
+
+func (x *SecretVolumeSource) GetDefaultMode() int32 {
+	if x != nil && x.DefaultMode != nil {
+		return *x.DefaultMode
+	}
+	return 0
 }
 
 // HostPathVolumeSource is a directory on the node.
@@ -3542,12 +3560,13 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
 	"\x0econtainer_port\x18\x02 \x01(\x05R\rcontainerPort\x12\x1a\n" +
 	"\bprotocol\x18\x03 \x01(\tR\bprotocol\x12\x1b\n" +
-	"\thost_port\x18\x04 \x01(\x05R\bhostPort\"]\n" +
+	"\thost_port\x18\x04 \x01(\x05R\bhostPort\"x\n" +
 	"\vVolumeMount\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
 	"mount_path\x18\x02 \x01(\tR\tmountPath\x12\x1b\n" +
-	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\x80\x03\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\x12\x19\n" +
+	"\bsub_path\x18\x04 \x01(\tR\asubPath\"\x80\x03\n" +
 	"\x05Probe\x12)\n" +
 	"\x04exec\x18\x01 \x01(\v2\x15.kplane.v1.ExecActionR\x04exec\x129\n" +
 	"\n" +
@@ -3582,12 +3601,14 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x14EmptyDirVolumeSource\x12\x16\n" +
 	"\x06medium\x18\x01 \x01(\tR\x06medium\x12\x1d\n" +
 	"\n" +
-	"size_limit\x18\x02 \x01(\tR\tsizeLimit\"c\n" +
+	"size_limit\x18\x02 \x01(\tR\tsizeLimit\"\x9c\x01\n" +
 	"\x12SecretVolumeSource\x12\x1f\n" +
 	"\vsecret_name\x18\x01 \x01(\tR\n" +
 	"secretName\x12\x1f\n" +
-	"\boptional\x18\x02 \x01(\bH\x00R\boptional\x88\x01\x01B\v\n" +
-	"\t_optional\">\n" +
+	"\boptional\x18\x02 \x01(\bH\x00R\boptional\x88\x01\x01\x12&\n" +
+	"\fdefault_mode\x18\x03 \x01(\x05H\x01R\vdefaultMode\x88\x01\x01B\v\n" +
+	"\t_optionalB\x0f\n" +
+	"\r_default_mode\">\n" +
 	"\x14HostPathVolumeSource\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\"\xb9\x04\n" +

@@ -176,7 +176,8 @@ var kubernetesTypes = map[string]string{
 		sizeLimit Quantity`,
 	"SecretVolumeSource": `
 		secretName string
-		optional bool`,
+		optional bool
+		defaultMode int32`,
 	"PersistentVolumeClaimVolumeSource": `
 		claimName string
 		readOnly bool`,
@@ -204,7 +205,8 @@ var kubernetesTypes = map[string]string{
 	"VolumeMount": `
 		name string
 		readOnly bool
-		mountPath string`,
+		mountPath string
+		subPath string`,
 	"Probe": `
 		exec ExecAction
 		httpGet HTTPGetAction
@@ -381,7 +383,18 @@ var kubernetesTypes = map[string]string{
 		persistentVolumeReclaimPolicy string
 		storageClassName string
 		mountOptions []string
-		volumeMode string`,
+		volumeMode string
+		nodeAffinity VolumeNodeAffinity`,
+	"VolumeNodeAffinity": `
+		required NodeSelector`,
+	"NodeSelector": `
+		nodeSelectorTerms []NodeSelectorTerm`,
+	"NodeSelectorTerm": `
+		matchExpressions []NodeSelectorRequirement`,
+	"NodeSelectorRequirement": `
+		key string
+		operator string
+		values []string`,
 	"PersistentVolumeStatus": `
 		phase string
 		message string

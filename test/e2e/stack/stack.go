@@ -22,7 +22,7 @@ import (
 
 // Controllers are the leader-elected binaries of the control plane, in the
 // order they start; each holds the Lease kplane-system/<name>.
-var Controllers = []string{"scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "jobctl", "cronjobctl"}
+var Controllers = []string{"scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "jobctl", "cronjobctl", "pvctl"}
 
 // Runtime names of the node agent.
 const (
@@ -122,6 +122,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 				return nil, err
 			}
 			args := append([]string{"--apiserver", opts.APIAddr, "--health-addr", health}, opts.ControllerArgs...)
+			if c == "pvctl" {
+				// local-path volumes live here; the node agents, on the
+				// same host, see them at the same path.
+				args = append(args, "--storage-root", opts.StorageRoot())
+			}
 			if _, err := s.add(fmt.Sprintf("%s-%d", c, i), c, health, "", args, ""); err != nil {
 				return nil, err
 			}
@@ -146,6 +151,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	return s, nil
 }
+
+// StorageRoot is pvctl's --storage-root: DataDir/storage.
+func (o Options) StorageRoot() string { return filepath.Join(o.DataDir, "storage") }
 
 func (o *Options) complete() error {
 	if o.BinDir == "" || o.DataDir == "" {

@@ -22,6 +22,9 @@ type Related struct {
 	Events []*kplanev1.Object
 	// Endpoints is the Endpoints object of a described Service, if any.
 	Endpoints *kplanev1.Endpoints
+	// UsedBy are the names of the pods that use a described
+	// PersistentVolumeClaim.
+	UsedBy []string
 }
 
 // describer collects "Key:<tab>value" lines; a tabwriter aligns them.
@@ -162,7 +165,7 @@ func Describe(w io.Writer, obj *kplanev1.Object, rel Related, now time.Time) err
 	case obj.GetPersistentVolume() != nil:
 		d.persistentVolume(obj.GetPersistentVolume())
 	case obj.GetPersistentVolumeClaim() != nil:
-		d.persistentVolumeClaim(obj.GetPersistentVolumeClaim())
+		d.persistentVolumeClaim(obj.GetPersistentVolumeClaim(), rel.UsedBy)
 	default:
 		if err := d.generic(obj); err != nil {
 			return err
@@ -545,6 +548,23 @@ func (d *describer) persistentVolume(pv *kplanev1.PersistentVolume) {
 	d.line(0, "Access Modes", "%s", AccessModes(spec.GetAccessModes()))
 	d.line(0, "VolumeMode", "%s", volumeMode(spec.GetVolumeMode()))
 	d.line(0, "Capacity", "%s", spec.GetCapacity()["storage"])
+	if terms := spec.GetNodeAffinity().GetRequired().GetNodeSelectorTerms(); len(terms) > 0 {
+		d.section(0, "Node Affinity")
+		d.section(1, "Required Terms")
+		for i, term := range terms {
+			var reqs []string
+			for _, r := range term.GetMatchExpressions() {
+				req := r.GetKey() + " " + strings.ToLower(r.GetOperator())
+				if len(r.GetValues()) > 0 {
+					req += " [" + strings.Join(r.GetValues(), ", ") + "]"
+				}
+				reqs = append(reqs, req)
+			}
+			d.line(2, fmt.Sprintf("Term %d", i), "%s", strings.Join(reqs, ", "))
+		}
+	} else {
+		d.line(0, "Node Affinity", "%s", none)
+	}
 	d.line(0, "Message", "%s", st.GetMessage())
 	if hp := spec.GetHostPath(); hp != nil {
 		d.section(0, "Source")
@@ -554,7 +574,7 @@ func (d *describer) persistentVolume(pv *kplanev1.PersistentVolume) {
 	}
 }
 
-func (d *describer) persistentVolumeClaim(pvc *kplanev1.PersistentVolumeClaim) {
+func (d *describer) persistentVolumeClaim(pvc *kplanev1.PersistentVolumeClaim, usedBy []string) {
 	spec, st := pvc.GetSpec(), pvc.GetStatus()
 	class := "<unset>"
 	if spec.StorageClassName != nil {
@@ -571,6 +591,7 @@ func (d *describer) persistentVolumeClaim(pvc *kplanev1.PersistentVolumeClaim) {
 	d.line(0, "Access Modes", "%s", AccessModes(st.GetAccessModes()))
 	d.line(0, "VolumeMode", "%s", volumeMode(spec.GetVolumeMode()))
 	d.kv(0, "Requests", spec.GetResources().GetRequests())
+	d.multi(0, "Used By", usedBy)
 	d.conditions(st.GetConditions(), false)
 }
 

@@ -59,7 +59,7 @@ func TestDescribe(t *testing.T) {
 		{"storageclass", all["StorageClass"][0], Related{}},
 		{"lease", all["Lease"][0], Related{}},
 		{"endpoints", all["Endpoints"][0], Related{}},
-		{"persistentvolumeclaim", all["PersistentVolumeClaim"][0], Related{}},
+		{"persistentvolumeclaim", all["PersistentVolumeClaim"][0], Related{UsedBy: []string{"db-0", "db-backup"}}},
 		{"persistentvolume", all["PersistentVolume"][0], Related{}},
 		{"namespace", all["Namespace"][0], Related{}},
 		{"event", all["Event"][1], Related{}},

@@ -202,7 +202,10 @@ func fixtures() map[string][]*kplanev1.Object {
 				Metadata: meta("", "pv-1", 3*24*time.Hour),
 				Spec: &kplanev1.PersistentVolumeSpec{Capacity: map[string]string{"storage": "1Gi"}, AccessModes: []string{"ReadWriteOnce", "ReadOnlyMany"},
 					PersistentVolumeReclaimPolicy: "Delete", StorageClassName: "manual",
-					ClaimRef: &kplanev1.ObjectReference{Namespace: "default", Name: "data"}},
+					ClaimRef: &kplanev1.ObjectReference{Namespace: "default", Name: "data"},
+					NodeAffinity: &kplanev1.VolumeNodeAffinity{Required: &kplanev1.NodeSelector{NodeSelectorTerms: []*kplanev1.NodeSelectorTerm{{
+						MatchExpressions: []*kplanev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: "In", Values: []string{"node-2"}}},
+					}}}}},
 				Status: &kplanev1.PersistentVolumeStatus{Phase: "Bound"},
 			}),
 			kplanev1.MustWrap(&kplanev1.PersistentVolume{

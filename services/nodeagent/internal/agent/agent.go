@@ -101,6 +101,7 @@ type podState struct {
 	termStart    time.Time
 	termSignaled bool
 	killed       bool
+	volumesReady bool // volumes.go: set up for this run of the agent
 }
 
 // New builds the agent: the runtime (re-adopting what a previous agent
@@ -168,6 +169,7 @@ func New(c *app.Context, cfg *Config) (*Agent, error) {
 			}
 		},
 	})
+	a.watchClaims(c.Informers)
 	// The node's pod CIDR arrives on the Node (ipamctl writes it once).
 	nodeSel := informer.Selection{Kind: "Node", FieldSelector: "metadata.name=" + cfg.NodeName}
 	if cfg.FakeNodes > 0 {
@@ -255,6 +257,7 @@ func (a *Agent) housekeeping(ctx context.Context) {
 			}
 		}
 		a.m.podsRunning.Set(float64(running))
+		a.checkEmptyDirLimits(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -434,6 +437,11 @@ func (a *Agent) syncPod(ctx context.Context, cached *kplanev1.Pod) (time.Time, e
 
 	phase := pod.GetStatus().GetPhase()
 	terminal := phase == kplanev1.PodSucceeded || phase == kplanev1.PodFailed
+	if !terminal {
+		if ok, err := a.ensureVolumes(ctx, pod, st); !ok {
+			return now.Add(volumeRetry), err
+		}
+	}
 	policy := pod.GetSpec().GetRestartPolicy()
 	var next time.Time
 	wake := func(t time.Time) {
@@ -484,6 +492,7 @@ func (a *Agent) syncPod(ctx context.Context, cached *kplanev1.Pod) (time.Time, e
 		Pod: pod, Containers: inputs, Runtime: a.rt.Name(), PodIP: ip.String(), HostIP: a.hostIP,
 		StartTime: st.startTime, Now: now,
 	})
+	volumeStatus(pod.GetStatus(), status, st.volumesReady, now)
 	if err := a.writeStatus(ctx, pod, status); err != nil {
 		return time.Time{}, err
 	}

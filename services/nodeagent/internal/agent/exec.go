@@ -60,6 +60,9 @@ type execRuntime struct {
 
 	mu   sync.Mutex
 	pods map[string]*execPod // by uid
+	// volumeEnv: KPLANE_POD_ROOT and KPLANE_VOLUME_* per pod uid and
+	// container (volumes.go).
+	volumeEnv map[string]map[string][]string
 }
 
 type execPod struct {
@@ -400,7 +403,7 @@ func (r *execRuntime) StartContainer(_ context.Context, pod *kplanev1.Pod, spec 
 	args := append([]string{shim.Command, "--exit-file", c.exitFile(attempt), "--pid-file", c.pidFile(attempt),
 		"--log-file", logPath, "--dir", workDir, "--"}, argv...)
 	cmd := exec.Command(r.shim, args...)
-	cmd.Env = containerEnv(pod, spec, podIP, c.dir)
+	cmd.Env = append(containerEnv(pod, spec, podIP, c.dir), r.volumeEnvOf(uid, spec.GetName())...)
 	cmd.Dir = c.dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group: signals reach the container and everything
@@ -480,7 +483,9 @@ func (r *execRuntime) RemovePod(uid string) error {
 		}
 		delete(r.pods, uid)
 	}
+	r.forgetVolumeEnv(uid)
 	r.mu.Unlock()
+	removeSecretDirs(r.podDir(uid))
 	if err := os.RemoveAll(r.podDir(uid)); err != nil {
 		return fmt.Errorf("remove pod dir: %w", err)
 	}

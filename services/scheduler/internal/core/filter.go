@@ -41,6 +41,7 @@ var Filters = []Filter{
 	{"TaintToleration", FilterTaints},
 	{"NodeSelector", FilterNodeSelector},
 	{"NodeResourcesFit", FilterResources},
+	{"VolumeBinding", FilterVolumes},
 }
 
 // RunFilters returns the reasons pod does not fit node (nil when it fits).

@@ -70,6 +70,9 @@ type PodInfo struct {
 	// OwnerUID is the uid of the pod's controlling owner ("" if none):
 	// pods of one owner are spread across nodes.
 	OwnerUID string
+	// Volumes are the pod's claims as the volume binding filter sees them
+	// (nil for a pod without claims); the scheduler fills it in.
+	Volumes *PodVolumes
 	// Pod is the object the info was made from. Never modify it: it is
 	// shared with the informer cache.
 	Pod *kplanev1.Pod

@@ -150,6 +150,12 @@ func (s *Scheduler) scheduleOne(ctx context.Context, t *term, key string) {
 		s.unschedulable(t, obj, key, moves, err.Error())
 		return
 	}
+	var why string
+	if info.Volumes, why = s.podVolumes(pod); why != "" {
+		s.m.attempts.WithLabelValues(resultUnschedulable).Inc()
+		s.unschedulable(t, obj, key, moves, fmt.Sprintf("0/%d nodes are available: %s.", s.knownNodes(), why))
+		return
+	}
 	start := time.Now()
 	node, err := s.cache.Schedule(info)
 	s.m.algorithm.Observe(time.Since(start).Seconds())
@@ -204,6 +210,9 @@ func (s *Scheduler) retryLater(t *term, key, uid string) {
 // bind writes the decision: spec.nodeName, with the resourceVersion the
 // decision was made on, so a pod changed meanwhile is not bound blindly.
 func (s *Scheduler) bind(ctx context.Context, t *term, b bindTask) {
+	if s.selectNodeForClaims(ctx, t, b) {
+		return
+	}
 	key, uid := b.obj.Key(), b.info.UID
 	pod := proto.Clone(b.obj.GetPod()).(*kplanev1.Pod)
 	pod.Spec.NodeName = b.node

@@ -143,6 +143,8 @@ type Scheduler struct {
 	t *term
 	// statusWant holds the PodScheduled condition to write per pod key.
 	statusWant map[string]statusWant
+	// vol are the storage caches of volume binding (volumes.go).
+	vol *volumeCaches
 }
 
 // pendingPod is a pod waiting for a node.
@@ -210,6 +212,7 @@ func (s *Scheduler) setup(c *app.Context) (app.Reconciler, error) {
 	s.pods = c.Informers.ForKind("Pod")
 	s.pods.AddEventHandler(informer.Handler{OnAdd: s.onPodAdd, OnUpdate: s.onPodUpdate, OnDelete: s.onPodDelete})
 	c.Informers.ForKind("Node").AddEventHandler(informer.Handler{OnAdd: s.onNodeAdd, OnUpdate: s.onNodeUpdate, OnDelete: s.onNodeDelete})
+	s.setupVolumes(c)
 	return nil, nil
 }
 
