@@ -352,6 +352,7 @@ func TestEveryKindRoundTrips(t *testing.T) {
 				Template: &kplanev1.PodTemplateSpec{Spec: &kplanev1.PodSpec{RestartPolicy: "OnFailure", Containers: podSpec().Containers}},
 			}},
 		}}),
+		newDeployment("team", "deploy", 2),
 	}
 	if len(objs) != len(kplanev1.KindNames()) {
 		t.Fatalf("test covers %d kinds, the API has %d: add the new kind here", len(objs), len(kplanev1.KindNames()))
