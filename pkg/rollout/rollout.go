@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -185,4 +187,91 @@ func SetRevision(m *kplanev1.ObjectMeta, rev int64) bool {
 	}
 	m.Annotations[kplanev1.AnnotationDeploymentRevision] = strconv.FormatInt(rev, 10)
 	return true
+}
+
+// Proportional spreads delta (positive: add, negative: remove) over sets
+// of the given sizes in proportion to their sizes, as Kubernetes scales a
+// Deployment mid-rollout: each set gets its floor share, and what is left
+// after rounding goes to the largest sets first (the earliest listed among
+// equals). No set drops below 0. With every size 0, the first set takes
+// all of a positive delta.
+func Proportional(sizes []int32, delta int32) []int32 {
+	out := make([]int32, len(sizes))
+	if len(sizes) == 0 || delta == 0 {
+		return out
+	}
+	var total int64
+	for _, s := range sizes {
+		total += int64(s)
+	}
+	if total == 0 {
+		if delta > 0 {
+			out[0] = delta
+		}
+		return out
+	}
+	left := delta
+	for i, s := range sizes {
+		share := int32(int64(delta) * int64(s) / total) // truncates toward 0
+		if s+share < 0 {
+			share = -s
+		}
+		out[i] = share
+		left -= share
+	}
+	order := make([]int, len(sizes))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return int(sizes[b]) - int(sizes[a]) })
+	for left != 0 {
+		moved := false
+		for _, i := range order {
+			if left == 0 {
+				break
+			}
+			switch {
+			case left > 0:
+				out[i]++
+				left--
+				moved = true
+			case sizes[i]+out[i] > 0:
+				out[i]--
+				left++
+				moved = true
+			}
+		}
+		if !moved {
+			break // nothing left to remove from
+		}
+	}
+	return out
+}
+
+// PodAvailable reports whether pod has been Ready for minReady by now
+// (Kubernetes' availability), and when not yet, how long until it may be.
+// A terminating pod is never available.
+func PodAvailable(pod *kplanev1.Pod, minReady time.Duration, now time.Time) (bool, time.Duration) {
+	if pod.GetMetadata().GetDeletionTimestamp() != nil {
+		return false, 0
+	}
+	var c *kplanev1.Condition
+	for _, x := range pod.GetStatus().GetConditions() {
+		if x.GetType() == kplanev1.PodReady {
+			c = x
+		}
+	}
+	if c.GetStatus() != kplanev1.ConditionTrue {
+		return false, 0
+	}
+	if minReady <= 0 {
+		return true, 0
+	}
+	if c.GetLastTransitionTime() == nil {
+		return false, minReady // no transition time: count from now
+	}
+	if left := c.GetLastTransitionTime().AsTime().Add(minReady).Sub(now); left > 0 {
+		return false, left
+	}
+	return true, 0
 }

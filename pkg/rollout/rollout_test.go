@@ -141,3 +141,38 @@ func TestRevisions(t *testing.T) {
 		t.Fatal("MaxRevision")
 	}
 }
+
+func TestProportional(t *testing.T) {
+	for _, c := range []struct {
+		sizes []int32
+		delta int32
+		want  []int32
+	}{
+		{[]int32{5, 5}, 4, []int32{2, 2}},
+		{[]int32{5, 5}, 3, []int32{2, 1}},          // leftover to the largest, first among equals
+		{[]int32{8, 2}, 5, []int32{4, 1}},          // 4, 1 exactly
+		{[]int32{7, 3}, 5, []int32{4, 1}},          // floors 3, 1; leftover to the larger
+		{[]int32{6, 4}, -5, []int32{-3, -2}},       // scale down proportionally
+		{[]int32{1, 1, 1}, -2, []int32{-1, -1, 0}}, // truncation, then the first largest
+		{[]int32{0, 0}, 3, []int32{3, 0}},          // nothing to be proportional to
+		{[]int32{2, 0}, -5, []int32{-2, 0}},        // never below 0
+		{[]int32{10, 10, 0}, 1, []int32{1, 0, 0}},  // a zero-size set gets nothing
+		{[]int32{750, 500}, -250, []int32{-150, -100}},
+	} {
+		got := Proportional(c.sizes, c.delta)
+		for i := range got {
+			if got[i] != c.want[i] {
+				t.Errorf("Proportional(%v, %d) = %v, want %v", c.sizes, c.delta, got, c.want)
+				break
+			}
+		}
+		var sum, total int32
+		for i, g := range got {
+			sum += g
+			total += c.sizes[i]
+		}
+		if sum != c.delta && total+c.delta >= 0 {
+			t.Errorf("Proportional(%v, %d) sums to %d", c.sizes, c.delta, sum)
+		}
+	}
+}
