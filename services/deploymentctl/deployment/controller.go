@@ -356,7 +356,11 @@ func isTerminal(p *kplanev1.Pod) bool {
 // hash collided, collisionCount goes up and the next reconcile tries the
 // next name.
 func (r *deploymentController) createSet(ctx context.Context, d *kplanev1.Deployment, b Bounds, olds []Set, revision int64) (*kplanev1.ReplicaSet, error) {
-	hash := rollout.TemplateHash(d.GetSpec().GetTemplate(), d.GetStatus().CollisionCount)
+	var collisions *int32
+	if d.GetStatus() != nil {
+		collisions = d.GetStatus().CollisionCount
+	}
+	hash := rollout.TemplateHash(d.GetSpec().GetTemplate(), collisions)
 	probe := Set{RS: &kplanev1.ReplicaSet{Spec: &kplanev1.ReplicaSetSpec{Replicas: proto.Int32(0)}}}
 	var initial int32
 	if d.GetSpec().GetStrategy().GetType() == kplanev1.DeploymentStrategyRecreate {
