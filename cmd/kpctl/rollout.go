@@ -448,4 +448,3 @@ var setCommand = &command{
 		}
 	},
 }
-
