@@ -60,7 +60,7 @@ func TestDeploymentCommands(t *testing.T) {
 
 	// get: kubectl's columns.
 	d.Status = &kplanev1.DeploymentStatus{ObservedGeneration: d.Metadata.Generation, Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: 2, AvailableReplicas: 2}
-	if d, err = client.Deployments(cl).UpdateStatus(c.ctx, d); err != nil {
+	if _, err = client.Deployments(cl).UpdateStatus(c.ctx, d); err != nil {
 		t.Fatal(err)
 	}
 	out := c.must("", "get", "deploy")

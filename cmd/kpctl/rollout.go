@@ -211,7 +211,9 @@ func (o *rolloutOptions) history(ctx context.Context, e *env, a *api, ns, name s
 	e.stdout.printf("%s \n", ref)
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "REVISION\tCHANGE-CAUSE")
+	// The tabwriter writes to a strings.Builder, which cannot fail; its
+	// errors surface at Flush anyway.
+	_, _ = fmt.Fprintln(tw, "REVISION\tCHANGE-CAUSE")
 	for _, rs := range sets {
 		rev := rollout.Revision(rs.GetMetadata())
 		if rev == 0 {
@@ -221,7 +223,7 @@ func (o *rolloutOptions) history(ctx context.Context, e *env, a *api, ns, name s
 		if cause == "" {
 			cause = "<none>"
 		}
-		fmt.Fprintf(tw, "%d\t%s\n", rev, cause)
+		_, _ = fmt.Fprintf(tw, "%d\t%s\n", rev, cause)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

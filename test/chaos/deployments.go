@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,11 +44,12 @@ type deployState struct {
 
 // deployments is the workload's part for Deployments.
 type deployments struct {
-	list   []*deployState
-	rolls  atomic.Int64
-	undos  atomic.Int64
-	gaps   atomic.Int64 // watch resumes that lost events (relists)
-	mu     sync.Mutex
+	list  []*deployState
+	rolls atomic.Int64
+	undos atomic.Int64
+	gaps  atomic.Int64 // watch resumes that lost events (relists)
+	// byName is written once in setupDeployments, before the observer
+	// and the workload start, and only read after.
 	byName map[string]*deployState
 }
 
