@@ -15,6 +15,7 @@ import (
 	"github.com/kplane/kplane/pkg/client"
 	"github.com/kplane/kplane/pkg/controllertest"
 	"github.com/kplane/kplane/pkg/rollout"
+	"github.com/kplane/kplane/pkg/strategy"
 	"github.com/kplane/kplane/pkg/testutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 	"github.com/kplane/kplane/services/apiserver/testserver"
@@ -295,4 +296,65 @@ func TestPauseProportionalScalingAndDeadline(t *testing.T) {
 	// Rolling back to a good template recovers.
 	c.change(t, "api", setImage("api:2"))
 	c.complete(t, "api", time.Minute)
+}
+
+// TestHashCollision: a foreign ReplicaSet already holds the name the
+// template hashes to; the controller counts the collision in
+// status.collisionCount, hashes anew and rolls out under the next name,
+// leaving the foreign set alone.
+func TestHashCollision(t *testing.T) {
+	c := startCluster(t, 50*time.Millisecond)
+	d := newDeployment("clash", 2, "clash:1")
+	obj := kplanev1.MustWrap(proto.Clone(d))
+	strategy.For("Deployment").Default(obj) // the template as the store keeps it
+	taken := "clash-" + rollout.TemplateHash(obj.GetDeployment().GetSpec().GetTemplate(), nil)
+	other := map[string]string{"app": "other"}
+	foreign := &kplanev1.ReplicaSet{
+		Metadata: &kplanev1.ObjectMeta{Name: taken, Namespace: "default", Labels: other},
+		Spec: &kplanev1.ReplicaSetSpec{Replicas: proto.Int32(0), Selector: &kplanev1.LabelSelector{MatchLabels: other},
+			Template: &kplanev1.PodTemplateSpec{Metadata: &kplanev1.ObjectMeta{Labels: other},
+				Spec: &kplanev1.PodSpec{Containers: []*kplanev1.Container{{Name: "c", Image: "other"}}}}},
+	}
+	if _, err := c.api.Create(t.Context(), &kplanev1.CreateRequest{Object: kplanev1.MustWrap(foreign)}); err != nil {
+		t.Fatal(err)
+	}
+	c.create(t, d)
+	done := c.complete(t, "clash", time.Minute)
+	if done.GetStatus().GetCollisionCount() != 1 {
+		t.Fatalf("collisionCount %d, want 1", done.GetStatus().GetCollisionCount())
+	}
+	sets := c.sets(t, "clash")
+	if len(sets) != 1 || sets[0].GetMetadata().GetName() == taken || sets[0].GetSpec().GetReplicas() != 2 {
+		t.Fatalf("sets: %v", sets)
+	}
+	resp, err := c.api.Get(t.Context(), &kplanev1.GetRequest{Kind: "ReplicaSet", Namespace: "default", Name: taken})
+	if err != nil || len(resp.GetObject().Meta().GetOwnerReferences()) != 0 {
+		t.Fatalf("foreign set changed: %v %v", resp.GetObject(), err)
+	}
+}
+
+// TestAdoptsOrphanSet: an orphan ReplicaSet the selector matches and
+// that runs the Deployment's template is adopted and used as the new set;
+// no second set is made.
+func TestAdoptsOrphanSet(t *testing.T) {
+	c := startCluster(t, 50*time.Millisecond)
+	d := newDeployment("legacy", 2, "legacy:1")
+	orphan := &kplanev1.ReplicaSet{
+		Metadata: &kplanev1.ObjectMeta{Name: "legacy-by-hand", Namespace: "default", Labels: map[string]string{"app": "legacy"}},
+		Spec: &kplanev1.ReplicaSetSpec{Replicas: proto.Int32(2), Selector: proto.Clone(d.Spec.Selector).(*kplanev1.LabelSelector),
+			Template: proto.Clone(d.Spec.Template).(*kplanev1.PodTemplateSpec)},
+	}
+	if _, err := c.api.Create(t.Context(), &kplanev1.CreateRequest{Object: kplanev1.MustWrap(orphan)}); err != nil {
+		t.Fatal(err)
+	}
+	c.create(t, d)
+	c.complete(t, "legacy", time.Minute)
+	sets := c.sets(t, "legacy")
+	if len(sets) != 1 || sets[0].GetMetadata().GetName() != "legacy-by-hand" {
+		t.Fatalf("sets: %v", sets)
+	}
+	refs := sets[0].GetMetadata().GetOwnerReferences()
+	if len(refs) != 1 || !refs[0].GetController() || refs[0].GetKind() != "Deployment" || refs[0].GetName() != "legacy" {
+		t.Fatalf("owner references %v", refs)
+	}
 }
