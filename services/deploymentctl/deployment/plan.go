@@ -72,11 +72,12 @@ func SortByRevision(sets []Set) {
 }
 
 // FindNew splits sets into the one running d's template (the oldest such
-// when several do) and the others.
+// when several do) and the others. A set being deleted is never the new
+// one (its pods still count, as an old set's).
 func FindNew(d *kplanev1.Deployment, sets []Set) (newSet *Set, olds []Set) {
 	idx := -1
 	for i, s := range sets {
-		if rollout.TemplatesEqual(s.RS.GetSpec().GetTemplate(), d.GetSpec().GetTemplate()) {
+		if s.RS.GetMetadata().GetDeletionTimestamp() == nil && rollout.TemplatesEqual(s.RS.GetSpec().GetTemplate(), d.GetSpec().GetTemplate()) {
 			if idx < 0 || s.RS.GetMetadata().GetCreationTimestamp().AsTime().Before(sets[idx].RS.GetMetadata().GetCreationTimestamp().AsTime()) {
 				idx = i
 			}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/kplane/kplane/pkg/apiutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -244,5 +245,34 @@ func TestComputeStatusProgressDeadline(t *testing.T) {
 	prog = apiutil.FindCondition(st.Conditions, kplanev1.DeploymentProgressing)
 	if prog.GetStatus() != kplanev1.ConditionTrue || prog.GetReason() != kplanev1.ReasonNewReplicaSetAvailable {
 		t.Fatalf("complete: %v", prog)
+	}
+}
+
+func TestFindNew(t *testing.T) {
+	tmpl := func(img, hash string) *kplanev1.PodTemplateSpec {
+		l := map[string]string{"app": "web"}
+		if hash != "" {
+			l[kplanev1.LabelPodTemplateHash] = hash
+		}
+		return &kplanev1.PodTemplateSpec{Metadata: &kplanev1.ObjectMeta{Labels: l},
+			Spec: &kplanev1.PodSpec{Containers: []*kplanev1.Container{{Name: "c", Image: img}}}}
+	}
+	d := &kplanev1.Deployment{Spec: &kplanev1.DeploymentSpec{Template: tmpl("v2", "")}}
+	mk := func(name, img string, age time.Duration, deleting bool) Set {
+		s := set(name, 1, 1, 1)
+		s.RS.Spec.Template = tmpl(img, name)
+		s.RS.Metadata.CreationTimestamp = timestamppb.New(time.Unix(1000, 0).Add(-age))
+		if deleting {
+			s.RS.Metadata.DeletionTimestamp = timestamppb.New(time.Unix(1000, 0))
+		}
+		return s
+	}
+	n, olds := FindNew(d, []Set{mk("old", "v1", time.Hour, false), mk("young", "v2", time.Minute, false),
+		mk("elder", "v2", 2*time.Hour, false), mk("dying", "v2", 3*time.Hour, true)})
+	if n == nil || n.RS.Metadata.Name != "elder" || len(olds) != 3 {
+		t.Fatalf("FindNew = %v, %d olds", n, len(olds))
+	}
+	if n, _ := FindNew(d, []Set{mk("old", "v1", time.Hour, false)}); n != nil {
+		t.Fatal("a set of another template taken as new")
 	}
 }
