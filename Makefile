@@ -145,6 +145,12 @@ bench-jobs:
 .PHONY: bench-pvctl
 bench-pvctl:
 	cd services/pvctl && $(GO) test -run '^$$' -bench BenchmarkBind -benchtime 1x -timeout 20m ./pv/
+# deploymentctl with real processes: a Deployment of 1000 replicas on 100
+# fake nodes rolled to a new template with maxSurge/maxUnavailable 25%:
+# time to complete and pods replaced/s (bounds checked at every pod event).
+.PHONY: bench-rollout
+bench-rollout:
+	cd test/e2e && $(GO) test -run '^$$' -bench BenchmarkRollout1000 -benchtime 1x -timeout 30m .
 
 # endpointsctl: a Service over 1000 pods, 100 turning not ready at once,
 # with batch periods 0 and 500ms; and the CPU of one reconcile's decision

@@ -104,6 +104,13 @@ func related(ctx context.Context, a *api, obj *kplanev1.Object) (printers.Relate
 			}
 		}
 	}
+	if d := obj.GetDeployment(); d != nil {
+		sets, err := ownedReplicaSets(ctx, a, d)
+		if err != nil {
+			return rel, err
+		}
+		rel.ReplicaSets = sets
+	}
 	if obj.GetService() != nil {
 		ep, err := a.get(ctx, "Endpoints", meta.GetNamespace(), meta.GetName())
 		switch {

@@ -54,6 +54,7 @@ var commands = []*command{
 	scaleCommand, labelCommand, annotateCommand, apiResourcesCommand,
 	logsCommand, waitCommand,
 	cordonCommand, uncordonCommand,
+	rolloutCommand, setCommand,
 }
 
 // errSilent makes run exit non-zero after the command already reported

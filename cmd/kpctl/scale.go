@@ -9,13 +9,14 @@ import (
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
 	"github.com/kplane/kplane/cmd/kpctl/internal/kinds"
+	"github.com/kplane/kplane/pkg/strategy"
 )
 
 var scaleCommand = &command{
 	name:    "scale",
 	usage:   "KIND NAME --replicas=N | KIND/NAME --replicas=N",
-	summary: "Set the number of replicas of a ReplicaSet or ReplicationController",
-	example: `  kpctl scale rs frontend --replicas=5
+	summary: "Set the number of replicas of a Deployment, ReplicaSet or ReplicationController",
+	example: `  kpctl scale deploy web --replicas=5
 
   # Only scale if nobody changed it meanwhile
   kpctl scale rc web --current-replicas=2 --replicas=3`,
@@ -35,8 +36,8 @@ var scaleCommand = &command{
 				return errors.New("resource(s) were provided, but no name was specified")
 			}
 			for _, t := range targets {
-				if t.kind.Name != "ReplicaSet" && t.kind.Name != "ReplicationController" {
-					return fmt.Errorf("cannot scale %s: only replicasets and replicationcontrollers can be scaled", kinds.Plural(t.kind.Name))
+				if _, ok := strategy.For(t.kind.Name).(strategy.Scaler); !ok {
+					return fmt.Errorf("cannot scale %s: only deployments, replicasets and replicationcontrollers can be scaled", kinds.Plural(t.kind.Name))
 				}
 			}
 			a, err := g.connect(ctx)
@@ -46,18 +47,24 @@ var scaleCommand = &command{
 			defer a.close()
 			var failed []error
 			for _, t := range targets {
+				ns := g.namespaceFor(t.kind)
 				err := retryOnConflict(ctx, func() error {
-					obj, err := a.get(ctx, t.kind.Name, g.namespaceFor(t.kind), t.name)
+					resp, err := a.c.GetScale(ctx, &kplanev1.GetScaleRequest{Kind: t.kind.Name, Namespace: ns, Name: t.name})
 					if err != nil {
-						return err
+						return a.wrap(err)
 					}
-					spec := replicasOf(obj)
-					if current >= 0 && int64(*spec) != current {
-						return fmt.Errorf("expected replicas to be %d, was %d", current, *spec)
+					s := resp.GetScale()
+					if current >= 0 && int64(s.GetSpec().GetReplicas()) != current {
+						return fmt.Errorf("expected replicas to be %d, was %d", current, s.GetSpec().GetReplicas())
 					}
-					*spec = int32(replicas)
-					_, err = a.update(ctx, obj)
-					return err
+					meta := &kplanev1.ObjectMeta{Namespace: ns, Name: t.name}
+					if current >= 0 {
+						// The check above holds only for the version read.
+						meta.ResourceVersion = s.GetMetadata().GetResourceVersion()
+					}
+					_, err = a.c.UpdateScale(ctx, &kplanev1.UpdateScaleRequest{Kind: t.kind.Name,
+						Scale: &kplanev1.Scale{Metadata: meta, Spec: &kplanev1.ScaleSpec{Replicas: int32(replicas)}}})
+					return a.wrap(err)
 				})
 				if err != nil {
 					failed = append(failed, fmt.Errorf("%s: %w", kinds.Ref(t.kind.Name, t.name), err))
@@ -68,30 +75,4 @@ var scaleCommand = &command{
 			return report(e, failed)
 		}
 	},
-}
-
-// replicasOf returns a pointer to spec.replicas of a replica set or
-// replication controller, creating the spec (and replicas, default 1) if
-// unset.
-func replicasOf(obj *kplanev1.Object) *int32 {
-	var p **int32
-	switch {
-	case obj.GetReplicaSet() != nil:
-		rs := obj.GetReplicaSet()
-		if rs.Spec == nil {
-			rs.Spec = &kplanev1.ReplicaSetSpec{}
-		}
-		p = &rs.Spec.Replicas
-	default:
-		rc := obj.GetReplicationController()
-		if rc.Spec == nil {
-			rc.Spec = &kplanev1.ReplicationControllerSpec{}
-		}
-		p = &rc.Spec.Replicas
-	}
-	if *p == nil {
-		one := int32(1)
-		*p = &one
-	}
-	return *p
 }

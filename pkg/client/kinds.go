@@ -59,3 +59,6 @@ func Leases(c *Client) *Typed[*kplanev1.Lease] { return For[*kplanev1.Lease](c) 
 
 // Events returns typed access to Event objects.
 func Events(c *Client) *Typed[*kplanev1.Event] { return For[*kplanev1.Event](c) }
+
+// Deployments returns typed access to Deployment objects.
+func Deployments(c *Client) *Typed[*kplanev1.Deployment] { return For[*kplanev1.Deployment](c) }

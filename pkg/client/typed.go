@@ -302,3 +302,23 @@ func WatchEventError(resp *kplanev1.WatchResponse) error {
 	}
 	return status.Error(codes.Unknown, msg)
 }
+
+// GetScale reads the scale subresource of ns/name (kinds with
+// spec.replicas: ReplicaSet, ReplicationController, Deployment).
+func (t *Typed[T]) GetScale(ctx context.Context, ns, name string) (*kplanev1.Scale, error) {
+	resp, err := t.c.ResourcesClient.GetScale(ctx, &kplanev1.GetScaleRequest{Kind: t.kind.Name, Namespace: ns, Name: name})
+	if err != nil {
+		return nil, fmt.Errorf("get %s %s scale: %w", t.kind.Name, kplanev1.MetaKey(ns, name), err)
+	}
+	return resp.GetScale(), nil
+}
+
+// UpdateScale sets spec.replicas of the object s.metadata names; a set
+// s.metadata.resourceVersion makes it a compare-and-swap.
+func (t *Typed[T]) UpdateScale(ctx context.Context, s *kplanev1.Scale) (*kplanev1.Scale, error) {
+	resp, err := t.c.ResourcesClient.UpdateScale(ctx, &kplanev1.UpdateScaleRequest{Kind: t.kind.Name, Scale: s})
+	if err != nil {
+		return nil, fmt.Errorf("update %s %s scale: %w", t.kind.Name, kplanev1.MetaKey(s.GetMetadata().GetNamespace(), s.GetMetadata().GetName()), err)
+	}
+	return resp.GetScale(), nil
+}

@@ -138,10 +138,12 @@ func init() {
 		nameFn: validation.IsDNS1123Subdomain, defaults: defaultNode, validate: validateNode, update: validateNodeUpdate})
 	register(podStrategy{&typed[*kplanev1.Pod]{kind: "Pod", get: (*kplanev1.Object).GetPod,
 		nameFn: validation.IsDNS1123Subdomain, defaults: defaultPod, prepare: preparePod, validate: validatePod, update: validatePodUpdate}})
-	register(&typed[*kplanev1.ReplicaSet]{kind: "ReplicaSet", get: (*kplanev1.Object).GetReplicaSet,
-		nameFn: validation.IsDNS1123Subdomain, defaults: defaultReplicaSet, validate: validateReplicaSet, update: validateReplicaSetUpdate})
-	register(&typed[*kplanev1.ReplicationController]{kind: "ReplicationController", get: (*kplanev1.Object).GetReplicationController,
-		nameFn: validation.IsDNS1123Subdomain, defaults: defaultReplicationController, validate: validateReplicationController})
+	register(scalable[*kplanev1.ReplicaSet]{&typed[*kplanev1.ReplicaSet]{kind: "ReplicaSet", get: (*kplanev1.Object).GetReplicaSet,
+		nameFn: validation.IsDNS1123Subdomain, defaults: defaultReplicaSet, validate: validateReplicaSet, update: validateReplicaSetUpdate}, replicaSetScale})
+	register(scalable[*kplanev1.ReplicationController]{&typed[*kplanev1.ReplicationController]{kind: "ReplicationController", get: (*kplanev1.Object).GetReplicationController,
+		nameFn: validation.IsDNS1123Subdomain, defaults: defaultReplicationController, validate: validateReplicationController}, replicationControllerScale})
+	register(scalable[*kplanev1.Deployment]{&typed[*kplanev1.Deployment]{kind: "Deployment", get: (*kplanev1.Object).GetDeployment,
+		nameFn: validation.IsDNS1123Subdomain, defaults: defaultDeployment, validate: validateDeployment, update: validateDeploymentUpdate}, deploymentScale})
 	register(serviceStrategy{&typed[*kplanev1.Service]{kind: "Service", get: (*kplanev1.Object).GetService,
 		nameFn: validation.IsDNS1035Label, defaults: defaultService, validate: validateService, update: validateServiceUpdate}})
 	register(&typed[*kplanev1.Endpoints]{kind: "Endpoints", get: (*kplanev1.Object).GetEndpoints,

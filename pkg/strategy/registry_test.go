@@ -22,7 +22,7 @@ func TestForEveryKind(t *testing.T) {
 	if len(strategies) != len(kplanev1.KindNames()) {
 		t.Errorf("%d strategies for %d kinds", len(strategies), len(kplanev1.KindNames()))
 	}
-	for _, name := range []string{"", "Widget", "pod", "Deployment"} {
+	for _, name := range []string{"", "Widget", "pod", "deployment"} {
 		if For(name) != nil {
 			t.Errorf("For(%q) should be nil", name)
 		}
@@ -55,6 +55,10 @@ func TestMinimalObjects(t *testing.T) {
 		&kplanev1.Node{Metadata: meta("", "n1")},
 		&kplanev1.Pod{Metadata: meta("d", "p"), Spec: &kplanev1.PodSpec{Containers: []*kplanev1.Container{{Name: "c", Image: "i"}}}},
 		&kplanev1.ReplicaSet{Metadata: meta("d", "r"), Spec: &kplanev1.ReplicaSetSpec{
+			Selector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
+			Template: &kplanev1.PodTemplateSpec{Metadata: &kplanev1.ObjectMeta{Labels: map[string]string{"a": "b"}},
+				Spec: &kplanev1.PodSpec{Containers: []*kplanev1.Container{{Name: "c", Image: "i"}}}}}},
+		&kplanev1.Deployment{Metadata: meta("d", "web"), Spec: &kplanev1.DeploymentSpec{
 			Selector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
 			Template: &kplanev1.PodTemplateSpec{Metadata: &kplanev1.ObjectMeta{Labels: map[string]string{"a": "b"}},
 				Spec: &kplanev1.PodSpec{Containers: []*kplanev1.Container{{Name: "c", Image: "i"}}}}}},
@@ -111,7 +115,7 @@ func TestMinimalObjects(t *testing.T) {
 // that Default is idempotent, and that an unchanged object is a valid update.
 func FuzzValidate(f *testing.F) {
 	seeds := []proto.Message{validPod(), validReplicaSet(), validRC(), validJob(), validService(), validEndpoints(), validNode(),
-		validPV(), validPVC(), validStorageClass(), validSecret(), validEvent(), validCronJob(),
+		validPV(), validPVC(), validStorageClass(), validSecret(), validEvent(), validCronJob(), validDeployment(),
 		&kplanev1.Namespace{Metadata: meta("", "a")}, &kplanev1.Lease{Spec: &kplanev1.LeaseSpec{HolderIdentity: "x"}},
 		&kplanev1.ServiceAccount{}}
 	for _, m := range seeds {

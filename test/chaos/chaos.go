@@ -24,6 +24,9 @@ type killer struct {
 	minDown     time.Duration
 	maxDown     time.Duration
 	logf        func(format string, args ...any)
+	// only, when not empty, limits the kills to these services (e.g.
+	// deploymentctl and replicactl during rollouts).
+	only map[string]bool
 
 	units     []unit
 	down      map[string]time.Time // unit name -> when to start it again
@@ -110,6 +113,9 @@ func (k *killer) Run(ctx context.Context) error {
 func (k *killer) killOne() {
 	var up []unit
 	for _, u := range k.units {
+		if len(k.only) > 0 && !k.only[u.Service] {
+			continue
+		}
 		if _, isDown := k.down[u.Name]; !isDown {
 			up = append(up, u)
 		}

@@ -13,6 +13,7 @@ import (
 // snapshot is what the invariants are checked against.
 type snapshot struct {
 	sets    []*kplanev1.ReplicaSet
+	deploys []*kplanev1.Deployment
 	jobs    []*kplanev1.Job
 	pods    []*kplanev1.Pod // in the workload's namespace
 	allPods []*kplanev1.Pod // in every namespace (pod IPs are cluster-wide)
@@ -45,6 +46,12 @@ func takeSnapshot(ctx context.Context, api kplanev1.ResourcesClient, ns string) 
 	}
 	for _, o := range items {
 		s.sets = append(s.sets, o.GetReplicaSet())
+	}
+	if items, err = list(ctx, api, "Deployment", ns); err != nil {
+		return nil, err
+	}
+	for _, o := range items {
+		s.deploys = append(s.deploys, o.GetDeployment())
 	}
 	if items, err = list(ctx, api, "Job", ns); err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ module github.com/kplane/kplane/test/chaos
 go 1.26.0
 
 require (
+	github.com/kplane/kplane/pkg v0.0.0
 	github.com/kplane/kplane/proto v0.0.0
 	github.com/kplane/kplane/test/e2e v0.0.0
 	google.golang.org/grpc v1.85.0
@@ -10,9 +11,9 @@ require (
 )
 
 require (
-	golang.org/x/net v0.60.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
-	golang.org/x/text v0.42.0 // indirect
+	golang.org/x/net v0.61.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )
 

@@ -1,6 +1,7 @@
 // Command chaos is kplane's chaos harness (`make chaos`). While a
 // workload runs (ReplicaSets scaled up and down, their pods deleted,
 // ReplicaSets deleted and created again, Jobs run one after another,
+// Deployments rolled forward and back,
 // ledger Secrets written), it
 // kills random services at random intervals (SIGKILL and SIGTERM; the
 // apiserver and the node agents included), starts them again, then waits
@@ -12,6 +13,11 @@
 //     each) has completed, and its counts equal its pods' outcomes: no
 //     index succeeded twice, nothing left uncounted or with the
 //     job-tracking finalizer;
+//   - every Deployment (rolled to new templates and back through the
+//     chaos) has finished its rollout on the template last written, with
+//     exactly one ReplicaSet holding replicas and its revision history
+//     intact, and its pods never broke maxSurge or maxUnavailable at any
+//     pod event (an observer watching them throughout);
 //   - every controller Lease is held by a running process;
 //   - no acknowledged write is lost: a ledger of every write and its
 //     outcome is compared with the store.
@@ -60,6 +66,7 @@ type config struct {
 	maxInterval     time.Duration
 	maxDown         time.Duration
 	verbose         bool
+	only            string
 }
 
 func main() {
@@ -81,6 +88,7 @@ func main() {
 	flag.DurationVar(&c.maxInterval, "max-interval", 4*time.Second, "longest time between two kills")
 	flag.DurationVar(&c.maxDown, "max-down", 3*time.Second, "longest time a killed service stays down")
 	flag.BoolVar(&c.verbose, "v", false, "log every kill and restart")
+	flag.StringVar(&c.only, "only", "", "kill only these services (comma-separated, e.g. deploymentctl,replicactl); default every service")
 	flag.Parse()
 	if c.seed == 0 {
 		c.seed = uint64(time.Now().UnixNano())
@@ -160,6 +168,12 @@ func run(ctx context.Context, c config) (int, error) {
 
 	k := newKiller(t, api, c.seed, logf)
 	k.minInterval, k.maxInterval, k.maxDown = c.minInterval, c.maxInterval, c.maxDown
+	if c.only != "" {
+		k.only = map[string]bool{}
+		for _, s := range strings.Split(c.only, ",") {
+			k.only[strings.TrimSpace(s)] = true
+		}
+	}
 	monCtx, stopMon := context.WithCancel(context.Background())
 	monDone := make(chan struct{})
 	go func() {
@@ -169,6 +183,15 @@ func run(ctx context.Context, c config) (int, error) {
 	defer func() {
 		stopMon()
 		<-monDone
+	}()
+	obsDone := make(chan struct{})
+	go func() {
+		defer close(obsDone)
+		w.observeDeploymentPods(monCtx)
+	}()
+	defer func() {
+		stopMon()
+		<-obsDone
 	}()
 
 	chaosCtx, stopChaos := context.WithTimeout(ctx, c.duration)
@@ -203,6 +226,7 @@ func run(ctx context.Context, c config) (int, error) {
 		s, err := takeSnapshot(convCtx, api, ns)
 		if err == nil {
 			violations = checkInvariants(s, ns, t.Controllers(), live, l)
+			violations = append(violations, checkDeployments(w, s.deploys, s.sets)...)
 			lastChecked = violations
 			if len(violations) == 0 {
 				converged = true
@@ -228,6 +252,7 @@ func run(ctx context.Context, c config) (int, error) {
 
 	kr := k.Result()
 	violations = append(violations, kr.errors...)
+	violations = append(violations, observerViolations(w)...)
 	rep := report{
 		target: t.Name(), seed: c.seed, chaos: chaosTime, kills: kr, workload: w,
 		converged: converged, convergence: convergedAt.Sub(kr.lastKill), violations: violations,

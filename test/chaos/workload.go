@@ -44,6 +44,7 @@ type workload struct {
 	rsCycles atomic.Int64
 	jobs     atomic.Int64 // Jobs created
 	jobSeq   int          // the next Job's number
+	deploys  deployments
 	writes   atomic.Int64
 	failures atomic.Int64
 }
@@ -135,7 +136,10 @@ func (w *workload) Setup(ctx context.Context) error {
 			return fmt.Errorf("create service %s: %w", rs.name, err)
 		}
 	}
-	return w.setupStorage(ctx)
+	if err := w.setupStorage(ctx); err != nil {
+		return err
+	}
+	return w.setupDeployments(ctx)
 }
 
 // service is the manifest of the Service over one ReplicaSet's pods.
@@ -191,6 +195,8 @@ func (w *workload) Run(ctx context.Context) {
 			w.cycle(ctx, rs)
 		case n < 80:
 			w.jobStep(ctx)
+		case n < 86:
+			w.deployStep(ctx)
 		default:
 			w.ledgerSecret(ctx)
 		}

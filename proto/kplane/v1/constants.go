@@ -99,6 +99,7 @@ const DefaultSchedulerName = "default-scheduler"
 // kinds missing here belong to the core group, "v1".
 var apiVersions = map[string]string{
 	"ReplicaSet":   "apps/v1",
+	"Deployment":   "apps/v1",
 	"Job":          "batch/v1",
 	"CronJob":      "batch/v1",
 	"StorageClass": "storage.k8s.io/v1",

@@ -447,6 +447,42 @@ var kubernetesTypes = map[string]string{
 		reason string
 		message string`,
 
+	"Deployment": `
+		metadata ObjectMeta
+		spec DeploymentSpec
+		status DeploymentStatus`,
+	"DeploymentSpec": `
+		replicas int32
+		selector LabelSelector
+		template PodTemplateSpec
+		strategy DeploymentStrategy
+		minReadySeconds int32
+		revisionHistoryLimit int32
+		paused bool
+		progressDeadlineSeconds int32`,
+	"DeploymentStrategy": `
+		type string
+		rollingUpdate RollingUpdateDeployment`,
+	"RollingUpdateDeployment": `
+		maxUnavailable IntOrString
+		maxSurge IntOrString`,
+	"DeploymentStatus": `
+		observedGeneration int64
+		replicas int32
+		updatedReplicas int32
+		readyReplicas int32
+		availableReplicas int32
+		unavailableReplicas int32
+		conditions []DeploymentCondition
+		collisionCount int32`,
+	"DeploymentCondition": `
+		type string
+		status string
+		lastUpdateTime Time
+		lastTransitionTime Time
+		reason string
+		message string`,
+
 	// batch/v1
 	"Job": `
 		metadata ObjectMeta

@@ -102,6 +102,7 @@ type Object struct {
 	//	*Object_Lease
 	//	*Object_Event
 	//	*Object_CronJob
+	//	*Object_Deployment
 	Kind          isObject_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -288,6 +289,15 @@ func (x *Object) GetCronJob() *CronJob {
 	return nil
 }
 
+func (x *Object) GetDeployment() *Deployment {
+	if x != nil {
+		if x, ok := x.Kind.(*Object_Deployment); ok {
+			return x.Deployment
+		}
+	}
+	return nil
+}
+
 type isObject_Kind interface {
 	isObject_Kind()
 }
@@ -356,6 +366,10 @@ type Object_CronJob struct {
 	CronJob *CronJob `protobuf:"bytes,16,opt,name=cron_job,json=cronJob,proto3,oneof"`
 }
 
+type Object_Deployment struct {
+	Deployment *Deployment `protobuf:"bytes,17,opt,name=deployment,proto3,oneof"`
+}
+
 func (*Object_Namespace) isObject_Kind() {}
 
 func (*Object_Node) isObject_Kind() {}
@@ -387,6 +401,8 @@ func (*Object_Lease) isObject_Kind() {}
 func (*Object_Event) isObject_Kind() {}
 
 func (*Object_CronJob) isObject_Kind() {}
+
+func (*Object_Deployment) isObject_Kind() {}
 
 // CreateRequest carries the object to create.
 type CreateRequest struct {
@@ -1273,11 +1289,377 @@ func (x *WatchResponse) GetError() string {
 	return ""
 }
 
+// Scale is the scale subresource of an object with spec.replicas, shaped
+// as autoscaling/v1 Scale: the object's metadata, spec.replicas, and the
+// observed replicas with the pod selector in label-query form.
+type Scale struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Metadata      *ObjectMeta            `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Spec          *ScaleSpec             `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	Status        *ScaleStatus           `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Scale) Reset() {
+	*x = Scale{}
+	mi := &file_kplane_v1_resources_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Scale) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Scale) ProtoMessage() {}
+
+func (x *Scale) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_resources_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Scale.ProtoReflect.Descriptor instead.
+func (*Scale) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_resources_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Scale) GetMetadata() *ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *Scale) GetSpec() *ScaleSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *Scale) GetStatus() *ScaleStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// ScaleSpec is the desired number of replicas.
+type ScaleSpec struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Replicas      int32                  `protobuf:"varint,1,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScaleSpec) Reset() {
+	*x = ScaleSpec{}
+	mi := &file_kplane_v1_resources_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScaleSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScaleSpec) ProtoMessage() {}
+
+func (x *ScaleSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_resources_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScaleSpec.ProtoReflect.Descriptor instead.
+func (*ScaleSpec) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_resources_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ScaleSpec) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+// ScaleStatus is the observed number of replicas and the selector of the
+// pods counted ("app=web,tier in (a,b)").
+type ScaleStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Replicas      int32                  `protobuf:"varint,1,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	Selector      string                 `protobuf:"bytes,2,opt,name=selector,proto3" json:"selector,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScaleStatus) Reset() {
+	*x = ScaleStatus{}
+	mi := &file_kplane_v1_resources_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScaleStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScaleStatus) ProtoMessage() {}
+
+func (x *ScaleStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_resources_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScaleStatus.ProtoReflect.Descriptor instead.
+func (*ScaleStatus) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_resources_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ScaleStatus) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *ScaleStatus) GetSelector() string {
+	if x != nil {
+		return x.Selector
+	}
+	return ""
+}
+
+// GetScaleRequest names the object whose scale is read.
+type GetScaleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Namespace     string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetScaleRequest) Reset() {
+	*x = GetScaleRequest{}
+	mi := &file_kplane_v1_resources_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetScaleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetScaleRequest) ProtoMessage() {}
+
+func (x *GetScaleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_resources_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetScaleRequest.ProtoReflect.Descriptor instead.
+func (*GetScaleRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_resources_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GetScaleRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *GetScaleRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetScaleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetScaleResponse returns the scale.
+type GetScaleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Scale         *Scale                 `protobuf:"bytes,1,opt,name=scale,proto3" json:"scale,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetScaleResponse) Reset() {
+	*x = GetScaleResponse{}
+	mi := &file_kplane_v1_resources_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetScaleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetScaleResponse) ProtoMessage() {}
+
+func (x *GetScaleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_resources_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetScaleResponse.ProtoReflect.Descriptor instead.
+func (*GetScaleResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_resources_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *GetScaleResponse) GetScale() *Scale {
+	if x != nil {
+		return x.Scale
+	}
+	return nil
+}
+
+// UpdateScaleRequest sets the replicas of the object scale.metadata names.
+type UpdateScaleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Scale         *Scale                 `protobuf:"bytes,2,opt,name=scale,proto3" json:"scale,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateScaleRequest) Reset() {
+	*x = UpdateScaleRequest{}
+	mi := &file_kplane_v1_resources_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateScaleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateScaleRequest) ProtoMessage() {}
+
+func (x *UpdateScaleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_resources_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateScaleRequest.ProtoReflect.Descriptor instead.
+func (*UpdateScaleRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_resources_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *UpdateScaleRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *UpdateScaleRequest) GetScale() *Scale {
+	if x != nil {
+		return x.Scale
+	}
+	return nil
+}
+
+// UpdateScaleResponse returns the scale as stored.
+type UpdateScaleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Scale         *Scale                 `protobuf:"bytes,1,opt,name=scale,proto3" json:"scale,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateScaleResponse) Reset() {
+	*x = UpdateScaleResponse{}
+	mi := &file_kplane_v1_resources_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateScaleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateScaleResponse) ProtoMessage() {}
+
+func (x *UpdateScaleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_resources_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateScaleResponse.ProtoReflect.Descriptor instead.
+func (*UpdateScaleResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_resources_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *UpdateScaleResponse) GetScale() *Scale {
+	if x != nil {
+		return x.Scale
+	}
+	return nil
+}
+
 var File_kplane_v1_resources_proto protoreflect.FileDescriptor
 
 const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\n" +
-	"\x19kplane/v1/resources.proto\x12\tkplane.v1\x1a\x14kplane/v1/core.proto\x1a\x19kplane/v1/workloads.proto\"\x90\a\n" +
+	"\x19kplane/v1/resources.proto\x12\tkplane.v1\x1a\x14kplane/v1/core.proto\x1a\x14kplane/v1/meta.proto\x1a\x19kplane/v1/workloads.proto\"\xc9\a\n" +
 	"\x06Object\x124\n" +
 	"\tnamespace\x18\x01 \x01(\v2\x14.kplane.v1.NamespaceH\x00R\tnamespace\x12%\n" +
 	"\x04node\x18\x02 \x01(\v2\x0f.kplane.v1.NodeH\x00R\x04node\x12\"\n" +
@@ -1296,7 +1678,10 @@ const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\x06secret\x18\r \x01(\v2\x11.kplane.v1.SecretH\x00R\x06secret\x12(\n" +
 	"\x05lease\x18\x0e \x01(\v2\x10.kplane.v1.LeaseH\x00R\x05lease\x12(\n" +
 	"\x05event\x18\x0f \x01(\v2\x10.kplane.v1.EventH\x00R\x05event\x12/\n" +
-	"\bcron_job\x18\x10 \x01(\v2\x12.kplane.v1.CronJobH\x00R\acronJobB\x06\n" +
+	"\bcron_job\x18\x10 \x01(\v2\x12.kplane.v1.CronJobH\x00R\acronJob\x127\n" +
+	"\n" +
+	"deployment\x18\x11 \x01(\v2\x15.kplane.v1.DeploymentH\x00R\n" +
+	"deploymentB\x06\n" +
 	"\x04kind\":\n" +
 	"\rCreateRequest\x12)\n" +
 	"\x06object\x18\x01 \x01(\v2\x11.kplane.v1.ObjectR\x06object\";\n" +
@@ -1353,14 +1738,34 @@ const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\x0e2\x14.kplane.v1.EventTypeR\x04type\x12)\n" +
 	"\x06object\x18\x02 \x01(\v2\x11.kplane.v1.ObjectR\x06object\x12)\n" +
 	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error*\x9d\x01\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\x94\x01\n" +
+	"\x05Scale\x121\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12(\n" +
+	"\x04spec\x18\x02 \x01(\v2\x14.kplane.v1.ScaleSpecR\x04spec\x12.\n" +
+	"\x06status\x18\x03 \x01(\v2\x16.kplane.v1.ScaleStatusR\x06status\"'\n" +
+	"\tScaleSpec\x12\x1a\n" +
+	"\breplicas\x18\x01 \x01(\x05R\breplicas\"E\n" +
+	"\vScaleStatus\x12\x1a\n" +
+	"\breplicas\x18\x01 \x01(\x05R\breplicas\x12\x1a\n" +
+	"\bselector\x18\x02 \x01(\tR\bselector\"W\n" +
+	"\x0fGetScaleRequest\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\":\n" +
+	"\x10GetScaleResponse\x12&\n" +
+	"\x05scale\x18\x01 \x01(\v2\x10.kplane.v1.ScaleR\x05scale\"P\n" +
+	"\x12UpdateScaleRequest\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12&\n" +
+	"\x05scale\x18\x02 \x01(\v2\x10.kplane.v1.ScaleR\x05scale\"=\n" +
+	"\x13UpdateScaleResponse\x12&\n" +
+	"\x05scale\x18\x01 \x01(\v2\x10.kplane.v1.ScaleR\x05scale*\x9d\x01\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_TYPE_ADDED\x10\x01\x12\x17\n" +
 	"\x13EVENT_TYPE_MODIFIED\x10\x02\x12\x16\n" +
 	"\x12EVENT_TYPE_DELETED\x10\x03\x12\x17\n" +
 	"\x13EVENT_TYPE_BOOKMARK\x10\x04\x12\x14\n" +
-	"\x10EVENT_TYPE_ERROR\x10\x052\xc6\x03\n" +
+	"\x10EVENT_TYPE_ERROR\x10\x052\xd9\x04\n" +
 	"\tResources\x12=\n" +
 	"\x06Create\x12\x18.kplane.v1.CreateRequest\x1a\x19.kplane.v1.CreateResponse\x124\n" +
 	"\x03Get\x12\x15.kplane.v1.GetRequest\x1a\x16.kplane.v1.GetResponse\x127\n" +
@@ -1368,7 +1773,9 @@ const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\x06Update\x12\x18.kplane.v1.UpdateRequest\x1a\x19.kplane.v1.UpdateResponse\x12O\n" +
 	"\fUpdateStatus\x12\x1e.kplane.v1.UpdateStatusRequest\x1a\x1f.kplane.v1.UpdateStatusResponse\x12=\n" +
 	"\x06Delete\x12\x18.kplane.v1.DeleteRequest\x1a\x19.kplane.v1.DeleteResponse\x12<\n" +
-	"\x05Watch\x12\x17.kplane.v1.WatchRequest\x1a\x18.kplane.v1.WatchResponse0\x01B3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
+	"\x05Watch\x12\x17.kplane.v1.WatchRequest\x1a\x18.kplane.v1.WatchResponse0\x01\x12C\n" +
+	"\bGetScale\x12\x1a.kplane.v1.GetScaleRequest\x1a\x1b.kplane.v1.GetScaleResponse\x12L\n" +
+	"\vUpdateScale\x12\x1d.kplane.v1.UpdateScaleRequest\x1a\x1e.kplane.v1.UpdateScaleResponseB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
 
 var (
 	file_kplane_v1_resources_proto_rawDescOnce sync.Once
@@ -1383,7 +1790,7 @@ func file_kplane_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_kplane_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_kplane_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_kplane_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_kplane_v1_resources_proto_goTypes = []any{
 	(EventType)(0),                // 0: kplane.v1.EventType
 	(*Object)(nil),                // 1: kplane.v1.Object
@@ -1402,71 +1809,91 @@ var file_kplane_v1_resources_proto_goTypes = []any{
 	(*DeleteResponse)(nil),        // 14: kplane.v1.DeleteResponse
 	(*WatchRequest)(nil),          // 15: kplane.v1.WatchRequest
 	(*WatchResponse)(nil),         // 16: kplane.v1.WatchResponse
-	(*Namespace)(nil),             // 17: kplane.v1.Namespace
-	(*Node)(nil),                  // 18: kplane.v1.Node
-	(*Pod)(nil),                   // 19: kplane.v1.Pod
-	(*ReplicaSet)(nil),            // 20: kplane.v1.ReplicaSet
-	(*ReplicationController)(nil), // 21: kplane.v1.ReplicationController
-	(*Service)(nil),               // 22: kplane.v1.Service
-	(*Endpoints)(nil),             // 23: kplane.v1.Endpoints
-	(*Job)(nil),                   // 24: kplane.v1.Job
-	(*PersistentVolume)(nil),      // 25: kplane.v1.PersistentVolume
-	(*PersistentVolumeClaim)(nil), // 26: kplane.v1.PersistentVolumeClaim
-	(*StorageClass)(nil),          // 27: kplane.v1.StorageClass
-	(*ServiceAccount)(nil),        // 28: kplane.v1.ServiceAccount
-	(*Secret)(nil),                // 29: kplane.v1.Secret
-	(*Lease)(nil),                 // 30: kplane.v1.Lease
-	(*Event)(nil),                 // 31: kplane.v1.Event
-	(*CronJob)(nil),               // 32: kplane.v1.CronJob
+	(*Scale)(nil),                 // 17: kplane.v1.Scale
+	(*ScaleSpec)(nil),             // 18: kplane.v1.ScaleSpec
+	(*ScaleStatus)(nil),           // 19: kplane.v1.ScaleStatus
+	(*GetScaleRequest)(nil),       // 20: kplane.v1.GetScaleRequest
+	(*GetScaleResponse)(nil),      // 21: kplane.v1.GetScaleResponse
+	(*UpdateScaleRequest)(nil),    // 22: kplane.v1.UpdateScaleRequest
+	(*UpdateScaleResponse)(nil),   // 23: kplane.v1.UpdateScaleResponse
+	(*Namespace)(nil),             // 24: kplane.v1.Namespace
+	(*Node)(nil),                  // 25: kplane.v1.Node
+	(*Pod)(nil),                   // 26: kplane.v1.Pod
+	(*ReplicaSet)(nil),            // 27: kplane.v1.ReplicaSet
+	(*ReplicationController)(nil), // 28: kplane.v1.ReplicationController
+	(*Service)(nil),               // 29: kplane.v1.Service
+	(*Endpoints)(nil),             // 30: kplane.v1.Endpoints
+	(*Job)(nil),                   // 31: kplane.v1.Job
+	(*PersistentVolume)(nil),      // 32: kplane.v1.PersistentVolume
+	(*PersistentVolumeClaim)(nil), // 33: kplane.v1.PersistentVolumeClaim
+	(*StorageClass)(nil),          // 34: kplane.v1.StorageClass
+	(*ServiceAccount)(nil),        // 35: kplane.v1.ServiceAccount
+	(*Secret)(nil),                // 36: kplane.v1.Secret
+	(*Lease)(nil),                 // 37: kplane.v1.Lease
+	(*Event)(nil),                 // 38: kplane.v1.Event
+	(*CronJob)(nil),               // 39: kplane.v1.CronJob
+	(*Deployment)(nil),            // 40: kplane.v1.Deployment
+	(*ObjectMeta)(nil),            // 41: kplane.v1.ObjectMeta
 }
 var file_kplane_v1_resources_proto_depIdxs = []int32{
-	17, // 0: kplane.v1.Object.namespace:type_name -> kplane.v1.Namespace
-	18, // 1: kplane.v1.Object.node:type_name -> kplane.v1.Node
-	19, // 2: kplane.v1.Object.pod:type_name -> kplane.v1.Pod
-	20, // 3: kplane.v1.Object.replica_set:type_name -> kplane.v1.ReplicaSet
-	21, // 4: kplane.v1.Object.replication_controller:type_name -> kplane.v1.ReplicationController
-	22, // 5: kplane.v1.Object.service:type_name -> kplane.v1.Service
-	23, // 6: kplane.v1.Object.endpoints:type_name -> kplane.v1.Endpoints
-	24, // 7: kplane.v1.Object.job:type_name -> kplane.v1.Job
-	25, // 8: kplane.v1.Object.persistent_volume:type_name -> kplane.v1.PersistentVolume
-	26, // 9: kplane.v1.Object.persistent_volume_claim:type_name -> kplane.v1.PersistentVolumeClaim
-	27, // 10: kplane.v1.Object.storage_class:type_name -> kplane.v1.StorageClass
-	28, // 11: kplane.v1.Object.service_account:type_name -> kplane.v1.ServiceAccount
-	29, // 12: kplane.v1.Object.secret:type_name -> kplane.v1.Secret
-	30, // 13: kplane.v1.Object.lease:type_name -> kplane.v1.Lease
-	31, // 14: kplane.v1.Object.event:type_name -> kplane.v1.Event
-	32, // 15: kplane.v1.Object.cron_job:type_name -> kplane.v1.CronJob
-	1,  // 16: kplane.v1.CreateRequest.object:type_name -> kplane.v1.Object
-	1,  // 17: kplane.v1.CreateResponse.object:type_name -> kplane.v1.Object
-	1,  // 18: kplane.v1.GetResponse.object:type_name -> kplane.v1.Object
-	1,  // 19: kplane.v1.ListResponse.items:type_name -> kplane.v1.Object
-	1,  // 20: kplane.v1.UpdateRequest.object:type_name -> kplane.v1.Object
-	1,  // 21: kplane.v1.UpdateResponse.object:type_name -> kplane.v1.Object
-	1,  // 22: kplane.v1.UpdateStatusRequest.object:type_name -> kplane.v1.Object
-	1,  // 23: kplane.v1.UpdateStatusResponse.object:type_name -> kplane.v1.Object
-	12, // 24: kplane.v1.DeleteRequest.preconditions:type_name -> kplane.v1.Preconditions
-	1,  // 25: kplane.v1.DeleteResponse.object:type_name -> kplane.v1.Object
-	0,  // 26: kplane.v1.WatchResponse.type:type_name -> kplane.v1.EventType
-	1,  // 27: kplane.v1.WatchResponse.object:type_name -> kplane.v1.Object
-	2,  // 28: kplane.v1.Resources.Create:input_type -> kplane.v1.CreateRequest
-	4,  // 29: kplane.v1.Resources.Get:input_type -> kplane.v1.GetRequest
-	6,  // 30: kplane.v1.Resources.List:input_type -> kplane.v1.ListRequest
-	8,  // 31: kplane.v1.Resources.Update:input_type -> kplane.v1.UpdateRequest
-	10, // 32: kplane.v1.Resources.UpdateStatus:input_type -> kplane.v1.UpdateStatusRequest
-	13, // 33: kplane.v1.Resources.Delete:input_type -> kplane.v1.DeleteRequest
-	15, // 34: kplane.v1.Resources.Watch:input_type -> kplane.v1.WatchRequest
-	3,  // 35: kplane.v1.Resources.Create:output_type -> kplane.v1.CreateResponse
-	5,  // 36: kplane.v1.Resources.Get:output_type -> kplane.v1.GetResponse
-	7,  // 37: kplane.v1.Resources.List:output_type -> kplane.v1.ListResponse
-	9,  // 38: kplane.v1.Resources.Update:output_type -> kplane.v1.UpdateResponse
-	11, // 39: kplane.v1.Resources.UpdateStatus:output_type -> kplane.v1.UpdateStatusResponse
-	14, // 40: kplane.v1.Resources.Delete:output_type -> kplane.v1.DeleteResponse
-	16, // 41: kplane.v1.Resources.Watch:output_type -> kplane.v1.WatchResponse
-	35, // [35:42] is the sub-list for method output_type
-	28, // [28:35] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	24, // 0: kplane.v1.Object.namespace:type_name -> kplane.v1.Namespace
+	25, // 1: kplane.v1.Object.node:type_name -> kplane.v1.Node
+	26, // 2: kplane.v1.Object.pod:type_name -> kplane.v1.Pod
+	27, // 3: kplane.v1.Object.replica_set:type_name -> kplane.v1.ReplicaSet
+	28, // 4: kplane.v1.Object.replication_controller:type_name -> kplane.v1.ReplicationController
+	29, // 5: kplane.v1.Object.service:type_name -> kplane.v1.Service
+	30, // 6: kplane.v1.Object.endpoints:type_name -> kplane.v1.Endpoints
+	31, // 7: kplane.v1.Object.job:type_name -> kplane.v1.Job
+	32, // 8: kplane.v1.Object.persistent_volume:type_name -> kplane.v1.PersistentVolume
+	33, // 9: kplane.v1.Object.persistent_volume_claim:type_name -> kplane.v1.PersistentVolumeClaim
+	34, // 10: kplane.v1.Object.storage_class:type_name -> kplane.v1.StorageClass
+	35, // 11: kplane.v1.Object.service_account:type_name -> kplane.v1.ServiceAccount
+	36, // 12: kplane.v1.Object.secret:type_name -> kplane.v1.Secret
+	37, // 13: kplane.v1.Object.lease:type_name -> kplane.v1.Lease
+	38, // 14: kplane.v1.Object.event:type_name -> kplane.v1.Event
+	39, // 15: kplane.v1.Object.cron_job:type_name -> kplane.v1.CronJob
+	40, // 16: kplane.v1.Object.deployment:type_name -> kplane.v1.Deployment
+	1,  // 17: kplane.v1.CreateRequest.object:type_name -> kplane.v1.Object
+	1,  // 18: kplane.v1.CreateResponse.object:type_name -> kplane.v1.Object
+	1,  // 19: kplane.v1.GetResponse.object:type_name -> kplane.v1.Object
+	1,  // 20: kplane.v1.ListResponse.items:type_name -> kplane.v1.Object
+	1,  // 21: kplane.v1.UpdateRequest.object:type_name -> kplane.v1.Object
+	1,  // 22: kplane.v1.UpdateResponse.object:type_name -> kplane.v1.Object
+	1,  // 23: kplane.v1.UpdateStatusRequest.object:type_name -> kplane.v1.Object
+	1,  // 24: kplane.v1.UpdateStatusResponse.object:type_name -> kplane.v1.Object
+	12, // 25: kplane.v1.DeleteRequest.preconditions:type_name -> kplane.v1.Preconditions
+	1,  // 26: kplane.v1.DeleteResponse.object:type_name -> kplane.v1.Object
+	0,  // 27: kplane.v1.WatchResponse.type:type_name -> kplane.v1.EventType
+	1,  // 28: kplane.v1.WatchResponse.object:type_name -> kplane.v1.Object
+	41, // 29: kplane.v1.Scale.metadata:type_name -> kplane.v1.ObjectMeta
+	18, // 30: kplane.v1.Scale.spec:type_name -> kplane.v1.ScaleSpec
+	19, // 31: kplane.v1.Scale.status:type_name -> kplane.v1.ScaleStatus
+	17, // 32: kplane.v1.GetScaleResponse.scale:type_name -> kplane.v1.Scale
+	17, // 33: kplane.v1.UpdateScaleRequest.scale:type_name -> kplane.v1.Scale
+	17, // 34: kplane.v1.UpdateScaleResponse.scale:type_name -> kplane.v1.Scale
+	2,  // 35: kplane.v1.Resources.Create:input_type -> kplane.v1.CreateRequest
+	4,  // 36: kplane.v1.Resources.Get:input_type -> kplane.v1.GetRequest
+	6,  // 37: kplane.v1.Resources.List:input_type -> kplane.v1.ListRequest
+	8,  // 38: kplane.v1.Resources.Update:input_type -> kplane.v1.UpdateRequest
+	10, // 39: kplane.v1.Resources.UpdateStatus:input_type -> kplane.v1.UpdateStatusRequest
+	13, // 40: kplane.v1.Resources.Delete:input_type -> kplane.v1.DeleteRequest
+	15, // 41: kplane.v1.Resources.Watch:input_type -> kplane.v1.WatchRequest
+	20, // 42: kplane.v1.Resources.GetScale:input_type -> kplane.v1.GetScaleRequest
+	22, // 43: kplane.v1.Resources.UpdateScale:input_type -> kplane.v1.UpdateScaleRequest
+	3,  // 44: kplane.v1.Resources.Create:output_type -> kplane.v1.CreateResponse
+	5,  // 45: kplane.v1.Resources.Get:output_type -> kplane.v1.GetResponse
+	7,  // 46: kplane.v1.Resources.List:output_type -> kplane.v1.ListResponse
+	9,  // 47: kplane.v1.Resources.Update:output_type -> kplane.v1.UpdateResponse
+	11, // 48: kplane.v1.Resources.UpdateStatus:output_type -> kplane.v1.UpdateStatusResponse
+	14, // 49: kplane.v1.Resources.Delete:output_type -> kplane.v1.DeleteResponse
+	16, // 50: kplane.v1.Resources.Watch:output_type -> kplane.v1.WatchResponse
+	21, // 51: kplane.v1.Resources.GetScale:output_type -> kplane.v1.GetScaleResponse
+	23, // 52: kplane.v1.Resources.UpdateScale:output_type -> kplane.v1.UpdateScaleResponse
+	44, // [44:53] is the sub-list for method output_type
+	35, // [35:44] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_resources_proto_init() }
@@ -1475,6 +1902,7 @@ func file_kplane_v1_resources_proto_init() {
 		return
 	}
 	file_kplane_v1_core_proto_init()
+	file_kplane_v1_meta_proto_init()
 	file_kplane_v1_workloads_proto_init()
 	file_kplane_v1_resources_proto_msgTypes[0].OneofWrappers = []any{
 		(*Object_Namespace)(nil),
@@ -1493,6 +1921,7 @@ func file_kplane_v1_resources_proto_init() {
 		(*Object_Lease)(nil),
 		(*Object_Event)(nil),
 		(*Object_CronJob)(nil),
+		(*Object_Deployment)(nil),
 	}
 	file_kplane_v1_resources_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}
@@ -1501,7 +1930,7 @@ func file_kplane_v1_resources_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_v1_resources_proto_rawDesc), len(file_kplane_v1_resources_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

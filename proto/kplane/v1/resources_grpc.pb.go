@@ -26,6 +26,8 @@ const (
 	Resources_UpdateStatus_FullMethodName = "/kplane.v1.Resources/UpdateStatus"
 	Resources_Delete_FullMethodName       = "/kplane.v1.Resources/Delete"
 	Resources_Watch_FullMethodName        = "/kplane.v1.Resources/Watch"
+	Resources_GetScale_FullMethodName     = "/kplane.v1.Resources/GetScale"
+	Resources_UpdateScale_FullMethodName  = "/kplane.v1.Resources/UpdateScale"
 )
 
 // ResourcesClient is the client API for Resources service.
@@ -52,6 +54,14 @@ type ResourcesClient interface {
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
 	// Watch streams changes to objects of one kind.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
+	// GetScale reads the scale subresource of a kind with spec.replicas
+	// (ReplicaSet, ReplicationController, Deployment); NotFound when absent,
+	// InvalidArgument for a kind without it.
+	GetScale(ctx context.Context, in *GetScaleRequest, opts ...grpc.CallOption) (*GetScaleResponse, error)
+	// UpdateScale sets spec.replicas of such an object and nothing else. A
+	// set resource_version in the scale's metadata makes it a
+	// compare-and-swap on the object (Aborted when stale).
+	UpdateScale(ctx context.Context, in *UpdateScaleRequest, opts ...grpc.CallOption) (*UpdateScaleResponse, error)
 }
 
 type resourcesClient struct {
@@ -141,6 +151,26 @@ func (c *resourcesClient) Watch(ctx context.Context, in *WatchRequest, opts ...g
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Resources_WatchClient = grpc.ServerStreamingClient[WatchResponse]
 
+func (c *resourcesClient) GetScale(ctx context.Context, in *GetScaleRequest, opts ...grpc.CallOption) (*GetScaleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetScaleResponse)
+	err := c.cc.Invoke(ctx, Resources_GetScale_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *resourcesClient) UpdateScale(ctx context.Context, in *UpdateScaleRequest, opts ...grpc.CallOption) (*UpdateScaleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateScaleResponse)
+	err := c.cc.Invoke(ctx, Resources_UpdateScale_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ResourcesServer is the server API for Resources service.
 // All implementations must embed UnimplementedResourcesServer
 // for forward compatibility.
@@ -165,6 +195,14 @@ type ResourcesServer interface {
 	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
 	// Watch streams changes to objects of one kind.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
+	// GetScale reads the scale subresource of a kind with spec.replicas
+	// (ReplicaSet, ReplicationController, Deployment); NotFound when absent,
+	// InvalidArgument for a kind without it.
+	GetScale(context.Context, *GetScaleRequest) (*GetScaleResponse, error)
+	// UpdateScale sets spec.replicas of such an object and nothing else. A
+	// set resource_version in the scale's metadata makes it a
+	// compare-and-swap on the object (Aborted when stale).
+	UpdateScale(context.Context, *UpdateScaleRequest) (*UpdateScaleResponse, error)
 	mustEmbedUnimplementedResourcesServer()
 }
 
@@ -195,6 +233,12 @@ func (UnimplementedResourcesServer) Delete(context.Context, *DeleteRequest) (*De
 }
 func (UnimplementedResourcesServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedResourcesServer) GetScale(context.Context, *GetScaleRequest) (*GetScaleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetScale not implemented")
+}
+func (UnimplementedResourcesServer) UpdateScale(context.Context, *UpdateScaleRequest) (*UpdateScaleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateScale not implemented")
 }
 func (UnimplementedResourcesServer) mustEmbedUnimplementedResourcesServer() {}
 func (UnimplementedResourcesServer) testEmbeddedByValue()                   {}
@@ -336,6 +380,42 @@ func _Resources_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Resources_WatchServer = grpc.ServerStreamingServer[WatchResponse]
 
+func _Resources_GetScale_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetScaleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ResourcesServer).GetScale(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Resources_GetScale_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ResourcesServer).GetScale(ctx, req.(*GetScaleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Resources_UpdateScale_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateScaleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ResourcesServer).UpdateScale(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Resources_UpdateScale_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ResourcesServer).UpdateScale(ctx, req.(*UpdateScaleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Resources_ServiceDesc is the grpc.ServiceDesc for Resources service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -366,6 +446,14 @@ var Resources_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Delete",
 			Handler:    _Resources_Delete_Handler,
+		},
+		{
+			MethodName: "GetScale",
+			Handler:    _Resources_GetScale_Handler,
+		},
+		{
+			MethodName: "UpdateScale",
+			Handler:    _Resources_UpdateScale_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -2262,6 +2262,385 @@ func (x *CronJobStatus) GetLastSuccessfulTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// Deployment declares a set of replicated pods and how to replace them
+// when their template changes (apps/v1). deploymentctl runs it through
+// ReplicaSets, one per template.
+type Deployment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Metadata      *ObjectMeta            `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Spec          *DeploymentSpec        `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	Status        *DeploymentStatus      `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Deployment) Reset() {
+	*x = Deployment{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Deployment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Deployment) ProtoMessage() {}
+
+func (x *Deployment) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Deployment.ProtoReflect.Descriptor instead.
+func (*Deployment) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *Deployment) GetMetadata() *ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *Deployment) GetSpec() *DeploymentSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *Deployment) GetStatus() *DeploymentStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// DeploymentSpec is the desired state of a deployment.
+type DeploymentSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// replicas defaults to 1.
+	Replicas *int32 `protobuf:"varint,1,opt,name=replicas,proto3,oneof" json:"replicas,omitempty"`
+	// selector is required and immutable; it must match the template's labels.
+	Selector *LabelSelector   `protobuf:"bytes,2,opt,name=selector,proto3" json:"selector,omitempty"`
+	Template *PodTemplateSpec `protobuf:"bytes,3,opt,name=template,proto3" json:"template,omitempty"`
+	// strategy defaults to RollingUpdate with maxSurge and maxUnavailable 25%.
+	Strategy        *DeploymentStrategy `protobuf:"bytes,4,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	MinReadySeconds int32               `protobuf:"varint,5,opt,name=min_ready_seconds,json=minReadySeconds,proto3" json:"min_ready_seconds,omitempty"`
+	// revision_history_limit defaults to 10.
+	RevisionHistoryLimit *int32 `protobuf:"varint,6,opt,name=revision_history_limit,json=revisionHistoryLimit,proto3,oneof" json:"revision_history_limit,omitempty"`
+	Paused               bool   `protobuf:"varint,7,opt,name=paused,proto3" json:"paused,omitempty"`
+	// progress_deadline_seconds defaults to 600.
+	ProgressDeadlineSeconds *int32 `protobuf:"varint,8,opt,name=progress_deadline_seconds,json=progressDeadlineSeconds,proto3,oneof" json:"progress_deadline_seconds,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *DeploymentSpec) Reset() {
+	*x = DeploymentSpec{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeploymentSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeploymentSpec) ProtoMessage() {}
+
+func (x *DeploymentSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeploymentSpec.ProtoReflect.Descriptor instead.
+func (*DeploymentSpec) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *DeploymentSpec) GetReplicas() int32 {
+	if x != nil && x.Replicas != nil {
+		return *x.Replicas
+	}
+	return 0
+}
+
+func (x *DeploymentSpec) GetSelector() *LabelSelector {
+	if x != nil {
+		return x.Selector
+	}
+	return nil
+}
+
+func (x *DeploymentSpec) GetTemplate() *PodTemplateSpec {
+	if x != nil {
+		return x.Template
+	}
+	return nil
+}
+
+func (x *DeploymentSpec) GetStrategy() *DeploymentStrategy {
+	if x != nil {
+		return x.Strategy
+	}
+	return nil
+}
+
+func (x *DeploymentSpec) GetMinReadySeconds() int32 {
+	if x != nil {
+		return x.MinReadySeconds
+	}
+	return 0
+}
+
+func (x *DeploymentSpec) GetRevisionHistoryLimit() int32 {
+	if x != nil && x.RevisionHistoryLimit != nil {
+		return *x.RevisionHistoryLimit
+	}
+	return 0
+}
+
+func (x *DeploymentSpec) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *DeploymentSpec) GetProgressDeadlineSeconds() int32 {
+	if x != nil && x.ProgressDeadlineSeconds != nil {
+		return *x.ProgressDeadlineSeconds
+	}
+	return 0
+}
+
+// DeploymentStrategy says how old pods are replaced by new ones.
+type DeploymentStrategy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// type is RollingUpdate (default) or Recreate.
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// rolling_update is set only for type RollingUpdate.
+	RollingUpdate *RollingUpdateDeployment `protobuf:"bytes,2,opt,name=rolling_update,json=rollingUpdate,proto3" json:"rolling_update,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeploymentStrategy) Reset() {
+	*x = DeploymentStrategy{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeploymentStrategy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeploymentStrategy) ProtoMessage() {}
+
+func (x *DeploymentStrategy) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeploymentStrategy.ProtoReflect.Descriptor instead.
+func (*DeploymentStrategy) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *DeploymentStrategy) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *DeploymentStrategy) GetRollingUpdate() *RollingUpdateDeployment {
+	if x != nil {
+		return x.RollingUpdate
+	}
+	return nil
+}
+
+// RollingUpdateDeployment bounds a rolling update: numbers, or percents of
+// spec.replicas ("25%").
+type RollingUpdateDeployment struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	MaxUnavailable *IntOrString           `protobuf:"bytes,1,opt,name=max_unavailable,json=maxUnavailable,proto3" json:"max_unavailable,omitempty"`
+	MaxSurge       *IntOrString           `protobuf:"bytes,2,opt,name=max_surge,json=maxSurge,proto3" json:"max_surge,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RollingUpdateDeployment) Reset() {
+	*x = RollingUpdateDeployment{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollingUpdateDeployment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollingUpdateDeployment) ProtoMessage() {}
+
+func (x *RollingUpdateDeployment) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollingUpdateDeployment.ProtoReflect.Descriptor instead.
+func (*RollingUpdateDeployment) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *RollingUpdateDeployment) GetMaxUnavailable() *IntOrString {
+	if x != nil {
+		return x.MaxUnavailable
+	}
+	return nil
+}
+
+func (x *RollingUpdateDeployment) GetMaxSurge() *IntOrString {
+	if x != nil {
+		return x.MaxSurge
+	}
+	return nil
+}
+
+// DeploymentStatus is the observed state of a deployment.
+type DeploymentStatus struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	ObservedGeneration  int64                  `protobuf:"varint,1,opt,name=observed_generation,json=observedGeneration,proto3" json:"observed_generation,omitempty"`
+	Replicas            int32                  `protobuf:"varint,2,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	UpdatedReplicas     int32                  `protobuf:"varint,3,opt,name=updated_replicas,json=updatedReplicas,proto3" json:"updated_replicas,omitempty"`
+	ReadyReplicas       int32                  `protobuf:"varint,4,opt,name=ready_replicas,json=readyReplicas,proto3" json:"ready_replicas,omitempty"`
+	AvailableReplicas   int32                  `protobuf:"varint,5,opt,name=available_replicas,json=availableReplicas,proto3" json:"available_replicas,omitempty"`
+	UnavailableReplicas int32                  `protobuf:"varint,6,opt,name=unavailable_replicas,json=unavailableReplicas,proto3" json:"unavailable_replicas,omitempty"`
+	Conditions          []*Condition           `protobuf:"bytes,7,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	CollisionCount      *int32                 `protobuf:"varint,8,opt,name=collision_count,json=collisionCount,proto3,oneof" json:"collision_count,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *DeploymentStatus) Reset() {
+	*x = DeploymentStatus{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeploymentStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeploymentStatus) ProtoMessage() {}
+
+func (x *DeploymentStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeploymentStatus.ProtoReflect.Descriptor instead.
+func (*DeploymentStatus) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *DeploymentStatus) GetObservedGeneration() int64 {
+	if x != nil {
+		return x.ObservedGeneration
+	}
+	return 0
+}
+
+func (x *DeploymentStatus) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *DeploymentStatus) GetUpdatedReplicas() int32 {
+	if x != nil {
+		return x.UpdatedReplicas
+	}
+	return 0
+}
+
+func (x *DeploymentStatus) GetReadyReplicas() int32 {
+	if x != nil {
+		return x.ReadyReplicas
+	}
+	return 0
+}
+
+func (x *DeploymentStatus) GetAvailableReplicas() int32 {
+	if x != nil {
+		return x.AvailableReplicas
+	}
+	return 0
+}
+
+func (x *DeploymentStatus) GetUnavailableReplicas() int32 {
+	if x != nil {
+		return x.UnavailableReplicas
+	}
+	return 0
+}
+
+func (x *DeploymentStatus) GetConditions() []*Condition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
+func (x *DeploymentStatus) GetCollisionCount() int32 {
+	if x != nil && x.CollisionCount != nil {
+		return *x.CollisionCount
+	}
+	return 0
+}
+
 var File_kplane_v1_workloads_proto protoreflect.FileDescriptor
 
 const file_kplane_v1_workloads_proto_rawDesc = "" +
@@ -2481,7 +2860,42 @@ const file_kplane_v1_workloads_proto_rawDesc = "" +
 	"\rCronJobStatus\x122\n" +
 	"\x06active\x18\x01 \x03(\v2\x1a.kplane.v1.ObjectReferenceR\x06active\x12H\n" +
 	"\x12last_schedule_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x10lastScheduleTime\x12L\n" +
-	"\x14last_successful_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastSuccessfulTimeB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
+	"\x14last_successful_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastSuccessfulTime\"\xa3\x01\n" +
+	"\n" +
+	"Deployment\x121\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12-\n" +
+	"\x04spec\x18\x02 \x01(\v2\x19.kplane.v1.DeploymentSpecR\x04spec\x123\n" +
+	"\x06status\x18\x03 \x01(\v2\x1b.kplane.v1.DeploymentStatusR\x06status\"\xe0\x03\n" +
+	"\x0eDeploymentSpec\x12\x1f\n" +
+	"\breplicas\x18\x01 \x01(\x05H\x00R\breplicas\x88\x01\x01\x124\n" +
+	"\bselector\x18\x02 \x01(\v2\x18.kplane.v1.LabelSelectorR\bselector\x126\n" +
+	"\btemplate\x18\x03 \x01(\v2\x1a.kplane.v1.PodTemplateSpecR\btemplate\x129\n" +
+	"\bstrategy\x18\x04 \x01(\v2\x1d.kplane.v1.DeploymentStrategyR\bstrategy\x12*\n" +
+	"\x11min_ready_seconds\x18\x05 \x01(\x05R\x0fminReadySeconds\x129\n" +
+	"\x16revision_history_limit\x18\x06 \x01(\x05H\x01R\x14revisionHistoryLimit\x88\x01\x01\x12\x16\n" +
+	"\x06paused\x18\a \x01(\bR\x06paused\x12?\n" +
+	"\x19progress_deadline_seconds\x18\b \x01(\x05H\x02R\x17progressDeadlineSeconds\x88\x01\x01B\v\n" +
+	"\t_replicasB\x19\n" +
+	"\x17_revision_history_limitB\x1c\n" +
+	"\x1a_progress_deadline_seconds\"s\n" +
+	"\x12DeploymentStrategy\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12I\n" +
+	"\x0erolling_update\x18\x02 \x01(\v2\".kplane.v1.RollingUpdateDeploymentR\rrollingUpdate\"\x8f\x01\n" +
+	"\x17RollingUpdateDeployment\x12?\n" +
+	"\x0fmax_unavailable\x18\x01 \x01(\v2\x16.kplane.v1.IntOrStringR\x0emaxUnavailable\x123\n" +
+	"\tmax_surge\x18\x02 \x01(\v2\x16.kplane.v1.IntOrStringR\bmaxSurge\"\x8b\x03\n" +
+	"\x10DeploymentStatus\x12/\n" +
+	"\x13observed_generation\x18\x01 \x01(\x03R\x12observedGeneration\x12\x1a\n" +
+	"\breplicas\x18\x02 \x01(\x05R\breplicas\x12)\n" +
+	"\x10updated_replicas\x18\x03 \x01(\x05R\x0fupdatedReplicas\x12%\n" +
+	"\x0eready_replicas\x18\x04 \x01(\x05R\rreadyReplicas\x12-\n" +
+	"\x12available_replicas\x18\x05 \x01(\x05R\x11availableReplicas\x121\n" +
+	"\x14unavailable_replicas\x18\x06 \x01(\x05R\x13unavailableReplicas\x124\n" +
+	"\n" +
+	"conditions\x18\a \x03(\v2\x14.kplane.v1.ConditionR\n" +
+	"conditions\x12,\n" +
+	"\x0fcollision_count\x18\b \x01(\x05H\x00R\x0ecollisionCount\x88\x01\x01B\x12\n" +
+	"\x10_collision_countB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
 
 var (
 	file_kplane_v1_workloads_proto_rawDescOnce sync.Once
@@ -2495,7 +2909,7 @@ func file_kplane_v1_workloads_proto_rawDescGZIP() []byte {
 	return file_kplane_v1_workloads_proto_rawDescData
 }
 
-var file_kplane_v1_workloads_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_kplane_v1_workloads_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_kplane_v1_workloads_proto_goTypes = []any{
 	(*ReplicaSet)(nil),                             // 0: kplane.v1.ReplicaSet
 	(*ReplicaSetSpec)(nil),                         // 1: kplane.v1.ReplicaSetSpec
@@ -2529,83 +2943,99 @@ var file_kplane_v1_workloads_proto_goTypes = []any{
 	(*CronJobSpec)(nil),                            // 29: kplane.v1.CronJobSpec
 	(*JobTemplateSpec)(nil),                        // 30: kplane.v1.JobTemplateSpec
 	(*CronJobStatus)(nil),                          // 31: kplane.v1.CronJobStatus
-	nil,                                            // 32: kplane.v1.ReplicationControllerSpec.SelectorEntry
-	nil,                                            // 33: kplane.v1.PersistentVolumeSpec.CapacityEntry
-	nil,                                            // 34: kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
-	nil,                                            // 35: kplane.v1.StorageClass.ParametersEntry
-	(*ObjectMeta)(nil),                             // 36: kplane.v1.ObjectMeta
-	(*LabelSelector)(nil),                          // 37: kplane.v1.LabelSelector
-	(*PodTemplateSpec)(nil),                        // 38: kplane.v1.PodTemplateSpec
-	(*Condition)(nil),                              // 39: kplane.v1.Condition
-	(*timestamppb.Timestamp)(nil),                  // 40: google.protobuf.Timestamp
-	(*ObjectReference)(nil),                        // 41: kplane.v1.ObjectReference
-	(*HostPathVolumeSource)(nil),                   // 42: kplane.v1.HostPathVolumeSource
-	(*ResourceRequirements)(nil),                   // 43: kplane.v1.ResourceRequirements
+	(*Deployment)(nil),                             // 32: kplane.v1.Deployment
+	(*DeploymentSpec)(nil),                         // 33: kplane.v1.DeploymentSpec
+	(*DeploymentStrategy)(nil),                     // 34: kplane.v1.DeploymentStrategy
+	(*RollingUpdateDeployment)(nil),                // 35: kplane.v1.RollingUpdateDeployment
+	(*DeploymentStatus)(nil),                       // 36: kplane.v1.DeploymentStatus
+	nil,                                            // 37: kplane.v1.ReplicationControllerSpec.SelectorEntry
+	nil,                                            // 38: kplane.v1.PersistentVolumeSpec.CapacityEntry
+	nil,                                            // 39: kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
+	nil,                                            // 40: kplane.v1.StorageClass.ParametersEntry
+	(*ObjectMeta)(nil),                             // 41: kplane.v1.ObjectMeta
+	(*LabelSelector)(nil),                          // 42: kplane.v1.LabelSelector
+	(*PodTemplateSpec)(nil),                        // 43: kplane.v1.PodTemplateSpec
+	(*Condition)(nil),                              // 44: kplane.v1.Condition
+	(*timestamppb.Timestamp)(nil),                  // 45: google.protobuf.Timestamp
+	(*ObjectReference)(nil),                        // 46: kplane.v1.ObjectReference
+	(*HostPathVolumeSource)(nil),                   // 47: kplane.v1.HostPathVolumeSource
+	(*ResourceRequirements)(nil),                   // 48: kplane.v1.ResourceRequirements
+	(*IntOrString)(nil),                            // 49: kplane.v1.IntOrString
 }
 var file_kplane_v1_workloads_proto_depIdxs = []int32{
-	36, // 0: kplane.v1.ReplicaSet.metadata:type_name -> kplane.v1.ObjectMeta
+	41, // 0: kplane.v1.ReplicaSet.metadata:type_name -> kplane.v1.ObjectMeta
 	1,  // 1: kplane.v1.ReplicaSet.spec:type_name -> kplane.v1.ReplicaSetSpec
 	2,  // 2: kplane.v1.ReplicaSet.status:type_name -> kplane.v1.ReplicaSetStatus
-	37, // 3: kplane.v1.ReplicaSetSpec.selector:type_name -> kplane.v1.LabelSelector
-	38, // 4: kplane.v1.ReplicaSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
-	39, // 5: kplane.v1.ReplicaSetStatus.conditions:type_name -> kplane.v1.Condition
-	36, // 6: kplane.v1.ReplicationController.metadata:type_name -> kplane.v1.ObjectMeta
+	42, // 3: kplane.v1.ReplicaSetSpec.selector:type_name -> kplane.v1.LabelSelector
+	43, // 4: kplane.v1.ReplicaSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	44, // 5: kplane.v1.ReplicaSetStatus.conditions:type_name -> kplane.v1.Condition
+	41, // 6: kplane.v1.ReplicationController.metadata:type_name -> kplane.v1.ObjectMeta
 	4,  // 7: kplane.v1.ReplicationController.spec:type_name -> kplane.v1.ReplicationControllerSpec
 	2,  // 8: kplane.v1.ReplicationController.status:type_name -> kplane.v1.ReplicaSetStatus
-	32, // 9: kplane.v1.ReplicationControllerSpec.selector:type_name -> kplane.v1.ReplicationControllerSpec.SelectorEntry
-	38, // 10: kplane.v1.ReplicationControllerSpec.template:type_name -> kplane.v1.PodTemplateSpec
-	36, // 11: kplane.v1.Job.metadata:type_name -> kplane.v1.ObjectMeta
+	37, // 9: kplane.v1.ReplicationControllerSpec.selector:type_name -> kplane.v1.ReplicationControllerSpec.SelectorEntry
+	43, // 10: kplane.v1.ReplicationControllerSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	41, // 11: kplane.v1.Job.metadata:type_name -> kplane.v1.ObjectMeta
 	6,  // 12: kplane.v1.Job.spec:type_name -> kplane.v1.JobSpec
 	7,  // 13: kplane.v1.Job.status:type_name -> kplane.v1.JobStatus
-	37, // 14: kplane.v1.JobSpec.selector:type_name -> kplane.v1.LabelSelector
-	38, // 15: kplane.v1.JobSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	42, // 14: kplane.v1.JobSpec.selector:type_name -> kplane.v1.LabelSelector
+	43, // 15: kplane.v1.JobSpec.template:type_name -> kplane.v1.PodTemplateSpec
 	9,  // 16: kplane.v1.JobSpec.pod_failure_policy:type_name -> kplane.v1.PodFailurePolicy
 	13, // 17: kplane.v1.JobSpec.success_policy:type_name -> kplane.v1.SuccessPolicy
-	39, // 18: kplane.v1.JobStatus.conditions:type_name -> kplane.v1.Condition
-	40, // 19: kplane.v1.JobStatus.start_time:type_name -> google.protobuf.Timestamp
-	40, // 20: kplane.v1.JobStatus.completion_time:type_name -> google.protobuf.Timestamp
+	44, // 18: kplane.v1.JobStatus.conditions:type_name -> kplane.v1.Condition
+	45, // 19: kplane.v1.JobStatus.start_time:type_name -> google.protobuf.Timestamp
+	45, // 20: kplane.v1.JobStatus.completion_time:type_name -> google.protobuf.Timestamp
 	8,  // 21: kplane.v1.JobStatus.uncounted_terminated_pods:type_name -> kplane.v1.UncountedTerminatedPods
 	10, // 22: kplane.v1.PodFailurePolicy.rules:type_name -> kplane.v1.PodFailurePolicyRule
 	11, // 23: kplane.v1.PodFailurePolicyRule.on_exit_codes:type_name -> kplane.v1.PodFailurePolicyOnExitCodesRequirement
 	12, // 24: kplane.v1.PodFailurePolicyRule.on_pod_conditions:type_name -> kplane.v1.PodFailurePolicyOnPodConditionsPattern
 	14, // 25: kplane.v1.SuccessPolicy.rules:type_name -> kplane.v1.SuccessPolicyRule
-	36, // 26: kplane.v1.PersistentVolume.metadata:type_name -> kplane.v1.ObjectMeta
+	41, // 26: kplane.v1.PersistentVolume.metadata:type_name -> kplane.v1.ObjectMeta
 	16, // 27: kplane.v1.PersistentVolume.spec:type_name -> kplane.v1.PersistentVolumeSpec
 	21, // 28: kplane.v1.PersistentVolume.status:type_name -> kplane.v1.PersistentVolumeStatus
-	33, // 29: kplane.v1.PersistentVolumeSpec.capacity:type_name -> kplane.v1.PersistentVolumeSpec.CapacityEntry
-	41, // 30: kplane.v1.PersistentVolumeSpec.claim_ref:type_name -> kplane.v1.ObjectReference
-	42, // 31: kplane.v1.PersistentVolumeSpec.host_path:type_name -> kplane.v1.HostPathVolumeSource
+	38, // 29: kplane.v1.PersistentVolumeSpec.capacity:type_name -> kplane.v1.PersistentVolumeSpec.CapacityEntry
+	46, // 30: kplane.v1.PersistentVolumeSpec.claim_ref:type_name -> kplane.v1.ObjectReference
+	47, // 31: kplane.v1.PersistentVolumeSpec.host_path:type_name -> kplane.v1.HostPathVolumeSource
 	17, // 32: kplane.v1.PersistentVolumeSpec.node_affinity:type_name -> kplane.v1.VolumeNodeAffinity
 	18, // 33: kplane.v1.VolumeNodeAffinity.required:type_name -> kplane.v1.NodeSelector
 	19, // 34: kplane.v1.NodeSelector.node_selector_terms:type_name -> kplane.v1.NodeSelectorTerm
 	20, // 35: kplane.v1.NodeSelectorTerm.match_expressions:type_name -> kplane.v1.NodeSelectorRequirement
-	36, // 36: kplane.v1.PersistentVolumeClaim.metadata:type_name -> kplane.v1.ObjectMeta
+	41, // 36: kplane.v1.PersistentVolumeClaim.metadata:type_name -> kplane.v1.ObjectMeta
 	23, // 37: kplane.v1.PersistentVolumeClaim.spec:type_name -> kplane.v1.PersistentVolumeClaimSpec
 	24, // 38: kplane.v1.PersistentVolumeClaim.status:type_name -> kplane.v1.PersistentVolumeClaimStatus
-	37, // 39: kplane.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.v1.LabelSelector
-	43, // 40: kplane.v1.PersistentVolumeClaimSpec.resources:type_name -> kplane.v1.ResourceRequirements
-	34, // 41: kplane.v1.PersistentVolumeClaimStatus.capacity:type_name -> kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
-	39, // 42: kplane.v1.PersistentVolumeClaimStatus.conditions:type_name -> kplane.v1.Condition
-	36, // 43: kplane.v1.StorageClass.metadata:type_name -> kplane.v1.ObjectMeta
-	35, // 44: kplane.v1.StorageClass.parameters:type_name -> kplane.v1.StorageClass.ParametersEntry
-	36, // 45: kplane.v1.Lease.metadata:type_name -> kplane.v1.ObjectMeta
+	42, // 39: kplane.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.v1.LabelSelector
+	48, // 40: kplane.v1.PersistentVolumeClaimSpec.resources:type_name -> kplane.v1.ResourceRequirements
+	39, // 41: kplane.v1.PersistentVolumeClaimStatus.capacity:type_name -> kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
+	44, // 42: kplane.v1.PersistentVolumeClaimStatus.conditions:type_name -> kplane.v1.Condition
+	41, // 43: kplane.v1.StorageClass.metadata:type_name -> kplane.v1.ObjectMeta
+	40, // 44: kplane.v1.StorageClass.parameters:type_name -> kplane.v1.StorageClass.ParametersEntry
+	41, // 45: kplane.v1.Lease.metadata:type_name -> kplane.v1.ObjectMeta
 	27, // 46: kplane.v1.Lease.spec:type_name -> kplane.v1.LeaseSpec
-	40, // 47: kplane.v1.LeaseSpec.acquire_time:type_name -> google.protobuf.Timestamp
-	40, // 48: kplane.v1.LeaseSpec.renew_time:type_name -> google.protobuf.Timestamp
-	36, // 49: kplane.v1.CronJob.metadata:type_name -> kplane.v1.ObjectMeta
+	45, // 47: kplane.v1.LeaseSpec.acquire_time:type_name -> google.protobuf.Timestamp
+	45, // 48: kplane.v1.LeaseSpec.renew_time:type_name -> google.protobuf.Timestamp
+	41, // 49: kplane.v1.CronJob.metadata:type_name -> kplane.v1.ObjectMeta
 	29, // 50: kplane.v1.CronJob.spec:type_name -> kplane.v1.CronJobSpec
 	31, // 51: kplane.v1.CronJob.status:type_name -> kplane.v1.CronJobStatus
 	30, // 52: kplane.v1.CronJobSpec.job_template:type_name -> kplane.v1.JobTemplateSpec
-	36, // 53: kplane.v1.JobTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
+	41, // 53: kplane.v1.JobTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
 	6,  // 54: kplane.v1.JobTemplateSpec.spec:type_name -> kplane.v1.JobSpec
-	41, // 55: kplane.v1.CronJobStatus.active:type_name -> kplane.v1.ObjectReference
-	40, // 56: kplane.v1.CronJobStatus.last_schedule_time:type_name -> google.protobuf.Timestamp
-	40, // 57: kplane.v1.CronJobStatus.last_successful_time:type_name -> google.protobuf.Timestamp
-	58, // [58:58] is the sub-list for method output_type
-	58, // [58:58] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	46, // 55: kplane.v1.CronJobStatus.active:type_name -> kplane.v1.ObjectReference
+	45, // 56: kplane.v1.CronJobStatus.last_schedule_time:type_name -> google.protobuf.Timestamp
+	45, // 57: kplane.v1.CronJobStatus.last_successful_time:type_name -> google.protobuf.Timestamp
+	41, // 58: kplane.v1.Deployment.metadata:type_name -> kplane.v1.ObjectMeta
+	33, // 59: kplane.v1.Deployment.spec:type_name -> kplane.v1.DeploymentSpec
+	36, // 60: kplane.v1.Deployment.status:type_name -> kplane.v1.DeploymentStatus
+	42, // 61: kplane.v1.DeploymentSpec.selector:type_name -> kplane.v1.LabelSelector
+	43, // 62: kplane.v1.DeploymentSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	34, // 63: kplane.v1.DeploymentSpec.strategy:type_name -> kplane.v1.DeploymentStrategy
+	35, // 64: kplane.v1.DeploymentStrategy.rolling_update:type_name -> kplane.v1.RollingUpdateDeployment
+	49, // 65: kplane.v1.RollingUpdateDeployment.max_unavailable:type_name -> kplane.v1.IntOrString
+	49, // 66: kplane.v1.RollingUpdateDeployment.max_surge:type_name -> kplane.v1.IntOrString
+	44, // 67: kplane.v1.DeploymentStatus.conditions:type_name -> kplane.v1.Condition
+	68, // [68:68] is the sub-list for method output_type
+	68, // [68:68] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_workloads_proto_init() }
@@ -2625,13 +3055,15 @@ func file_kplane_v1_workloads_proto_init() {
 	file_kplane_v1_workloads_proto_msgTypes[23].OneofWrappers = []any{}
 	file_kplane_v1_workloads_proto_msgTypes[25].OneofWrappers = []any{}
 	file_kplane_v1_workloads_proto_msgTypes[29].OneofWrappers = []any{}
+	file_kplane_v1_workloads_proto_msgTypes[33].OneofWrappers = []any{}
+	file_kplane_v1_workloads_proto_msgTypes[36].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_v1_workloads_proto_rawDesc), len(file_kplane_v1_workloads_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   36,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

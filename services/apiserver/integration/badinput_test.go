@@ -185,9 +185,9 @@ func TestBadInputIsRejectedWithoutWriting(t *testing.T) {
 		})), codes.InvalidArgument, []string{"spec.containers[0].env[0].name"}},
 		// kinds and shapes
 		{"unknown kind", func(ctx context.Context) error {
-			_, err := c.Get(ctx, &kplanev1.GetRequest{Kind: "Deployment", Namespace: "default", Name: "x"})
+			_, err := c.Get(ctx, &kplanev1.GetRequest{Kind: "HorizontalPodAutoscaler", Namespace: "default", Name: "x"})
 			return err
-		}, codes.InvalidArgument, []string{`unknown kind "Deployment"`, "known kinds:", "ReplicaSet"}},
+		}, codes.InvalidArgument, []string{`unknown kind "HorizontalPodAutoscaler"`, "known kinds:", "ReplicaSet"}},
 		{"kind in wrong case", listReq(&kplanev1.ListRequest{Kind: "pod"}), codes.InvalidArgument, []string{`unknown kind "pod"`}},
 		{"empty object", createReq(&kplanev1.Object{}), codes.InvalidArgument, []string{"exactly one kind must be set"}},
 		{"no object", func(ctx context.Context) error {

@@ -303,16 +303,16 @@ func TestUnknownKind(t *testing.T) {
 	ctx := testCtx(t)
 	wantKinds := "known kinds: " + strings.Join(kplanev1.KindNames(), ", ")
 
-	_, err := c.Get(ctx, &kplanev1.GetRequest{Kind: "Deployment", Namespace: "default", Name: "x"})
-	requireCode(t, err, codes.InvalidArgument, `unknown kind "Deployment"`, wantKinds)
+	_, err := c.Get(ctx, &kplanev1.GetRequest{Kind: "HorizontalPodAutoscaler", Namespace: "default", Name: "x"})
+	requireCode(t, err, codes.InvalidArgument, `unknown kind "HorizontalPodAutoscaler"`, wantKinds)
 	_, err = c.List(ctx, &kplanev1.ListRequest{Kind: "pods"})
 	requireCode(t, err, codes.InvalidArgument, `unknown kind "pods"`, wantKinds)
 	_, err = c.Delete(ctx, &kplanev1.DeleteRequest{Kind: "ConfigMap", Namespace: "default", Name: "x"})
 	requireCode(t, err, codes.InvalidArgument, `unknown kind "ConfigMap"`, wantKinds)
 	_, err = c.Get(ctx, &kplanev1.GetRequest{Namespace: "default", Name: "x"})
 	requireCode(t, err, codes.InvalidArgument, "kind: required", wantKinds)
-	w := watch(t, c, &kplanev1.WatchRequest{Kind: "Deployment"})
-	requireCode(t, w.recvErr(), codes.InvalidArgument, `unknown kind "Deployment"`, wantKinds)
+	w := watch(t, c, &kplanev1.WatchRequest{Kind: "HorizontalPodAutoscaler"})
+	requireCode(t, w.recvErr(), codes.InvalidArgument, `unknown kind "HorizontalPodAutoscaler"`, wantKinds)
 	_, err = c.Create(ctx, &kplanev1.CreateRequest{Object: &kplanev1.Object{}})
 	requireCode(t, err, codes.InvalidArgument, "exactly one kind must be set", wantKinds)
 }
@@ -352,6 +352,7 @@ func TestEveryKindRoundTrips(t *testing.T) {
 				Template: &kplanev1.PodTemplateSpec{Spec: &kplanev1.PodSpec{RestartPolicy: "OnFailure", Containers: podSpec().Containers}},
 			}},
 		}}),
+		newDeployment("team", "deploy", 2),
 	}
 	if len(objs) != len(kplanev1.KindNames()) {
 		t.Fatalf("test covers %d kinds, the API has %d: add the new kind here", len(objs), len(kplanev1.KindNames()))

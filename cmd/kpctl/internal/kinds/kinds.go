@@ -27,6 +27,7 @@ var shortNames = map[string]string{
 	"ServiceAccount":        "sa",
 	"Event":                 "ev",
 	"CronJob":               "cj",
+	"Deployment":            "deploy",
 }
 
 // aliases maps every lower-case name a user may type to the kind name.

@@ -21,6 +21,7 @@ func TestResolve(t *testing.T) {
 		"Namespace":             {"ns", "namespace", "namespaces"},
 		"Job":                   {"job", "jobs"},
 		"CronJob":               {"cronjob", "cronjobs", "cj"},
+		"Deployment":            {"deploy", "deployment", "deployments"},
 		"StorageClass":          {"sc", "storageclass", "storageclasses"},
 		"Secret":                {"secret", "secrets"},
 		"Lease":                 {"lease", "leases"},
@@ -44,11 +45,11 @@ func TestResolveEveryKind(t *testing.T) {
 }
 
 func TestResolveUnknownListsKnownKinds(t *testing.T) {
-	_, err := Resolve("deployments")
+	_, err := Resolve("horizontalpodautoscalers")
 	if err == nil {
 		t.Fatal("no error for an unknown kind")
 	}
-	for _, want := range []string{`"deployments"`, "pods (po)", "replicasets (rs)", "jobs"} {
+	for _, want := range []string{`"horizontalpodautoscalers"`, "deployments (deploy)", "pods (po)", "replicasets (rs)", "jobs"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %s", err, want)
 		}

@@ -14,6 +14,7 @@ import (
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
 	"github.com/kplane/kplane/cmd/kpctl/internal/manifest"
+	"github.com/kplane/kplane/pkg/rollout"
 )
 
 // Related is what describe shows besides the object itself.
@@ -25,6 +26,8 @@ type Related struct {
 	// UsedBy are the names of the pods that use a described
 	// PersistentVolumeClaim.
 	UsedBy []string
+	// ReplicaSets are the ReplicaSets a described Deployment controls.
+	ReplicaSets []*kplanev1.ReplicaSet
 }
 
 // describer collects "Key:<tab>value" lines; a tabwriter aligns them.
@@ -150,6 +153,8 @@ func Describe(w io.Writer, obj *kplanev1.Object, rel Related, now time.Time) err
 		rc := obj.GetReplicationController()
 		d.line(0, "Selector", "%s", MapSelector(rc.GetSpec().GetSelector()))
 		d.replicas(rc.GetSpec().GetReplicas(), rc.GetStatus(), rc.GetSpec().GetTemplate())
+	case obj.GetDeployment() != nil:
+		d.deployment(obj.GetDeployment(), rel.ReplicaSets)
 	case obj.GetNode() != nil:
 		d.node(obj.GetNode())
 	case obj.GetService() != nil:
@@ -714,4 +719,51 @@ func eventTime(o *kplanev1.Object) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// deployment prints what kubectl 1.32 does: the replica counts, the
+// strategy, the template, the conditions (type, status, reason) and the
+// old and new ReplicaSets.
+func (d *describer) deployment(dp *kplanev1.Deployment, sets []*kplanev1.ReplicaSet) {
+	spec, st := dp.GetSpec(), dp.GetStatus()
+	d.line(0, "Selector", "%s", LabelSelector(spec.GetSelector()))
+	d.line(0, "Replicas", "%d desired | %d updated | %d total | %d available | %d unavailable",
+		spec.GetReplicas(), st.GetUpdatedReplicas(), st.GetReplicas(), st.GetAvailableReplicas(), st.GetUnavailableReplicas())
+	d.line(0, "StrategyType", "%s", spec.GetStrategy().GetType())
+	d.line(0, "MinReadySeconds", "%d", spec.GetMinReadySeconds())
+	if ru := spec.GetStrategy().GetRollingUpdate(); ru != nil {
+		d.line(0, "RollingUpdateStrategy", "%s max unavailable, %s max surge", ru.GetMaxUnavailable().Text(), ru.GetMaxSurge().Text())
+	}
+	d.template(spec.GetTemplate())
+	if conds := st.GetConditions(); len(conds) > 0 {
+		d.section(0, "Conditions")
+		var rows [][]string
+		for _, c := range conds {
+			rows = append(rows, []string{c.GetType(), c.GetStatus(), c.GetReason()})
+		}
+		d.table(1, []string{"Type", "Status", "Reason"}, rows)
+	}
+	var olds []string
+	newSet := none
+	for _, rs := range sets {
+		desc := fmt.Sprintf("%s (%d/%d replicas created)", rs.GetMetadata().GetName(), rs.GetStatus().GetReplicas(), rs.GetSpec().GetReplicas())
+		if rollout.TemplatesEqual(rs.GetSpec().GetTemplate(), spec.GetTemplate()) {
+			newSet = desc
+		} else if rs.GetSpec().GetReplicas() > 0 || rs.GetStatus().GetReplicas() > 0 {
+			olds = append(olds, desc)
+		}
+	}
+	d.line(0, "OldReplicaSets", "%s", orNone(strings.Join(olds, ", ")))
+	d.line(0, "NewReplicaSet", "%s", newSet)
+}
+
+// Template prints a pod template as describe does (kpctl rollout history
+// --revision shows one).
+func Template(w io.Writer, t *kplanev1.PodTemplateSpec, now time.Time) error {
+	d := &describer{tw: tabwriter.NewWriter(w, 0, 8, 2, ' ', 0), now: now}
+	d.template(t)
+	if d.err != nil {
+		return d.err
+	}
+	return d.tw.Flush()
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
@@ -54,6 +56,7 @@ func TestDescribe(t *testing.T) {
 		{"service", all["Service"][0], Related{Endpoints: ep}},
 		{"job", all["Job"][0], Related{}},
 		{"cronjob", all["CronJob"][0], Related{}},
+		{"deployment", all["Deployment"][0], Related{ReplicaSets: deploymentSets(all["Deployment"][0].GetDeployment())}},
 		{"cronjob unset", all["CronJob"][1], Related{}},
 		{"secret", all["Secret"][0], Related{}},
 		{"storageclass", all["StorageClass"][0], Related{}},
@@ -79,5 +82,19 @@ func TestDescribe(t *testing.T) {
 	}
 	if strings.Contains(out, "pw") || strings.Contains(out, "cHc=") {
 		t.Error("describe shows secret contents")
+	}
+}
+
+// deploymentSets are a new set (the Deployment's template) and an old one
+// still scaling down, as deploymentctl leaves them mid-rollout.
+func deploymentSets(d *kplanev1.Deployment) []*kplanev1.ReplicaSet {
+	newTmpl := proto.Clone(d.GetSpec().GetTemplate()).(*kplanev1.PodTemplateSpec)
+	oldTmpl := proto.Clone(newTmpl).(*kplanev1.PodTemplateSpec)
+	oldTmpl.Spec.Containers[0].Image = "old:1"
+	return []*kplanev1.ReplicaSet{
+		{Metadata: &kplanev1.ObjectMeta{Name: "web-5d4b8"}, Spec: &kplanev1.ReplicaSetSpec{Replicas: ptr[int32](1), Template: oldTmpl},
+			Status: &kplanev1.ReplicaSetStatus{Replicas: 2}},
+		{Metadata: &kplanev1.ObjectMeta{Name: "web-7c9f6"}, Spec: &kplanev1.ReplicaSetSpec{Replicas: ptr[int32](2), Template: newTmpl},
+			Status: &kplanev1.ReplicaSetStatus{Replicas: 2}},
 	}
 }

@@ -182,6 +182,24 @@ func fixtures() map[string][]*kplanev1.Object {
 					{Type: "Failed", Status: "True", Reason: "BackoffLimitExceeded"}}},
 			}),
 		},
+		"Deployment": {
+			kplanev1.MustWrap(&kplanev1.Deployment{
+				Metadata: &kplanev1.ObjectMeta{Namespace: "default", Name: "web", CreationTimestamp: ago(2 * time.Hour),
+					Annotations: map[string]string{"deployment.kubernetes.io/revision": "2"}},
+				Spec: &kplanev1.DeploymentSpec{Replicas: ptr[int32](3), Template: template,
+					Selector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+					Strategy: &kplanev1.DeploymentStrategy{Type: "RollingUpdate", RollingUpdate: &kplanev1.RollingUpdateDeployment{
+						MaxUnavailable: kplanev1.IntOrStringFromString("25%"), MaxSurge: kplanev1.IntOrStringFromInt32(1)}}},
+				Status: &kplanev1.DeploymentStatus{Replicas: 4, UpdatedReplicas: 2, ReadyReplicas: 3, AvailableReplicas: 3, UnavailableReplicas: 0,
+					Conditions: []*kplanev1.Condition{
+						{Type: "Available", Status: "True", Reason: "MinimumReplicasAvailable"},
+						{Type: "Progressing", Status: "True", Reason: "ReplicaSetUpdated"}}},
+			}),
+			kplanev1.MustWrap(&kplanev1.Deployment{
+				Metadata: meta("default", "db", 30*time.Second),
+				Spec:     &kplanev1.DeploymentSpec{Replicas: ptr[int32](1), Strategy: &kplanev1.DeploymentStrategy{Type: "Recreate"}},
+			}),
+		},
 		"CronJob": {
 			kplanev1.MustWrap(&kplanev1.CronJob{
 				Metadata: meta("default", "nightly", 3*24*time.Hour),

@@ -107,6 +107,21 @@ func replicaSetRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
 	return replicasRow(rs.GetMetadata(), rs.GetSpec().GetReplicas(), rs.GetStatus(), rs.GetSpec().GetTemplate(), LabelSelector(rs.GetSpec().GetSelector()), now)
 }
 
+// deploymentRow is kubectl's: READY ready/desired, UP-TO-DATE, AVAILABLE.
+func deploymentRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	d := o.GetDeployment()
+	st := d.GetStatus()
+	cells := []string{
+		d.GetMetadata().GetName(),
+		fmt.Sprintf("%d/%d", st.GetReadyReplicas(), d.GetSpec().GetReplicas()),
+		strconv.Itoa(int(st.GetUpdatedReplicas())),
+		strconv.Itoa(int(st.GetAvailableReplicas())),
+		Age(d.GetMetadata().GetCreationTimestamp(), now),
+	}
+	names, images := containers(d.GetSpec().GetTemplate().GetSpec())
+	return cells, []string{names, images, LabelSelector(d.GetSpec().GetSelector())}
+}
+
 func replicationControllerRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
 	rc := o.GetReplicationController()
 	return replicasRow(rc.GetMetadata(), rc.GetSpec().GetReplicas(), rc.GetStatus(), rc.GetSpec().GetTemplate(), MapSelector(rc.GetSpec().GetSelector()), now)

@@ -174,3 +174,21 @@ func (s *Server) Watch(req *kplanev1.WatchRequest, stream kplanev1.Resources_Wat
 	}
 	return err
 }
+
+// GetScale implements kplanev1.ResourcesServer.
+func (s *Server) GetScale(ctx context.Context, req *kplanev1.GetScaleRequest) (*kplanev1.GetScaleResponse, error) {
+	sc, err := s.store.GetScale(ctx, req.GetKind(), req.GetNamespace(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return &kplanev1.GetScaleResponse{Scale: sc}, nil
+}
+
+// UpdateScale implements kplanev1.ResourcesServer.
+func (s *Server) UpdateScale(ctx context.Context, req *kplanev1.UpdateScaleRequest) (*kplanev1.UpdateScaleResponse, error) {
+	sc, err := s.store.UpdateScale(ctx, req.GetKind(), req.GetScale())
+	if err != nil {
+		return nil, err
+	}
+	return &kplanev1.UpdateScaleResponse{Scale: sc}, nil
+}

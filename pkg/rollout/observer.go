@@ -1,0 +1,118 @@
+package rollout
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+// Observer is the property checker of a rollout: fed every watch event of
+// one workload's pods in order, it checks the bounds after each event,
+// so every state the pods passed through is checked, not samples of
+// them. A pod counts as present while it is neither terminating nor
+// terminal (a terminating pod has been given up, as Kubernetes counts
+// surge), and as available when Ready for minReadySeconds at the event.
+// Tests, e2e and chaos runs share it. Safe for concurrent use.
+type Observer struct {
+	mu         sync.Mutex
+	pods       map[string]*kplanev1.Pod
+	maxPods    int32 // < 0: unchecked
+	minAvail   int32 // < 0: unchecked
+	noOverlap  bool
+	minReady   time.Duration
+	events     int
+	violations []string
+	peakPods   int32
+	lowAvail   int32
+}
+
+// NewObserver returns an observer with no bounds armed.
+func NewObserver(minReady time.Duration) *Observer {
+	return &Observer{pods: map[string]*kplanev1.Pod{}, maxPods: -1, minAvail: -1, minReady: minReady, lowAvail: -1}
+}
+
+// SetBounds arms the surge and availability bounds (a negative value
+// leaves that bound unchecked) and whether pods of two templates
+// (pod-template-hash values) may exist at once (Recreate: never). The
+// current state is checked at once.
+func (o *Observer) SetBounds(maxPods, minAvailable int32, noOverlap bool, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.maxPods, o.minAvail, o.noOverlap = maxPods, minAvailable, noOverlap
+	o.checkLocked("bounds armed", now)
+}
+
+// Observe applies one watch event (ADDED, MODIFIED, DELETED) for a pod at
+// time now and checks the bounds.
+func (o *Observer) Observe(typ kplanev1.EventType, pod *kplanev1.Pod, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	key := pod.GetMetadata().GetNamespace() + "/" + pod.GetMetadata().GetName()
+	switch typ {
+	case kplanev1.EventType_EVENT_TYPE_DELETED:
+		delete(o.pods, key)
+	case kplanev1.EventType_EVENT_TYPE_ADDED, kplanev1.EventType_EVENT_TYPE_MODIFIED:
+		o.pods[key] = pod
+	default:
+		return
+	}
+	o.events++
+	o.checkLocked(fmt.Sprintf("%s %s", typ, key), now)
+}
+
+// Counts returns the pods present and available now.
+func (o *Observer) Counts(now time.Time) (present, available int32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p, a, _ := o.countLocked(now)
+	return p, a
+}
+
+func (o *Observer) countLocked(now time.Time) (present, available int32, hashes map[string]bool) {
+	hashes = map[string]bool{}
+	for _, p := range o.pods {
+		ph := p.GetStatus().GetPhase()
+		if ph == kplanev1.PodSucceeded || ph == kplanev1.PodFailed {
+			continue
+		}
+		hashes[p.GetMetadata().GetLabels()[kplanev1.LabelPodTemplateHash]] = true
+		if p.GetMetadata().GetDeletionTimestamp() != nil {
+			continue
+		}
+		present++
+		if ok, _ := PodAvailable(p, o.minReady, now); ok {
+			available++
+		}
+	}
+	return present, available, hashes
+}
+
+func (o *Observer) checkLocked(what string, now time.Time) {
+	present, available, hashes := o.countLocked(now)
+	o.peakPods = max(o.peakPods, present)
+	if o.maxPods >= 0 && present > o.maxPods {
+		o.violations = append(o.violations, fmt.Sprintf("after %s: %d pods present, at most %d allowed", what, present, o.maxPods))
+	}
+	if o.minAvail >= 0 {
+		if o.lowAvail < 0 || available < o.lowAvail {
+			o.lowAvail = available
+		}
+		if available < o.minAvail {
+			o.violations = append(o.violations, fmt.Sprintf("after %s: %d pods available, at least %d required", what, available, o.minAvail))
+		}
+	}
+	if o.noOverlap && len(hashes) > 1 {
+		o.violations = append(o.violations, fmt.Sprintf("after %s: pods of %d templates exist at once", what, len(hashes)))
+	}
+}
+
+// Report returns the events checked, the most pods present at once, the
+// fewest available while the floor was armed (-1: never armed), and every
+// violation seen.
+func (o *Observer) Report() (events int, peakPods, lowestAvailable int32, violations []string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.events, o.peakPods, o.lowAvail, append([]string(nil), o.violations...)
+}

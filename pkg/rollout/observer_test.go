@@ -1,0 +1,70 @@
+package rollout
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+func obsPod(name, hash string, ready bool) *kplanev1.Pod {
+	p := &kplanev1.Pod{Metadata: &kplanev1.ObjectMeta{Namespace: "d", Name: name, Labels: map[string]string{kplanev1.LabelPodTemplateHash: hash}},
+		Status: &kplanev1.PodStatus{Phase: kplanev1.PodRunning}}
+	if ready {
+		p.Status.Conditions = []*kplanev1.Condition{{Type: kplanev1.PodReady, Status: kplanev1.ConditionTrue, LastTransitionTime: timestamppb.New(time.Unix(0, 0))}}
+	}
+	return p
+}
+
+func TestObserver(t *testing.T) {
+	const (
+		add = kplanev1.EventType_EVENT_TYPE_ADDED
+		mod = kplanev1.EventType_EVENT_TYPE_MODIFIED
+		del = kplanev1.EventType_EVENT_TYPE_DELETED
+	)
+	now := time.Unix(100, 0)
+	o := NewObserver(0)
+	o.Observe(add, obsPod("a", "h1", true), now)
+	o.Observe(add, obsPod("b", "h1", true), now)
+	o.SetBounds(3, 1, false, now)
+	o.Observe(add, obsPod("c", "h2", false), now)
+	gone := obsPod("a", "h1", true)
+	gone.Metadata.DeletionTimestamp = timestamppb.New(now)
+	o.Observe(mod, gone, now) // terminating: not present, not available
+	if _, _, _, v := o.Report(); len(v) != 0 {
+		t.Fatalf("violations within bounds: %v", v)
+	}
+	o.Observe(add, obsPod("d", "h2", false), now)
+	o.Observe(add, obsPod("e", "h2", false), now) // 4 present
+	o.Observe(del, obsPod("b", "h1", true), now)  // 0 available
+	events, peak, low, v := o.Report()
+	if events != 7 || peak != 4 || low != 0 || len(v) != 2 ||
+		!strings.Contains(v[0], "4 pods present, at most 3") || !strings.Contains(v[1], "0 pods available, at least 1") {
+		t.Fatalf("report %d %d %d %v", events, peak, low, v)
+	}
+
+	r := NewObserver(0)
+	r.SetBounds(-1, -1, true, now)
+	r.Observe(add, obsPod("a", "h1", true), now)
+	old := obsPod("a", "h1", true)
+	old.Metadata.DeletionTimestamp = timestamppb.New(now)
+	r.Observe(mod, old, now)
+	r.Observe(add, obsPod("b", "h2", false), now) // the old one still terminating
+	if _, _, _, v := r.Report(); len(v) != 1 || !strings.Contains(v[0], "2 templates") {
+		t.Fatalf("Recreate overlap not seen: %v", v)
+	}
+
+	m := NewObserver(time.Minute)
+	p := obsPod("a", "h", true)
+	p.Status.Conditions[0].LastTransitionTime = timestamppb.New(now.Add(-30 * time.Second))
+	m.Observe(add, p, now)
+	if _, a := m.Counts(now); a != 0 {
+		t.Fatal("available before minReadySeconds")
+	}
+	if _, a := m.Counts(now.Add(31 * time.Second)); a != 1 {
+		t.Fatal("not available after minReadySeconds")
+	}
+}
