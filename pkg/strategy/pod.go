@@ -111,6 +111,7 @@ func defaultContainer(c *kplanev1.Container) {
 	}
 	defaultProbe(c.ReadinessProbe)
 	defaultProbe(c.LivenessProbe)
+	defaultProbe(c.StartupProbe)
 }
 
 // pullPolicyFor returns Always for an image without a tag or tagged
@@ -373,9 +374,13 @@ func validateContainer(c *kplanev1.Container, path string, names, volumes map[st
 		if c.LivenessProbe != nil {
 			errs.Forbidden(child(path, "livenessProbe"), "may not be set for init containers")
 		}
+		if c.StartupProbe != nil {
+			errs.Forbidden(child(path, "startupProbe"), "may not be set for init containers")
+		}
 	} else {
 		validateProbe(c.ReadinessProbe, child(path, "readinessProbe"), false, errs)
 		validateProbe(c.LivenessProbe, child(path, "livenessProbe"), true, errs)
+		validateProbe(c.StartupProbe, child(path, "startupProbe"), true, errs)
 	}
 
 	mountPaths := map[string]bool{}
@@ -414,7 +419,10 @@ func validateContainerResources(r *kplanev1.ResourceRequirements, path string, e
 	}
 }
 
-func validateProbe(p *kplanev1.Probe, path string, liveness bool, errs *validation.ErrorList) {
+// validateProbe checks one probe; restarts is true for the probes whose
+// failure restarts the container (liveness, startup), which must succeed
+// once to count and may carry their own grace period.
+func validateProbe(p *kplanev1.Probe, path string, restarts bool, errs *validation.ErrorList) {
 	if p == nil {
 		return
 	}
@@ -435,6 +443,18 @@ func validateProbe(p *kplanev1.Probe, path string, liveness bool, errs *validati
 		if h.Scheme != "" {
 			oneOf(errs, child(path, "httpGet.scheme"), h.Scheme, httpSchemes...)
 		}
+		for i, hd := range h.HttpHeaders {
+			hp := index(child(path, "httpGet.httpHeaders"), i)
+			if hd.GetName() == "" {
+				errs.Required(child(hp, "name"), "")
+				continue
+			}
+			errs.InvalidMsgs(child(hp, "name"), hd.GetName(), validation.IsHTTPHeaderName(hd.GetName()))
+		}
+	}
+	if g := p.Grpc; g != nil {
+		handlers++
+		errs.InvalidMsgs(child(path, "grpc.port"), g.GetPort(), validation.IsValidPortNum(g.GetPort()))
 	}
 	switch {
 	case handlers == 0:
@@ -447,8 +467,15 @@ func validateProbe(p *kplanev1.Probe, path string, liveness bool, errs *validati
 	errs.NonNegative(child(path, "periodSeconds"), int64(p.PeriodSeconds))
 	errs.NonNegative(child(path, "successThreshold"), int64(p.SuccessThreshold))
 	errs.NonNegative(child(path, "failureThreshold"), int64(p.FailureThreshold))
-	if liveness && p.SuccessThreshold > 1 {
+	if restarts && p.SuccessThreshold > 1 {
 		errs.Invalid(child(path, "successThreshold"), p.SuccessThreshold, "must be 1")
+	}
+	if p.TerminationGracePeriodSeconds != nil {
+		if !restarts {
+			errs.Invalid(child(path, "terminationGracePeriodSeconds"), p.GetTerminationGracePeriodSeconds(), "must not be set for readinessProbes")
+		} else {
+			errs.Positive(child(path, "terminationGracePeriodSeconds"), p.GetTerminationGracePeriodSeconds())
+		}
 	}
 }
 

@@ -203,6 +203,27 @@ func TestPodValidate(t *testing.T) {
 			[]string{`spec.containers[0].livenessProbe.tcpSocket.port: Invalid value: "-http": a port name must consist of lower case alphanumeric characters or '-', contain at least one letter, and must not start or end with '-' or contain '--' (e.g. 'http' or 'web-80')`}},
 		{"probe scheme", func(p *kplanev1.Pod) { c0(p).ReadinessProbe.HttpGet.Scheme = "FTP" },
 			[]string{`spec.containers[0].readinessProbe.httpGet.scheme: Unsupported value: "FTP": supported values: "HTTP", "HTTPS"`}},
+		{"grpc probe port", func(p *kplanev1.Pod) { c0(p).LivenessProbe = &kplanev1.Probe{Grpc: &kplanev1.GRPCAction{Port: 70000}} },
+			[]string{"spec.containers[0].livenessProbe.grpc.port: Invalid value: 70000: must be between 1 and 65535, inclusive"}},
+		{"grpc probe beside tcp", func(p *kplanev1.Pod) { c0(p).LivenessProbe.Grpc = &kplanev1.GRPCAction{Port: 9000} },
+			[]string{"spec.containers[0].livenessProbe: Forbidden: may not specify more than 1 handler type"}},
+		{"http probe header name", func(p *kplanev1.Pod) {
+			c0(p).ReadinessProbe.HttpGet.HttpHeaders = []*kplanev1.HTTPHeader{{Name: "X-Ok", Value: "1"}, {Name: "bad header"}, {Value: "v"}}
+		}, []string{
+			`spec.containers[0].readinessProbe.httpGet.httpHeaders[1].name: Invalid value: "bad header": an HTTP header name must consist of letters, digits or '-' (e.g. 'X-Header-Name')`,
+			"spec.containers[0].readinessProbe.httpGet.httpHeaders[2].name: Required value",
+		}},
+		{"startup success threshold", func(p *kplanev1.Pod) {
+			c0(p).StartupProbe = &kplanev1.Probe{Exec: &kplanev1.ExecAction{Command: []string{"x"}}, SuccessThreshold: 3}
+		}, []string{"spec.containers[0].startupProbe.successThreshold: Invalid value: 3: must be 1"}},
+		{"readiness probe grace period", func(p *kplanev1.Pod) { c0(p).ReadinessProbe.TerminationGracePeriodSeconds = ptr[int64](5) },
+			[]string{"spec.containers[0].readinessProbe.terminationGracePeriodSeconds: Invalid value: 5: must not be set for readinessProbes"}},
+		{"liveness probe grace period zero", func(p *kplanev1.Pod) { c0(p).LivenessProbe.TerminationGracePeriodSeconds = ptr[int64](0) },
+			[]string{"spec.containers[0].livenessProbe.terminationGracePeriodSeconds: must be greater than 0"}},
+		{"liveness probe grace period", func(p *kplanev1.Pod) { c0(p).LivenessProbe.TerminationGracePeriodSeconds = ptr[int64](3) }, nil},
+		{"init container startup probe", func(p *kplanev1.Pod) {
+			p.Spec.InitContainers[0].StartupProbe = &kplanev1.Probe{Exec: &kplanev1.ExecAction{Command: []string{"x"}}}
+		}, []string{"spec.initContainers[0].startupProbe: Forbidden: may not be set for init containers"}},
 		{"exec without command", func(p *kplanev1.Pod) {
 			c0(p).ReadinessProbe = &kplanev1.Probe{Exec: &kplanev1.ExecAction{}}
 		}, []string{"spec.containers[0].readinessProbe.exec.command: Required value"}},

@@ -1031,8 +1031,11 @@ type Container struct {
 	LivenessProbe   *Probe                 `protobuf:"bytes,10,opt,name=liveness_probe,json=livenessProbe,proto3" json:"liveness_probe,omitempty"`
 	ImagePullPolicy string                 `protobuf:"bytes,11,opt,name=image_pull_policy,json=imagePullPolicy,proto3" json:"image_pull_policy,omitempty"`
 	VolumeMounts    []*VolumeMount         `protobuf:"bytes,12,rep,name=volume_mounts,json=volumeMounts,proto3" json:"volume_mounts,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// startup_probe holds the liveness and readiness probes back until it
+	// succeeds; when it fails failure_threshold times the container is restarted.
+	StartupProbe  *Probe `protobuf:"bytes,13,opt,name=startup_probe,json=startupProbe,proto3" json:"startup_probe,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Container) Reset() {
@@ -1145,6 +1148,13 @@ func (x *Container) GetImagePullPolicy() string {
 func (x *Container) GetVolumeMounts() []*VolumeMount {
 	if x != nil {
 		return x.VolumeMounts
+	}
+	return nil
+}
+
+func (x *Container) GetStartupProbe() *Probe {
+	if x != nil {
+		return x.StartupProbe
 	}
 	return nil
 }
@@ -1343,8 +1353,13 @@ type Probe struct {
 	PeriodSeconds       int32                  `protobuf:"varint,6,opt,name=period_seconds,json=periodSeconds,proto3" json:"period_seconds,omitempty"`
 	SuccessThreshold    int32                  `protobuf:"varint,7,opt,name=success_threshold,json=successThreshold,proto3" json:"success_threshold,omitempty"`
 	FailureThreshold    int32                  `protobuf:"varint,8,opt,name=failure_threshold,json=failureThreshold,proto3" json:"failure_threshold,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	Grpc                *GRPCAction            `protobuf:"bytes,9,opt,name=grpc,proto3" json:"grpc,omitempty"`
+	// termination_grace_period_seconds, when set, replaces the pod's grace
+	// period for a container killed because this (liveness or startup)
+	// probe failed.
+	TerminationGracePeriodSeconds *int64 `protobuf:"varint,10,opt,name=termination_grace_period_seconds,json=terminationGracePeriodSeconds,proto3,oneof" json:"termination_grace_period_seconds,omitempty"`
+	unknownFields                 protoimpl.UnknownFields
+	sizeCache                     protoimpl.SizeCache
 }
 
 func (x *Probe) Reset() {
@@ -1433,6 +1448,127 @@ func (x *Probe) GetFailureThreshold() int32 {
 	return 0
 }
 
+func (x *Probe) GetGrpc() *GRPCAction {
+	if x != nil {
+		return x.Grpc
+	}
+	return nil
+}
+
+func (x *Probe) GetTerminationGracePeriodSeconds() int64 {
+	if x != nil && x.TerminationGracePeriodSeconds != nil {
+		return *x.TerminationGracePeriodSeconds
+	}
+	return 0
+}
+
+// GRPCAction calls grpc.health.v1.Health/Check; SERVING is success.
+type GRPCAction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Port  int32                  `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
+	// service is the name sent in the HealthCheckRequest ("" when unset).
+	Service       *string `protobuf:"bytes,2,opt,name=service,proto3,oneof" json:"service,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GRPCAction) Reset() {
+	*x = GRPCAction{}
+	mi := &file_kplane_v1_core_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GRPCAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GRPCAction) ProtoMessage() {}
+
+func (x *GRPCAction) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GRPCAction.ProtoReflect.Descriptor instead.
+func (*GRPCAction) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GRPCAction) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *GRPCAction) GetService() string {
+	if x != nil && x.Service != nil {
+		return *x.Service
+	}
+	return ""
+}
+
+// HTTPHeader is one header an HTTP probe sends.
+type HTTPHeader struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HTTPHeader) Reset() {
+	*x = HTTPHeader{}
+	mi := &file_kplane_v1_core_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HTTPHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HTTPHeader) ProtoMessage() {}
+
+func (x *HTTPHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HTTPHeader.ProtoReflect.Descriptor instead.
+func (*HTTPHeader) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *HTTPHeader) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *HTTPHeader) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 // ExecAction runs a command; exit code 0 is success.
 type ExecAction struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1443,7 +1579,7 @@ type ExecAction struct {
 
 func (x *ExecAction) Reset() {
 	*x = ExecAction{}
-	mi := &file_kplane_v1_core_proto_msgTypes[19]
+	mi := &file_kplane_v1_core_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1591,7 @@ func (x *ExecAction) String() string {
 func (*ExecAction) ProtoMessage() {}
 
 func (x *ExecAction) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[19]
+	mi := &file_kplane_v1_core_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1604,7 @@ func (x *ExecAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecAction.ProtoReflect.Descriptor instead.
 func (*ExecAction) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{19}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ExecAction) GetCommand() []string {
@@ -1490,7 +1626,7 @@ type TCPSocketAction struct {
 
 func (x *TCPSocketAction) Reset() {
 	*x = TCPSocketAction{}
-	mi := &file_kplane_v1_core_proto_msgTypes[20]
+	mi := &file_kplane_v1_core_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +1638,7 @@ func (x *TCPSocketAction) String() string {
 func (*TCPSocketAction) ProtoMessage() {}
 
 func (x *TCPSocketAction) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[20]
+	mi := &file_kplane_v1_core_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1515,7 +1651,7 @@ func (x *TCPSocketAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TCPSocketAction.ProtoReflect.Descriptor instead.
 func (*TCPSocketAction) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{20}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TCPSocketAction) GetPort() *IntOrString {
@@ -1537,16 +1673,17 @@ type HTTPGetAction struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	// port is a number or the name of one of the container's ports.
-	Port          *IntOrString `protobuf:"bytes,5,opt,name=port,proto3" json:"port,omitempty"`
-	Host          string       `protobuf:"bytes,3,opt,name=host,proto3" json:"host,omitempty"`
-	Scheme        string       `protobuf:"bytes,4,opt,name=scheme,proto3" json:"scheme,omitempty"`
+	Port          *IntOrString  `protobuf:"bytes,5,opt,name=port,proto3" json:"port,omitempty"`
+	Host          string        `protobuf:"bytes,3,opt,name=host,proto3" json:"host,omitempty"`
+	Scheme        string        `protobuf:"bytes,4,opt,name=scheme,proto3" json:"scheme,omitempty"`
+	HttpHeaders   []*HTTPHeader `protobuf:"bytes,6,rep,name=http_headers,json=httpHeaders,proto3" json:"http_headers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HTTPGetAction) Reset() {
 	*x = HTTPGetAction{}
-	mi := &file_kplane_v1_core_proto_msgTypes[21]
+	mi := &file_kplane_v1_core_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +1695,7 @@ func (x *HTTPGetAction) String() string {
 func (*HTTPGetAction) ProtoMessage() {}
 
 func (x *HTTPGetAction) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[21]
+	mi := &file_kplane_v1_core_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +1708,7 @@ func (x *HTTPGetAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPGetAction.ProtoReflect.Descriptor instead.
 func (*HTTPGetAction) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{21}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HTTPGetAction) GetPath() string {
@@ -1602,6 +1739,13 @@ func (x *HTTPGetAction) GetScheme() string {
 	return ""
 }
 
+func (x *HTTPGetAction) GetHttpHeaders() []*HTTPHeader {
+	if x != nil {
+		return x.HttpHeaders
+	}
+	return nil
+}
+
 // Volume is storage available to a pod's containers; exactly one source must be set.
 type Volume struct {
 	state                 protoimpl.MessageState             `protogen:"open.v1"`
@@ -1616,7 +1760,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_kplane_v1_core_proto_msgTypes[22]
+	mi := &file_kplane_v1_core_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1772,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[22]
+	mi := &file_kplane_v1_core_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1785,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{22}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Volume) GetName() string {
@@ -1690,7 +1834,7 @@ type PersistentVolumeClaimVolumeSource struct {
 
 func (x *PersistentVolumeClaimVolumeSource) Reset() {
 	*x = PersistentVolumeClaimVolumeSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[23]
+	mi := &file_kplane_v1_core_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1702,7 +1846,7 @@ func (x *PersistentVolumeClaimVolumeSource) String() string {
 func (*PersistentVolumeClaimVolumeSource) ProtoMessage() {}
 
 func (x *PersistentVolumeClaimVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[23]
+	mi := &file_kplane_v1_core_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1715,7 +1859,7 @@ func (x *PersistentVolumeClaimVolumeSource) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use PersistentVolumeClaimVolumeSource.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaimVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{23}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PersistentVolumeClaimVolumeSource) GetClaimName() string {
@@ -1743,7 +1887,7 @@ type EmptyDirVolumeSource struct {
 
 func (x *EmptyDirVolumeSource) Reset() {
 	*x = EmptyDirVolumeSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[24]
+	mi := &file_kplane_v1_core_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1755,7 +1899,7 @@ func (x *EmptyDirVolumeSource) String() string {
 func (*EmptyDirVolumeSource) ProtoMessage() {}
 
 func (x *EmptyDirVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[24]
+	mi := &file_kplane_v1_core_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1768,7 +1912,7 @@ func (x *EmptyDirVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmptyDirVolumeSource.ProtoReflect.Descriptor instead.
 func (*EmptyDirVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{24}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *EmptyDirVolumeSource) GetMedium() string {
@@ -1796,7 +1940,7 @@ type SecretVolumeSource struct {
 
 func (x *SecretVolumeSource) Reset() {
 	*x = SecretVolumeSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[25]
+	mi := &file_kplane_v1_core_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1808,7 +1952,7 @@ func (x *SecretVolumeSource) String() string {
 func (*SecretVolumeSource) ProtoMessage() {}
 
 func (x *SecretVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[25]
+	mi := &file_kplane_v1_core_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1821,7 +1965,7 @@ func (x *SecretVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretVolumeSource.ProtoReflect.Descriptor instead.
 func (*SecretVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{25}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SecretVolumeSource) GetSecretName() string {
@@ -1849,7 +1993,7 @@ type HostPathVolumeSource struct {
 
 func (x *HostPathVolumeSource) Reset() {
 	*x = HostPathVolumeSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[26]
+	mi := &file_kplane_v1_core_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1861,7 +2005,7 @@ func (x *HostPathVolumeSource) String() string {
 func (*HostPathVolumeSource) ProtoMessage() {}
 
 func (x *HostPathVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[26]
+	mi := &file_kplane_v1_core_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1874,7 +2018,7 @@ func (x *HostPathVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostPathVolumeSource.ProtoReflect.Descriptor instead.
 func (*HostPathVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{26}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *HostPathVolumeSource) GetPath() string {
@@ -1917,7 +2061,7 @@ type PodStatus struct {
 
 func (x *PodStatus) Reset() {
 	*x = PodStatus{}
-	mi := &file_kplane_v1_core_proto_msgTypes[27]
+	mi := &file_kplane_v1_core_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1929,7 +2073,7 @@ func (x *PodStatus) String() string {
 func (*PodStatus) ProtoMessage() {}
 
 func (x *PodStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[27]
+	mi := &file_kplane_v1_core_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1942,7 +2086,7 @@ func (x *PodStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodStatus.ProtoReflect.Descriptor instead.
 func (*PodStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{27}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PodStatus) GetPhase() string {
@@ -2046,7 +2190,7 @@ type PodIP struct {
 
 func (x *PodIP) Reset() {
 	*x = PodIP{}
-	mi := &file_kplane_v1_core_proto_msgTypes[28]
+	mi := &file_kplane_v1_core_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2202,7 @@ func (x *PodIP) String() string {
 func (*PodIP) ProtoMessage() {}
 
 func (x *PodIP) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[28]
+	mi := &file_kplane_v1_core_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2215,7 @@ func (x *PodIP) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodIP.ProtoReflect.Descriptor instead.
 func (*PodIP) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{28}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PodIP) GetIp() string {
@@ -2091,7 +2235,7 @@ type HostIP struct {
 
 func (x *HostIP) Reset() {
 	*x = HostIP{}
-	mi := &file_kplane_v1_core_proto_msgTypes[29]
+	mi := &file_kplane_v1_core_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2103,7 +2247,7 @@ func (x *HostIP) String() string {
 func (*HostIP) ProtoMessage() {}
 
 func (x *HostIP) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[29]
+	mi := &file_kplane_v1_core_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2116,7 +2260,7 @@ func (x *HostIP) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostIP.ProtoReflect.Descriptor instead.
 func (*HostIP) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{29}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *HostIP) GetIp() string {
@@ -2144,7 +2288,7 @@ type ContainerStatus struct {
 
 func (x *ContainerStatus) Reset() {
 	*x = ContainerStatus{}
-	mi := &file_kplane_v1_core_proto_msgTypes[30]
+	mi := &file_kplane_v1_core_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2156,7 +2300,7 @@ func (x *ContainerStatus) String() string {
 func (*ContainerStatus) ProtoMessage() {}
 
 func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[30]
+	mi := &file_kplane_v1_core_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2169,7 +2313,7 @@ func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStatus.ProtoReflect.Descriptor instead.
 func (*ContainerStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{30}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ContainerStatus) GetName() string {
@@ -2247,7 +2391,7 @@ type ContainerState struct {
 
 func (x *ContainerState) Reset() {
 	*x = ContainerState{}
-	mi := &file_kplane_v1_core_proto_msgTypes[31]
+	mi := &file_kplane_v1_core_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2403,7 @@ func (x *ContainerState) String() string {
 func (*ContainerState) ProtoMessage() {}
 
 func (x *ContainerState) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[31]
+	mi := &file_kplane_v1_core_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2416,7 @@ func (x *ContainerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerState.ProtoReflect.Descriptor instead.
 func (*ContainerState) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{31}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ContainerState) GetWaiting() *ContainerStateWaiting {
@@ -2307,7 +2451,7 @@ type ContainerStateWaiting struct {
 
 func (x *ContainerStateWaiting) Reset() {
 	*x = ContainerStateWaiting{}
-	mi := &file_kplane_v1_core_proto_msgTypes[32]
+	mi := &file_kplane_v1_core_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +2463,7 @@ func (x *ContainerStateWaiting) String() string {
 func (*ContainerStateWaiting) ProtoMessage() {}
 
 func (x *ContainerStateWaiting) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[32]
+	mi := &file_kplane_v1_core_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +2476,7 @@ func (x *ContainerStateWaiting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateWaiting.ProtoReflect.Descriptor instead.
 func (*ContainerStateWaiting) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{32}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ContainerStateWaiting) GetReason() string {
@@ -2359,7 +2503,7 @@ type ContainerStateRunning struct {
 
 func (x *ContainerStateRunning) Reset() {
 	*x = ContainerStateRunning{}
-	mi := &file_kplane_v1_core_proto_msgTypes[33]
+	mi := &file_kplane_v1_core_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2371,7 +2515,7 @@ func (x *ContainerStateRunning) String() string {
 func (*ContainerStateRunning) ProtoMessage() {}
 
 func (x *ContainerStateRunning) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[33]
+	mi := &file_kplane_v1_core_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2384,7 +2528,7 @@ func (x *ContainerStateRunning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateRunning.ProtoReflect.Descriptor instead.
 func (*ContainerStateRunning) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{33}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ContainerStateRunning) GetStartedAt() *timestamppb.Timestamp {
@@ -2410,7 +2554,7 @@ type ContainerStateTerminated struct {
 
 func (x *ContainerStateTerminated) Reset() {
 	*x = ContainerStateTerminated{}
-	mi := &file_kplane_v1_core_proto_msgTypes[34]
+	mi := &file_kplane_v1_core_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2422,7 +2566,7 @@ func (x *ContainerStateTerminated) String() string {
 func (*ContainerStateTerminated) ProtoMessage() {}
 
 func (x *ContainerStateTerminated) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[34]
+	mi := &file_kplane_v1_core_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2435,7 +2579,7 @@ func (x *ContainerStateTerminated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateTerminated.ProtoReflect.Descriptor instead.
 func (*ContainerStateTerminated) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{34}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ContainerStateTerminated) GetExitCode() int32 {
@@ -2498,7 +2642,7 @@ type PodTemplateSpec struct {
 
 func (x *PodTemplateSpec) Reset() {
 	*x = PodTemplateSpec{}
-	mi := &file_kplane_v1_core_proto_msgTypes[35]
+	mi := &file_kplane_v1_core_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2510,7 +2654,7 @@ func (x *PodTemplateSpec) String() string {
 func (*PodTemplateSpec) ProtoMessage() {}
 
 func (x *PodTemplateSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[35]
+	mi := &file_kplane_v1_core_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2523,7 +2667,7 @@ func (x *PodTemplateSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodTemplateSpec.ProtoReflect.Descriptor instead.
 func (*PodTemplateSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{35}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PodTemplateSpec) GetMetadata() *ObjectMeta {
@@ -2552,7 +2696,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_kplane_v1_core_proto_msgTypes[36]
+	mi := &file_kplane_v1_core_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2564,7 +2708,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[36]
+	mi := &file_kplane_v1_core_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2577,7 +2721,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{36}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Service) GetMetadata() *ObjectMeta {
@@ -2622,7 +2766,7 @@ type ServiceSpec struct {
 
 func (x *ServiceSpec) Reset() {
 	*x = ServiceSpec{}
-	mi := &file_kplane_v1_core_proto_msgTypes[37]
+	mi := &file_kplane_v1_core_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2634,7 +2778,7 @@ func (x *ServiceSpec) String() string {
 func (*ServiceSpec) ProtoMessage() {}
 
 func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[37]
+	mi := &file_kplane_v1_core_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2647,7 +2791,7 @@ func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceSpec.ProtoReflect.Descriptor instead.
 func (*ServiceSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{37}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ServiceSpec) GetSelector() map[string]string {
@@ -2722,7 +2866,7 @@ type ServicePort struct {
 
 func (x *ServicePort) Reset() {
 	*x = ServicePort{}
-	mi := &file_kplane_v1_core_proto_msgTypes[38]
+	mi := &file_kplane_v1_core_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2734,7 +2878,7 @@ func (x *ServicePort) String() string {
 func (*ServicePort) ProtoMessage() {}
 
 func (x *ServicePort) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[38]
+	mi := &file_kplane_v1_core_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2747,7 +2891,7 @@ func (x *ServicePort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePort.ProtoReflect.Descriptor instead.
 func (*ServicePort) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{38}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ServicePort) GetName() string {
@@ -2795,7 +2939,7 @@ type ServiceStatus struct {
 
 func (x *ServiceStatus) Reset() {
 	*x = ServiceStatus{}
-	mi := &file_kplane_v1_core_proto_msgTypes[39]
+	mi := &file_kplane_v1_core_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2807,7 +2951,7 @@ func (x *ServiceStatus) String() string {
 func (*ServiceStatus) ProtoMessage() {}
 
 func (x *ServiceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[39]
+	mi := &file_kplane_v1_core_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2820,7 +2964,7 @@ func (x *ServiceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceStatus.ProtoReflect.Descriptor instead.
 func (*ServiceStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{39}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ServiceStatus) GetConditions() []*Condition {
@@ -2841,7 +2985,7 @@ type Endpoints struct {
 
 func (x *Endpoints) Reset() {
 	*x = Endpoints{}
-	mi := &file_kplane_v1_core_proto_msgTypes[40]
+	mi := &file_kplane_v1_core_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2853,7 +2997,7 @@ func (x *Endpoints) String() string {
 func (*Endpoints) ProtoMessage() {}
 
 func (x *Endpoints) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[40]
+	mi := &file_kplane_v1_core_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2866,7 +3010,7 @@ func (x *Endpoints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoints.ProtoReflect.Descriptor instead.
 func (*Endpoints) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{40}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Endpoints) GetMetadata() *ObjectMeta {
@@ -2895,7 +3039,7 @@ type EndpointSubset struct {
 
 func (x *EndpointSubset) Reset() {
 	*x = EndpointSubset{}
-	mi := &file_kplane_v1_core_proto_msgTypes[41]
+	mi := &file_kplane_v1_core_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2907,7 +3051,7 @@ func (x *EndpointSubset) String() string {
 func (*EndpointSubset) ProtoMessage() {}
 
 func (x *EndpointSubset) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[41]
+	mi := &file_kplane_v1_core_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2920,7 +3064,7 @@ func (x *EndpointSubset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointSubset.ProtoReflect.Descriptor instead.
 func (*EndpointSubset) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{41}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *EndpointSubset) GetAddresses() []*EndpointAddress {
@@ -2957,7 +3101,7 @@ type EndpointAddress struct {
 
 func (x *EndpointAddress) Reset() {
 	*x = EndpointAddress{}
-	mi := &file_kplane_v1_core_proto_msgTypes[42]
+	mi := &file_kplane_v1_core_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2969,7 +3113,7 @@ func (x *EndpointAddress) String() string {
 func (*EndpointAddress) ProtoMessage() {}
 
 func (x *EndpointAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[42]
+	mi := &file_kplane_v1_core_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2982,7 +3126,7 @@ func (x *EndpointAddress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointAddress.ProtoReflect.Descriptor instead.
 func (*EndpointAddress) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{42}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *EndpointAddress) GetIp() string {
@@ -3025,7 +3169,7 @@ type EndpointPort struct {
 
 func (x *EndpointPort) Reset() {
 	*x = EndpointPort{}
-	mi := &file_kplane_v1_core_proto_msgTypes[43]
+	mi := &file_kplane_v1_core_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3037,7 +3181,7 @@ func (x *EndpointPort) String() string {
 func (*EndpointPort) ProtoMessage() {}
 
 func (x *EndpointPort) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[43]
+	mi := &file_kplane_v1_core_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3050,7 +3194,7 @@ func (x *EndpointPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointPort.ProtoReflect.Descriptor instead.
 func (*EndpointPort) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{43}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *EndpointPort) GetName() string {
@@ -3087,7 +3231,7 @@ type ServiceAccount struct {
 
 func (x *ServiceAccount) Reset() {
 	*x = ServiceAccount{}
-	mi := &file_kplane_v1_core_proto_msgTypes[44]
+	mi := &file_kplane_v1_core_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3099,7 +3243,7 @@ func (x *ServiceAccount) String() string {
 func (*ServiceAccount) ProtoMessage() {}
 
 func (x *ServiceAccount) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[44]
+	mi := &file_kplane_v1_core_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3112,7 +3256,7 @@ func (x *ServiceAccount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceAccount.ProtoReflect.Descriptor instead.
 func (*ServiceAccount) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{44}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ServiceAccount) GetMetadata() *ObjectMeta {
@@ -3158,7 +3302,7 @@ type Secret struct {
 
 func (x *Secret) Reset() {
 	*x = Secret{}
-	mi := &file_kplane_v1_core_proto_msgTypes[45]
+	mi := &file_kplane_v1_core_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3170,7 +3314,7 @@ func (x *Secret) String() string {
 func (*Secret) ProtoMessage() {}
 
 func (x *Secret) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[45]
+	mi := &file_kplane_v1_core_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3183,7 +3327,7 @@ func (x *Secret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Secret.ProtoReflect.Descriptor instead.
 func (*Secret) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{45}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Secret) GetMetadata() *ObjectMeta {
@@ -3246,7 +3390,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_kplane_v1_core_proto_msgTypes[46]
+	mi := &file_kplane_v1_core_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3258,7 +3402,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[46]
+	mi := &file_kplane_v1_core_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3271,7 +3415,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{46}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Event) GetMetadata() *ObjectMeta {
@@ -3376,7 +3520,7 @@ type EventSource struct {
 
 func (x *EventSource) Reset() {
 	*x = EventSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[47]
+	mi := &file_kplane_v1_core_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3388,7 +3532,7 @@ func (x *EventSource) String() string {
 func (*EventSource) ProtoMessage() {}
 
 func (x *EventSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[47]
+	mi := &file_kplane_v1_core_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3401,7 +3545,7 @@ func (x *EventSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventSource.ProtoReflect.Descriptor instead.
 func (*EventSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{47}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *EventSource) GetComponent() string {
@@ -3519,7 +3663,7 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B#\n" +
 	"!_termination_grace_period_secondsB\x1a\n" +
 	"\x18_active_deadline_secondsB\"\n" +
-	" _automount_service_account_token\"\xf5\x03\n" +
+	" _automount_service_account_token\"\xac\x04\n" +
 	"\tContainer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x18\n" +
@@ -3534,7 +3678,8 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x0eliveness_probe\x18\n" +
 	" \x01(\v2\x10.kplane.v1.ProbeR\rlivenessProbe\x12*\n" +
 	"\x11image_pull_policy\x18\v \x01(\tR\x0fimagePullPolicy\x12;\n" +
-	"\rvolume_mounts\x18\f \x03(\v2\x16.kplane.v1.VolumeMountR\fvolumeMounts\"2\n" +
+	"\rvolume_mounts\x18\f \x03(\v2\x16.kplane.v1.VolumeMountR\fvolumeMounts\x125\n" +
+	"\rstartup_probe\x18\r \x01(\v2\x10.kplane.v1.ProbeR\fstartupProbe\"2\n" +
 	"\x06EnvVar\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\"\x83\x01\n" +
@@ -3547,7 +3692,7 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
 	"mount_path\x18\x02 \x01(\tR\tmountPath\x12\x1b\n" +
-	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\x80\x03\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\x9e\x04\n" +
 	"\x05Probe\x12)\n" +
 	"\x04exec\x18\x01 \x01(\v2\x15.kplane.v1.ExecActionR\x04exec\x129\n" +
 	"\n" +
@@ -3557,18 +3702,33 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x0ftimeout_seconds\x18\x05 \x01(\x05R\x0etimeoutSeconds\x12%\n" +
 	"\x0eperiod_seconds\x18\x06 \x01(\x05R\rperiodSeconds\x12+\n" +
 	"\x11success_threshold\x18\a \x01(\x05R\x10successThreshold\x12+\n" +
-	"\x11failure_threshold\x18\b \x01(\x05R\x10failureThreshold\"&\n" +
+	"\x11failure_threshold\x18\b \x01(\x05R\x10failureThreshold\x12)\n" +
+	"\x04grpc\x18\t \x01(\v2\x15.kplane.v1.GRPCActionR\x04grpc\x12L\n" +
+	" termination_grace_period_seconds\x18\n" +
+	" \x01(\x03H\x00R\x1dterminationGracePeriodSeconds\x88\x01\x01B#\n" +
+	"!_termination_grace_period_seconds\"K\n" +
+	"\n" +
+	"GRPCAction\x12\x12\n" +
+	"\x04port\x18\x01 \x01(\x05R\x04port\x12\x1d\n" +
+	"\aservice\x18\x02 \x01(\tH\x00R\aservice\x88\x01\x01B\n" +
+	"\n" +
+	"\b_service\"6\n" +
+	"\n" +
+	"HTTPHeader\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"&\n" +
 	"\n" +
 	"ExecAction\x12\x18\n" +
 	"\acommand\x18\x01 \x03(\tR\acommand\"W\n" +
 	"\x0fTCPSocketAction\x12*\n" +
 	"\x04port\x18\x03 \x01(\v2\x16.kplane.v1.IntOrStringR\x04port\x12\x12\n" +
-	"\x04host\x18\x02 \x01(\tR\x04hostJ\x04\b\x01\x10\x02\"\x81\x01\n" +
+	"\x04host\x18\x02 \x01(\tR\x04hostJ\x04\b\x01\x10\x02\"\xbb\x01\n" +
 	"\rHTTPGetAction\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12*\n" +
 	"\x04port\x18\x05 \x01(\v2\x16.kplane.v1.IntOrStringR\x04port\x12\x12\n" +
 	"\x04host\x18\x03 \x01(\tR\x04host\x12\x16\n" +
-	"\x06scheme\x18\x04 \x01(\tR\x06schemeJ\x04\b\x02\x10\x03\"\xb5\x02\n" +
+	"\x06scheme\x18\x04 \x01(\tR\x06scheme\x128\n" +
+	"\fhttp_headers\x18\x06 \x03(\v2\x15.kplane.v1.HTTPHeaderR\vhttpHeadersJ\x04\b\x02\x10\x03\"\xb5\x02\n" +
 	"\x06Volume\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12d\n" +
 	"\x17persistent_volume_claim\x18\x02 \x01(\v2,.kplane.v1.PersistentVolumeClaimVolumeSourceR\x15persistentVolumeClaim\x12<\n" +
@@ -3750,7 +3910,7 @@ func file_kplane_v1_core_proto_rawDescGZIP() []byte {
 	return file_kplane_v1_core_proto_rawDescData
 }
 
-var file_kplane_v1_core_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_kplane_v1_core_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_kplane_v1_core_proto_goTypes = []any{
 	(*Namespace)(nil),                         // 0: kplane.v1.Namespace
 	(*NamespaceSpec)(nil),                     // 1: kplane.v1.NamespaceSpec
@@ -3771,134 +3931,139 @@ var file_kplane_v1_core_proto_goTypes = []any{
 	(*ContainerPort)(nil),                     // 16: kplane.v1.ContainerPort
 	(*VolumeMount)(nil),                       // 17: kplane.v1.VolumeMount
 	(*Probe)(nil),                             // 18: kplane.v1.Probe
-	(*ExecAction)(nil),                        // 19: kplane.v1.ExecAction
-	(*TCPSocketAction)(nil),                   // 20: kplane.v1.TCPSocketAction
-	(*HTTPGetAction)(nil),                     // 21: kplane.v1.HTTPGetAction
-	(*Volume)(nil),                            // 22: kplane.v1.Volume
-	(*PersistentVolumeClaimVolumeSource)(nil), // 23: kplane.v1.PersistentVolumeClaimVolumeSource
-	(*EmptyDirVolumeSource)(nil),              // 24: kplane.v1.EmptyDirVolumeSource
-	(*SecretVolumeSource)(nil),                // 25: kplane.v1.SecretVolumeSource
-	(*HostPathVolumeSource)(nil),              // 26: kplane.v1.HostPathVolumeSource
-	(*PodStatus)(nil),                         // 27: kplane.v1.PodStatus
-	(*PodIP)(nil),                             // 28: kplane.v1.PodIP
-	(*HostIP)(nil),                            // 29: kplane.v1.HostIP
-	(*ContainerStatus)(nil),                   // 30: kplane.v1.ContainerStatus
-	(*ContainerState)(nil),                    // 31: kplane.v1.ContainerState
-	(*ContainerStateWaiting)(nil),             // 32: kplane.v1.ContainerStateWaiting
-	(*ContainerStateRunning)(nil),             // 33: kplane.v1.ContainerStateRunning
-	(*ContainerStateTerminated)(nil),          // 34: kplane.v1.ContainerStateTerminated
-	(*PodTemplateSpec)(nil),                   // 35: kplane.v1.PodTemplateSpec
-	(*Service)(nil),                           // 36: kplane.v1.Service
-	(*ServiceSpec)(nil),                       // 37: kplane.v1.ServiceSpec
-	(*ServicePort)(nil),                       // 38: kplane.v1.ServicePort
-	(*ServiceStatus)(nil),                     // 39: kplane.v1.ServiceStatus
-	(*Endpoints)(nil),                         // 40: kplane.v1.Endpoints
-	(*EndpointSubset)(nil),                    // 41: kplane.v1.EndpointSubset
-	(*EndpointAddress)(nil),                   // 42: kplane.v1.EndpointAddress
-	(*EndpointPort)(nil),                      // 43: kplane.v1.EndpointPort
-	(*ServiceAccount)(nil),                    // 44: kplane.v1.ServiceAccount
-	(*Secret)(nil),                            // 45: kplane.v1.Secret
-	(*Event)(nil),                             // 46: kplane.v1.Event
-	(*EventSource)(nil),                       // 47: kplane.v1.EventSource
-	nil,                                       // 48: kplane.v1.NodeStatus.CapacityEntry
-	nil,                                       // 49: kplane.v1.NodeStatus.AllocatableEntry
-	nil,                                       // 50: kplane.v1.PodSpec.NodeSelectorEntry
-	nil,                                       // 51: kplane.v1.ServiceSpec.SelectorEntry
-	nil,                                       // 52: kplane.v1.Secret.DataEntry
-	nil,                                       // 53: kplane.v1.Secret.StringDataEntry
-	(*ObjectMeta)(nil),                        // 54: kplane.v1.ObjectMeta
-	(*timestamppb.Timestamp)(nil),             // 55: google.protobuf.Timestamp
-	(*Condition)(nil),                         // 56: kplane.v1.Condition
-	(*ResourceRequirements)(nil),              // 57: kplane.v1.ResourceRequirements
-	(*IntOrString)(nil),                       // 58: kplane.v1.IntOrString
-	(*ObjectReference)(nil),                   // 59: kplane.v1.ObjectReference
-	(*LocalObjectReference)(nil),              // 60: kplane.v1.LocalObjectReference
+	(*GRPCAction)(nil),                        // 19: kplane.v1.GRPCAction
+	(*HTTPHeader)(nil),                        // 20: kplane.v1.HTTPHeader
+	(*ExecAction)(nil),                        // 21: kplane.v1.ExecAction
+	(*TCPSocketAction)(nil),                   // 22: kplane.v1.TCPSocketAction
+	(*HTTPGetAction)(nil),                     // 23: kplane.v1.HTTPGetAction
+	(*Volume)(nil),                            // 24: kplane.v1.Volume
+	(*PersistentVolumeClaimVolumeSource)(nil), // 25: kplane.v1.PersistentVolumeClaimVolumeSource
+	(*EmptyDirVolumeSource)(nil),              // 26: kplane.v1.EmptyDirVolumeSource
+	(*SecretVolumeSource)(nil),                // 27: kplane.v1.SecretVolumeSource
+	(*HostPathVolumeSource)(nil),              // 28: kplane.v1.HostPathVolumeSource
+	(*PodStatus)(nil),                         // 29: kplane.v1.PodStatus
+	(*PodIP)(nil),                             // 30: kplane.v1.PodIP
+	(*HostIP)(nil),                            // 31: kplane.v1.HostIP
+	(*ContainerStatus)(nil),                   // 32: kplane.v1.ContainerStatus
+	(*ContainerState)(nil),                    // 33: kplane.v1.ContainerState
+	(*ContainerStateWaiting)(nil),             // 34: kplane.v1.ContainerStateWaiting
+	(*ContainerStateRunning)(nil),             // 35: kplane.v1.ContainerStateRunning
+	(*ContainerStateTerminated)(nil),          // 36: kplane.v1.ContainerStateTerminated
+	(*PodTemplateSpec)(nil),                   // 37: kplane.v1.PodTemplateSpec
+	(*Service)(nil),                           // 38: kplane.v1.Service
+	(*ServiceSpec)(nil),                       // 39: kplane.v1.ServiceSpec
+	(*ServicePort)(nil),                       // 40: kplane.v1.ServicePort
+	(*ServiceStatus)(nil),                     // 41: kplane.v1.ServiceStatus
+	(*Endpoints)(nil),                         // 42: kplane.v1.Endpoints
+	(*EndpointSubset)(nil),                    // 43: kplane.v1.EndpointSubset
+	(*EndpointAddress)(nil),                   // 44: kplane.v1.EndpointAddress
+	(*EndpointPort)(nil),                      // 45: kplane.v1.EndpointPort
+	(*ServiceAccount)(nil),                    // 46: kplane.v1.ServiceAccount
+	(*Secret)(nil),                            // 47: kplane.v1.Secret
+	(*Event)(nil),                             // 48: kplane.v1.Event
+	(*EventSource)(nil),                       // 49: kplane.v1.EventSource
+	nil,                                       // 50: kplane.v1.NodeStatus.CapacityEntry
+	nil,                                       // 51: kplane.v1.NodeStatus.AllocatableEntry
+	nil,                                       // 52: kplane.v1.PodSpec.NodeSelectorEntry
+	nil,                                       // 53: kplane.v1.ServiceSpec.SelectorEntry
+	nil,                                       // 54: kplane.v1.Secret.DataEntry
+	nil,                                       // 55: kplane.v1.Secret.StringDataEntry
+	(*ObjectMeta)(nil),                        // 56: kplane.v1.ObjectMeta
+	(*timestamppb.Timestamp)(nil),             // 57: google.protobuf.Timestamp
+	(*Condition)(nil),                         // 58: kplane.v1.Condition
+	(*ResourceRequirements)(nil),              // 59: kplane.v1.ResourceRequirements
+	(*IntOrString)(nil),                       // 60: kplane.v1.IntOrString
+	(*ObjectReference)(nil),                   // 61: kplane.v1.ObjectReference
+	(*LocalObjectReference)(nil),              // 62: kplane.v1.LocalObjectReference
 }
 var file_kplane_v1_core_proto_depIdxs = []int32{
-	54, // 0: kplane.v1.Namespace.metadata:type_name -> kplane.v1.ObjectMeta
+	56, // 0: kplane.v1.Namespace.metadata:type_name -> kplane.v1.ObjectMeta
 	1,  // 1: kplane.v1.Namespace.spec:type_name -> kplane.v1.NamespaceSpec
 	2,  // 2: kplane.v1.Namespace.status:type_name -> kplane.v1.NamespaceStatus
-	54, // 3: kplane.v1.Node.metadata:type_name -> kplane.v1.ObjectMeta
+	56, // 3: kplane.v1.Node.metadata:type_name -> kplane.v1.ObjectMeta
 	4,  // 4: kplane.v1.Node.spec:type_name -> kplane.v1.NodeSpec
 	7,  // 5: kplane.v1.Node.status:type_name -> kplane.v1.NodeStatus
 	5,  // 6: kplane.v1.NodeSpec.taints:type_name -> kplane.v1.Taint
-	55, // 7: kplane.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
-	48, // 8: kplane.v1.NodeStatus.capacity:type_name -> kplane.v1.NodeStatus.CapacityEntry
-	49, // 9: kplane.v1.NodeStatus.allocatable:type_name -> kplane.v1.NodeStatus.AllocatableEntry
-	56, // 10: kplane.v1.NodeStatus.conditions:type_name -> kplane.v1.Condition
+	57, // 7: kplane.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
+	50, // 8: kplane.v1.NodeStatus.capacity:type_name -> kplane.v1.NodeStatus.CapacityEntry
+	51, // 9: kplane.v1.NodeStatus.allocatable:type_name -> kplane.v1.NodeStatus.AllocatableEntry
+	58, // 10: kplane.v1.NodeStatus.conditions:type_name -> kplane.v1.Condition
 	8,  // 11: kplane.v1.NodeStatus.addresses:type_name -> kplane.v1.NodeAddress
 	9,  // 12: kplane.v1.NodeStatus.daemon_endpoints:type_name -> kplane.v1.NodeDaemonEndpoints
 	11, // 13: kplane.v1.NodeStatus.node_info:type_name -> kplane.v1.NodeSystemInfo
 	10, // 14: kplane.v1.NodeDaemonEndpoints.kubelet_endpoint:type_name -> kplane.v1.DaemonEndpoint
-	54, // 15: kplane.v1.Pod.metadata:type_name -> kplane.v1.ObjectMeta
+	56, // 15: kplane.v1.Pod.metadata:type_name -> kplane.v1.ObjectMeta
 	13, // 16: kplane.v1.Pod.spec:type_name -> kplane.v1.PodSpec
-	27, // 17: kplane.v1.Pod.status:type_name -> kplane.v1.PodStatus
+	29, // 17: kplane.v1.Pod.status:type_name -> kplane.v1.PodStatus
 	14, // 18: kplane.v1.PodSpec.containers:type_name -> kplane.v1.Container
 	14, // 19: kplane.v1.PodSpec.init_containers:type_name -> kplane.v1.Container
-	50, // 20: kplane.v1.PodSpec.node_selector:type_name -> kplane.v1.PodSpec.NodeSelectorEntry
+	52, // 20: kplane.v1.PodSpec.node_selector:type_name -> kplane.v1.PodSpec.NodeSelectorEntry
 	6,  // 21: kplane.v1.PodSpec.tolerations:type_name -> kplane.v1.Toleration
-	22, // 22: kplane.v1.PodSpec.volumes:type_name -> kplane.v1.Volume
+	24, // 22: kplane.v1.PodSpec.volumes:type_name -> kplane.v1.Volume
 	15, // 23: kplane.v1.Container.env:type_name -> kplane.v1.EnvVar
 	16, // 24: kplane.v1.Container.ports:type_name -> kplane.v1.ContainerPort
-	57, // 25: kplane.v1.Container.resources:type_name -> kplane.v1.ResourceRequirements
+	59, // 25: kplane.v1.Container.resources:type_name -> kplane.v1.ResourceRequirements
 	18, // 26: kplane.v1.Container.readiness_probe:type_name -> kplane.v1.Probe
 	18, // 27: kplane.v1.Container.liveness_probe:type_name -> kplane.v1.Probe
 	17, // 28: kplane.v1.Container.volume_mounts:type_name -> kplane.v1.VolumeMount
-	19, // 29: kplane.v1.Probe.exec:type_name -> kplane.v1.ExecAction
-	20, // 30: kplane.v1.Probe.tcp_socket:type_name -> kplane.v1.TCPSocketAction
-	21, // 31: kplane.v1.Probe.http_get:type_name -> kplane.v1.HTTPGetAction
-	58, // 32: kplane.v1.TCPSocketAction.port:type_name -> kplane.v1.IntOrString
-	58, // 33: kplane.v1.HTTPGetAction.port:type_name -> kplane.v1.IntOrString
-	23, // 34: kplane.v1.Volume.persistent_volume_claim:type_name -> kplane.v1.PersistentVolumeClaimVolumeSource
-	24, // 35: kplane.v1.Volume.empty_dir:type_name -> kplane.v1.EmptyDirVolumeSource
-	25, // 36: kplane.v1.Volume.secret:type_name -> kplane.v1.SecretVolumeSource
-	26, // 37: kplane.v1.Volume.host_path:type_name -> kplane.v1.HostPathVolumeSource
-	56, // 38: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
-	55, // 39: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
-	30, // 40: kplane.v1.PodStatus.container_statuses:type_name -> kplane.v1.ContainerStatus
-	30, // 41: kplane.v1.PodStatus.init_container_statuses:type_name -> kplane.v1.ContainerStatus
-	28, // 42: kplane.v1.PodStatus.pod_ips:type_name -> kplane.v1.PodIP
-	29, // 43: kplane.v1.PodStatus.host_ips:type_name -> kplane.v1.HostIP
-	31, // 44: kplane.v1.ContainerStatus.state:type_name -> kplane.v1.ContainerState
-	31, // 45: kplane.v1.ContainerStatus.last_state:type_name -> kplane.v1.ContainerState
-	32, // 46: kplane.v1.ContainerState.waiting:type_name -> kplane.v1.ContainerStateWaiting
-	33, // 47: kplane.v1.ContainerState.running:type_name -> kplane.v1.ContainerStateRunning
-	34, // 48: kplane.v1.ContainerState.terminated:type_name -> kplane.v1.ContainerStateTerminated
-	55, // 49: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
-	55, // 50: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
-	55, // 51: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
-	54, // 52: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
-	13, // 53: kplane.v1.PodTemplateSpec.spec:type_name -> kplane.v1.PodSpec
-	54, // 54: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
-	37, // 55: kplane.v1.Service.spec:type_name -> kplane.v1.ServiceSpec
-	39, // 56: kplane.v1.Service.status:type_name -> kplane.v1.ServiceStatus
-	51, // 57: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
-	38, // 58: kplane.v1.ServiceSpec.ports:type_name -> kplane.v1.ServicePort
-	58, // 59: kplane.v1.ServicePort.target_port:type_name -> kplane.v1.IntOrString
-	56, // 60: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
-	54, // 61: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
-	41, // 62: kplane.v1.Endpoints.subsets:type_name -> kplane.v1.EndpointSubset
-	42, // 63: kplane.v1.EndpointSubset.addresses:type_name -> kplane.v1.EndpointAddress
-	42, // 64: kplane.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.v1.EndpointAddress
-	43, // 65: kplane.v1.EndpointSubset.ports:type_name -> kplane.v1.EndpointPort
-	59, // 66: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
-	54, // 67: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
-	59, // 68: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
-	60, // 69: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
-	54, // 70: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
-	52, // 71: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
-	53, // 72: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
-	54, // 73: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
-	59, // 74: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
-	47, // 75: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
-	55, // 76: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
-	55, // 77: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
-	55, // 78: kplane.v1.Event.event_time:type_name -> google.protobuf.Timestamp
-	79, // [79:79] is the sub-list for method output_type
-	79, // [79:79] is the sub-list for method input_type
-	79, // [79:79] is the sub-list for extension type_name
-	79, // [79:79] is the sub-list for extension extendee
-	0,  // [0:79] is the sub-list for field type_name
+	18, // 29: kplane.v1.Container.startup_probe:type_name -> kplane.v1.Probe
+	21, // 30: kplane.v1.Probe.exec:type_name -> kplane.v1.ExecAction
+	22, // 31: kplane.v1.Probe.tcp_socket:type_name -> kplane.v1.TCPSocketAction
+	23, // 32: kplane.v1.Probe.http_get:type_name -> kplane.v1.HTTPGetAction
+	19, // 33: kplane.v1.Probe.grpc:type_name -> kplane.v1.GRPCAction
+	60, // 34: kplane.v1.TCPSocketAction.port:type_name -> kplane.v1.IntOrString
+	60, // 35: kplane.v1.HTTPGetAction.port:type_name -> kplane.v1.IntOrString
+	20, // 36: kplane.v1.HTTPGetAction.http_headers:type_name -> kplane.v1.HTTPHeader
+	25, // 37: kplane.v1.Volume.persistent_volume_claim:type_name -> kplane.v1.PersistentVolumeClaimVolumeSource
+	26, // 38: kplane.v1.Volume.empty_dir:type_name -> kplane.v1.EmptyDirVolumeSource
+	27, // 39: kplane.v1.Volume.secret:type_name -> kplane.v1.SecretVolumeSource
+	28, // 40: kplane.v1.Volume.host_path:type_name -> kplane.v1.HostPathVolumeSource
+	58, // 41: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
+	57, // 42: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
+	32, // 43: kplane.v1.PodStatus.container_statuses:type_name -> kplane.v1.ContainerStatus
+	32, // 44: kplane.v1.PodStatus.init_container_statuses:type_name -> kplane.v1.ContainerStatus
+	30, // 45: kplane.v1.PodStatus.pod_ips:type_name -> kplane.v1.PodIP
+	31, // 46: kplane.v1.PodStatus.host_ips:type_name -> kplane.v1.HostIP
+	33, // 47: kplane.v1.ContainerStatus.state:type_name -> kplane.v1.ContainerState
+	33, // 48: kplane.v1.ContainerStatus.last_state:type_name -> kplane.v1.ContainerState
+	34, // 49: kplane.v1.ContainerState.waiting:type_name -> kplane.v1.ContainerStateWaiting
+	35, // 50: kplane.v1.ContainerState.running:type_name -> kplane.v1.ContainerStateRunning
+	36, // 51: kplane.v1.ContainerState.terminated:type_name -> kplane.v1.ContainerStateTerminated
+	57, // 52: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
+	57, // 53: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
+	57, // 54: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
+	56, // 55: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
+	13, // 56: kplane.v1.PodTemplateSpec.spec:type_name -> kplane.v1.PodSpec
+	56, // 57: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
+	39, // 58: kplane.v1.Service.spec:type_name -> kplane.v1.ServiceSpec
+	41, // 59: kplane.v1.Service.status:type_name -> kplane.v1.ServiceStatus
+	53, // 60: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
+	40, // 61: kplane.v1.ServiceSpec.ports:type_name -> kplane.v1.ServicePort
+	60, // 62: kplane.v1.ServicePort.target_port:type_name -> kplane.v1.IntOrString
+	58, // 63: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
+	56, // 64: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
+	43, // 65: kplane.v1.Endpoints.subsets:type_name -> kplane.v1.EndpointSubset
+	44, // 66: kplane.v1.EndpointSubset.addresses:type_name -> kplane.v1.EndpointAddress
+	44, // 67: kplane.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.v1.EndpointAddress
+	45, // 68: kplane.v1.EndpointSubset.ports:type_name -> kplane.v1.EndpointPort
+	61, // 69: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
+	56, // 70: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
+	61, // 71: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
+	62, // 72: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
+	56, // 73: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
+	54, // 74: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
+	55, // 75: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
+	56, // 76: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
+	61, // 77: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
+	49, // 78: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
+	57, // 79: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
+	57, // 80: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
+	57, // 81: kplane.v1.Event.event_time:type_name -> google.protobuf.Timestamp
+	82, // [82:82] is the sub-list for method output_type
+	82, // [82:82] is the sub-list for method input_type
+	82, // [82:82] is the sub-list for extension type_name
+	82, // [82:82] is the sub-list for extension extendee
+	0,  // [0:82] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_core_proto_init() }
@@ -3910,17 +4075,19 @@ func file_kplane_v1_core_proto_init() {
 	file_kplane_v1_options_proto_init()
 	file_kplane_v1_core_proto_msgTypes[6].OneofWrappers = []any{}
 	file_kplane_v1_core_proto_msgTypes[13].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[25].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[30].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[44].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[45].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[18].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[19].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[27].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[32].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[46].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[47].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_v1_core_proto_rawDesc), len(file_kplane_v1_core_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   54,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

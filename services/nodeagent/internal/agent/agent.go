@@ -17,11 +17,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/time/rate"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kplane/kplane/pkg/apiutil"
@@ -95,7 +97,9 @@ type Agent struct {
 // concurrently).
 type podState struct {
 	startTime    time.Time
-	probes       map[string]*probeState
+	probes       map[string]*probeState // by probe kind + "/" + container
+	kills        map[string]*killState  // by container
+	probeEvents  *rate.Limiter
 	createErr    map[string]string
 	backoffSeen  map[string]int // attempt whose BackOff event was recorded
 	termStart    time.Time
@@ -298,7 +302,7 @@ func (a *Agent) state(uid string) *podState {
 	defer a.mu.Unlock()
 	s, ok := a.states[uid]
 	if !ok {
-		s = &podState{probes: map[string]*probeState{}, createErr: map[string]string{}, backoffSeen: map[string]int{}}
+		s = &podState{probes: map[string]*probeState{}, kills: map[string]*killState{}, createErr: map[string]string{}, backoffSeen: map[string]int{}}
 		a.states[uid] = s
 	}
 	return s
@@ -472,9 +476,9 @@ func (a *Agent) syncPod(ctx context.Context, cached *kplanev1.Pod) (time.Time, e
 		}
 		in.State = cs
 		in.CreateError = st.createErr[c.GetName()]
-		if p := c.GetReadinessProbe(); p != nil && cs.Running && a.exec != nil {
-			in.Ready = a.probe(ctx, pod, c, cs, ip.String(), st, now)
-			wake(st.probes[c.GetName()].next)
+		if cs.Running && !terminal {
+			pr := a.probeContainer(ctx, pod, c, cs, ip.String(), st, now, wake)
+			in.Ready, in.NotStarted = pr.ready, !pr.started
 		}
 		inputs = append(inputs, in)
 	}
@@ -509,34 +513,155 @@ func (a *Agent) start(ctx context.Context, pod *kplanev1.Pod, c *kplanev1.Contai
 	}
 }
 
-// probe runs the readiness probe of a running container when it is due
-// and returns the container's readiness.
-func (a *Agent) probe(ctx context.Context, pod *kplanev1.Pod, c *kplanev1.Container, cs ContainerState, ip string, st *podState, now time.Time) bool {
-	p := c.GetReadinessProbe()
-	ps := st.probes[c.GetName()]
+// Probe events are rate-limited per pod as the kubelet's event spam
+// filter does: a burst, then one per interval, on top of the recorder
+// folding identical repeats into one Event.
+const (
+	probeEventBurst = 25
+	probeEventEvery = 5 * time.Minute
+)
+
+// killState is a container being stopped because a probe failed.
+type killState struct {
+	attempt  int
+	deadline time.Time // SIGKILL then
+	killed   bool
+}
+
+// probeResult is what the probes of a running container decided.
+type probeResult struct {
+	started bool // the startup probe succeeded (or there is none)
+	ready   bool
+}
+
+// probeContainer runs the due probes of a running container: the startup
+// probe first, holding back the others until it succeeds; then readiness
+// and liveness. A startup or liveness probe that reaches its failure
+// threshold stops the container (SIGTERM, SIGKILL after the grace
+// period); the restart policy and back-off then apply to its exit. The
+// next time a probe is due goes to wake.
+func (a *Agent) probeContainer(ctx context.Context, pod *kplanev1.Pod, c *kplanev1.Container, cs ContainerState, ip string,
+	st *podState, now time.Time, wake func(time.Time)) probeResult {
+	res := probeResult{started: true, ready: true}
+	if k := st.kills[c.GetName()]; k != nil && k.attempt == cs.Attempt {
+		// Being stopped: no more probing, not ready.
+		a.finishKill(pod, c, k, now, wake)
+		return probeResult{started: true}
+	}
+	if p := c.GetStartupProbe(); p != nil {
+		ps := a.runDueProbe(ctx, pod, c, cs, probeStartup, p, ip, st, now)
+		if !ps.everOK {
+			wake(ps.next)
+			if ps.failed(p) {
+				a.killUnhealthy(ctx, pod, c, cs, probeStartup, p, st, now, wake)
+			}
+			return probeResult{}
+		}
+	}
+	if p := c.GetReadinessProbe(); p != nil {
+		ps := a.runDueProbe(ctx, pod, c, cs, probeReadiness, p, ip, st, now)
+		res.ready = ps.ok
+		wake(ps.next)
+	}
+	if p := c.GetLivenessProbe(); p != nil {
+		ps := a.runDueProbe(ctx, pod, c, cs, probeLiveness, p, ip, st, now)
+		wake(ps.next)
+		if ps.failed(p) {
+			a.killUnhealthy(ctx, pod, c, cs, probeLiveness, p, st, now, wake)
+			res.ready = false
+		}
+	}
+	return res
+}
+
+// runDueProbe runs one probe when it is due and returns its state.
+func (a *Agent) runDueProbe(ctx context.Context, pod *kplanev1.Pod, c *kplanev1.Container, cs ContainerState, kind probeKind,
+	p *kplanev1.Probe, ip string, st *podState, now time.Time) *probeState {
+	key := string(kind) + "/" + c.GetName()
+	ps := st.probes[key]
 	if ps == nil || ps.attempt != cs.Attempt {
 		started := cs.StartedAt
 		if started.IsZero() {
 			started = now
 		}
-		ps = newProbeState(p, cs.Attempt, started)
-		st.probes[c.GetName()] = ps
+		ps = newProbeState(kind, p, cs.Attempt, started)
+		st.probes[key] = ps
 	}
 	if now.Before(ps.next) {
-		return ps.ready
+		return ps
 	}
-	dir := a.exec.containerDir(pod.GetMetadata().GetUid(), c.GetName())
-	err := runProbe(ctx, p, probeTarget{Container: c, PodIP: ip, Dir: dir, Env: containerEnv(pod, c, ip, dir)})
-	was := ps.ready
+	var err error
+	if a.exec != nil {
+		dir := a.exec.containerDir(pod.GetMetadata().GetUid(), c.GetName())
+		err = runProbe(ctx, p, probeTarget{Container: c, PodIP: ip, Dir: dir, Env: containerEnv(pod, c, ip, dir)})
+	} else {
+		err = fakeProbe(pod, kind)
+	}
+	was := ps.ok
 	ps.record(p, err == nil, time.Now())
-	if was != ps.ready {
-		a.log.Info("readiness changed", "pod", pod.GetMetadata().GetNamespace()+"/"+pod.GetMetadata().GetName(),
-			"container", c.GetName(), "ready", ps.ready, "probe_error", err)
-		if !ps.ready && err != nil {
-			a.event(ctx, pod, record.Warning, "Unhealthy", "Readiness probe failed: %v", err)
-		}
+	podKey := pod.GetMetadata().GetNamespace() + "/" + pod.GetMetadata().GetName()
+	if was != ps.ok {
+		a.log.Info("probe verdict changed", "pod", podKey, "container", c.GetName(), "probe", kind,
+			"success", ps.ok, "probe_error", err)
 	}
-	return ps.ready
+	if err != nil {
+		a.probeEvent(ctx, pod, st, record.Warning, "Unhealthy", "%s probe failed: %v", kind, err)
+	}
+	return ps
+}
+
+// killUnhealthy starts stopping a container whose liveness or startup
+// probe failed, with the probe's grace period if it has one, else the
+// pod's.
+func (a *Agent) killUnhealthy(ctx context.Context, pod *kplanev1.Pod, c *kplanev1.Container, cs ContainerState, kind probeKind,
+	p *kplanev1.Probe, st *podState, now time.Time, wake func(time.Time)) {
+	grace := int64(30)
+	switch {
+	case p.TerminationGracePeriodSeconds != nil:
+		grace = p.GetTerminationGracePeriodSeconds()
+	case pod.GetSpec().TerminationGracePeriodSeconds != nil:
+		grace = pod.GetSpec().GetTerminationGracePeriodSeconds()
+	}
+	k := &killState{attempt: cs.Attempt, deadline: now.Add(time.Duration(grace) * time.Second)}
+	st.kills[c.GetName()] = k
+	a.log.Info("container failed its probe; stopping it", "pod", pod.GetMetadata().GetNamespace()+"/"+pod.GetMetadata().GetName(),
+		"container", c.GetName(), "probe", kind, "attempt", cs.Attempt, "grace_period", time.Duration(grace)*time.Second)
+	a.probeEvent(ctx, pod, st, record.Normal, "Killing", "Container %s failed %s probe, will be restarted", c.GetName(), strings.ToLower(string(kind)))
+	if err := a.rt.StopContainer(pod.GetMetadata().GetUid(), c.GetName(), grace == 0); err != nil {
+		a.log.Warn("could not stop container", "container", c.GetName(), "error", err)
+	}
+	k.killed = grace == 0
+	wake(k.deadline)
+}
+
+// finishKill sends SIGKILL to a container stopped for a failed probe that
+// outlived its grace period.
+func (a *Agent) finishKill(pod *kplanev1.Pod, c *kplanev1.Container, k *killState, now time.Time, wake func(time.Time)) {
+	if k.killed {
+		return
+	}
+	if now.Before(k.deadline) {
+		wake(k.deadline)
+		return
+	}
+	k.killed = true
+	a.log.Info("grace period over; killing container", "pod", pod.GetMetadata().GetNamespace()+"/"+pod.GetMetadata().GetName(),
+		"container", c.GetName())
+	if err := a.rt.StopContainer(pod.GetMetadata().GetUid(), c.GetName(), true); err != nil {
+		a.log.Warn("could not kill container", "container", c.GetName(), "error", err)
+	}
+}
+
+// probeEvent records a probe event unless the pod's probe events are
+// over their rate.
+func (a *Agent) probeEvent(ctx context.Context, pod *kplanev1.Pod, st *podState, typ, reason, format string, args ...any) {
+	if st.probeEvents == nil {
+		st.probeEvents = rate.NewLimiter(rate.Every(probeEventEvery), probeEventBurst)
+	}
+	if !st.probeEvents.Allow() {
+		return
+	}
+	a.event(ctx, pod, typ, reason, format, args...)
 }
 
 // writeStatus sends status when it differs from the pod's, with the

@@ -467,6 +467,29 @@ func (r *execRuntime) Signal(uid string, kill bool) error {
 	return errors.Join(errs...)
 }
 
+// StopContainer implements Runtime: the signal goes to the run's process
+// group, so whatever the container spawned stops with it.
+func (r *execRuntime) StopContainer(uid, name string, kill bool) error {
+	sig := syscall.SIGTERM
+	if kill {
+		sig = syscall.SIGKILL
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.pods[uid]
+	if !ok {
+		return nil
+	}
+	c, ok := p.containers[name]
+	if !ok || !c.running || c.shimPid <= 0 {
+		return nil
+	}
+	if err := syscall.Kill(-c.shimPid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("signal container %s: %w", name, err)
+	}
+	return nil
+}
+
 // RemovePod implements Runtime.
 func (r *execRuntime) RemovePod(uid string) error {
 	r.mu.Lock()

@@ -184,6 +184,29 @@ func (r *fakeRuntime) Signal(uid string, kill bool) error {
 	return nil
 }
 
+// StopContainer implements Runtime: the container stops at once.
+func (r *fakeRuntime) StopContainer(uid, name string, kill bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.pods[uid]
+	if !ok {
+		return nil
+	}
+	c, ok := p.containers[name]
+	if !ok {
+		return nil
+	}
+	now := time.Now()
+	sig := 15
+	if kill {
+		sig = 9
+	}
+	if st := r.stateLocked(p, c, now); st.Running || st.Waiting {
+		c.stopped = &Exit{Code: 128 + sig, Signal: sig, StartedAt: st.StartedAt, FinishedAt: now}
+	}
+	return nil
+}
+
 // RemovePod implements Runtime.
 func (r *fakeRuntime) RemovePod(uid string) error {
 	r.mu.Lock()

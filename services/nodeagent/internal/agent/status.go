@@ -75,6 +75,8 @@ type containerInput struct {
 	State ContainerState
 	// Ready is the readiness probe's verdict (true when there is no probe).
 	Ready bool
+	// NotStarted: the startup probe has not succeeded yet.
+	NotStarted bool
 	// BackOff: the container exited, will be restarted, and waits until
 	// RestartAt; BackOffDelay is the delay it waits for the message.
 	BackOff      bool
@@ -90,8 +92,8 @@ func containerStatus(in containerInput, runtimeName, podUID, podName string) *kp
 		Name:         in.Spec.GetName(),
 		Image:        in.Spec.GetImage(),
 		RestartCount: int32(st.Attempt),
-		Started:      proto.Bool(st.Running),
-		Ready:        st.Running && in.Ready,
+		Started:      proto.Bool(st.Running && !in.NotStarted),
+		Ready:        st.Running && !in.NotStarted && in.Ready,
 	}
 	if st.Created {
 		cs.ContainerId = fmt.Sprintf("%s://%s/%s/%d", runtimeName, podUID, in.Spec.GetName(), st.Attempt)
