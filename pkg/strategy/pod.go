@@ -1,6 +1,7 @@
 package strategy
 
 import (
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -244,6 +245,19 @@ func validatePodSpec(s *kplanev1.PodSpec, path string) validation.ErrorList {
 	for i, c := range s.InitContainers {
 		validateContainer(c, index(child(path, "initContainers"), i), names, volumes, true, &errs)
 	}
+	// A resourceFieldRef may name any container of the pod.
+	for _, group := range []struct {
+		field string
+		list  []*kplanev1.Container
+	}{{"containers", s.Containers}, {"initContainers", s.InitContainers}} {
+		for i, c := range group.list {
+			for j, e := range c.GetEnv() {
+				if n := e.GetValueFrom().GetResourceFieldRef().GetContainerName(); n != "" && !names[n] {
+					errs.NotFound(child(index(child(index(child(path, group.field), i), "env"), j), "valueFrom.resourceFieldRef.containerName"), n)
+				}
+			}
+		}
+	}
 
 	oneOf(&errs, child(path, "restartPolicy"), s.RestartPolicy, restartPolicies...)
 	if s.TerminationGracePeriodSeconds != nil {
@@ -357,11 +371,29 @@ func validateContainer(c *kplanev1.Container, path string, names, volumes map[st
 
 	// Duplicate names are allowed, as in Kubernetes: the last one wins.
 	for i, e := range c.Env {
-		ep := child(index(child(path, "env"), i), "name")
+		ep := index(child(path, "env"), i)
 		if e.GetName() == "" {
-			errs.Required(ep, "")
+			errs.Required(child(ep, "name"), "")
 		} else {
-			errs.InvalidMsgs(ep, e.GetName(), validation.IsEnvVarName(e.GetName()))
+			errs.InvalidMsgs(child(ep, "name"), e.GetName(), validation.IsEnvVarName(e.GetName()))
+		}
+		if e.ValueFrom != nil {
+			validateEnvSource(e, child(ep, "valueFrom"), errs)
+		}
+	}
+	for i, from := range c.EnvFrom {
+		fp := index(child(path, "envFrom"), i)
+		if from.GetPrefix() != "" {
+			errs.InvalidMsgs(child(fp, "prefix"), from.GetPrefix(), validation.IsEnvVarName(from.GetPrefix()))
+		}
+		if from.SecretRef == nil {
+			errs.Required(fp, "must specify one of: `configMapRef` or `secretRef`")
+			continue
+		}
+		if from.SecretRef.GetName() == "" {
+			errs.Required(child(fp, "secretRef.name"), "")
+		} else {
+			errs.InvalidMsgs(child(fp, "secretRef.name"), from.SecretRef.GetName(), validation.IsDNS1123Subdomain(from.SecretRef.GetName()))
 		}
 	}
 
@@ -416,6 +448,76 @@ func validateContainerResources(r *kplanev1.ResourceRequirements, path string, e
 			errs.Invalid(key(child(path, "requests"), name), r.Requests[name],
 				"must be less than or equal to "+name+" limit of "+r.Limits[name])
 		}
+	}
+}
+
+// Downward-API fields an env var may take, and resources a
+// resourceFieldRef may read, as the node agent supports them.
+var (
+	envFieldPaths     = []string{"metadata.name", "metadata.namespace", "metadata.uid", "metadata.labels", "metadata.annotations", "spec.nodeName", "spec.serviceAccountName", "status.hostIP", "status.hostIPs", "status.podIP", "status.podIPs"}
+	envResourceFields = []string{"limits.cpu", "limits.memory", "requests.cpu", "requests.memory"}
+)
+
+// validateEnvSource checks env[i].valueFrom: one source, and a value
+// beside it is an error.
+func validateEnvSource(e *kplanev1.EnvVar, path string, errs *validation.ErrorList) {
+	src := e.ValueFrom
+	if e.GetValue() != "" {
+		errs.Invalid(path, "", "may not be specified when `value` is not empty")
+	}
+	n := 0
+	if f := src.FieldRef; f != nil {
+		n++
+		fp := child(path, "fieldRef.fieldPath")
+		if v := f.GetApiVersion(); v != "" && v != "v1" {
+			errs.NotSupported(child(path, "fieldRef.apiVersion"), v, []string{"v1"})
+		}
+		p := f.GetFieldPath()
+		switch base, rest, subscripted := strings.Cut(p, "['"); {
+		case p == "":
+			errs.Required(fp, "")
+		case subscripted && (base == "metadata.labels" || base == "metadata.annotations"):
+			key, ok := strings.CutSuffix(rest, "']")
+			if !ok {
+				errs.Invalid(fp, p, "a subscript must look like ['key']")
+				break
+			}
+			errs.InvalidMsgs(fp, key, validation.IsQualifiedName(key))
+		case p == "metadata.labels" || p == "metadata.annotations" || !slices.Contains(envFieldPaths, p):
+			errs.NotSupported(fp, p, envFieldPaths)
+		}
+	}
+	if r := src.ResourceFieldRef; r != nil {
+		n++
+		if r.GetResource() == "" {
+			errs.Required(child(path, "resourceFieldRef.resource"), "")
+		} else {
+			oneOf(errs, child(path, "resourceFieldRef.resource"), r.GetResource(), envResourceFields...)
+		}
+		if d := r.GetDivisor(); d != "" {
+			if q, ok := validateQuantity(d, child(path, "resourceFieldRef.divisor"), errs); ok && q.MilliValue() <= 0 {
+				errs.Invalid(child(path, "resourceFieldRef.divisor"), d, "must be at least 1m")
+			}
+		}
+	}
+	if s := src.SecretKeyRef; s != nil {
+		n++
+		if s.GetName() == "" {
+			errs.Required(child(path, "secretKeyRef.name"), "")
+		} else {
+			errs.InvalidMsgs(child(path, "secretKeyRef.name"), s.GetName(), validation.IsDNS1123Subdomain(s.GetName()))
+		}
+		if s.GetKey() == "" {
+			errs.Required(child(path, "secretKeyRef.key"), "")
+		} else {
+			errs.InvalidMsgs(child(path, "secretKeyRef.key"), s.GetKey(), validation.IsConfigKey(s.GetKey()))
+		}
+	}
+	switch {
+	case n == 0:
+		errs.Invalid(path, "", "must specify one of: `fieldRef`, `resourceFieldRef` or `secretKeyRef`")
+	case n > 1:
+		errs.Invalid(path, "", "may not have more than one field specified at a time")
 	}
 }
 

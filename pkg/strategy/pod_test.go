@@ -224,6 +224,43 @@ func TestPodValidate(t *testing.T) {
 		{"init container startup probe", func(p *kplanev1.Pod) {
 			p.Spec.InitContainers[0].StartupProbe = &kplanev1.Probe{Exec: &kplanev1.ExecAction{Command: []string{"x"}}}
 		}, []string{"spec.initContainers[0].startupProbe: Forbidden: may not be set for init containers"}},
+		{"env from a secret, fields and resources", func(p *kplanev1.Pod) {
+			c0(p).Env = append(c0(p).Env,
+				&kplanev1.EnvVar{Name: "PW", ValueFrom: &kplanev1.EnvVarSource{SecretKeyRef: &kplanev1.SecretKeySelector{Name: "db", Key: "password"}}},
+				&kplanev1.EnvVar{Name: "POD", ValueFrom: &kplanev1.EnvVarSource{FieldRef: &kplanev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+				&kplanev1.EnvVar{Name: "APP", ValueFrom: &kplanev1.EnvVarSource{FieldRef: &kplanev1.ObjectFieldSelector{FieldPath: "metadata.labels['app']"}}},
+				&kplanev1.EnvVar{Name: "MEM", ValueFrom: &kplanev1.EnvVarSource{ResourceFieldRef: &kplanev1.ResourceFieldSelector{ContainerName: "web", Resource: "limits.memory", Divisor: "1Mi"}}})
+			c0(p).EnvFrom = []*kplanev1.EnvFromSource{{Prefix: "DB_", SecretRef: &kplanev1.SecretEnvSource{Name: "db"}}}
+		}, nil},
+		{"env value and valueFrom", func(p *kplanev1.Pod) {
+			c0(p).Env[0].ValueFrom = &kplanev1.EnvVarSource{FieldRef: &kplanev1.ObjectFieldSelector{FieldPath: "metadata.name"}}
+		}, []string{"spec.containers[0].env[0].valueFrom: Invalid value: \"\": may not be specified when `value` is not empty"}},
+		{"env valueFrom without source", func(p *kplanev1.Pod) {
+			c0(p).Env = []*kplanev1.EnvVar{{Name: "X", ValueFrom: &kplanev1.EnvVarSource{}}}
+		}, []string{"spec.containers[0].env[0].valueFrom: Invalid value: \"\": must specify one of: `fieldRef`, `resourceFieldRef` or `secretKeyRef`"}},
+		{"env valueFrom with two sources", func(p *kplanev1.Pod) {
+			c0(p).Env = []*kplanev1.EnvVar{{Name: "X", ValueFrom: &kplanev1.EnvVarSource{
+				FieldRef:     &kplanev1.ObjectFieldSelector{FieldPath: "metadata.name"},
+				SecretKeyRef: &kplanev1.SecretKeySelector{Name: "s", Key: "k"}}}}
+		}, []string{"spec.containers[0].env[0].valueFrom: Invalid value: \"\": may not have more than one field specified at a time"}},
+		{"env fieldRef path", func(p *kplanev1.Pod) {
+			c0(p).Env = []*kplanev1.EnvVar{{Name: "X", ValueFrom: &kplanev1.EnvVarSource{FieldRef: &kplanev1.ObjectFieldSelector{FieldPath: "spec.restartPolicy"}}}}
+		}, []string{`spec.containers[0].env[0].valueFrom.fieldRef.fieldPath: Unsupported value: "spec.restartPolicy": supported values: "metadata.name", "metadata.namespace", "metadata.uid", "metadata.labels", "metadata.annotations", "spec.nodeName", "spec.serviceAccountName", "status.hostIP", "status.hostIPs", "status.podIP", "status.podIPs"`}},
+		{"env secretKeyRef without key", func(p *kplanev1.Pod) {
+			c0(p).Env = []*kplanev1.EnvVar{{Name: "X", ValueFrom: &kplanev1.EnvVarSource{SecretKeyRef: &kplanev1.SecretKeySelector{Name: "s"}}}}
+		}, []string{"spec.containers[0].env[0].valueFrom.secretKeyRef.key: Required value"}},
+		{"env resourceFieldRef", func(p *kplanev1.Pod) {
+			c0(p).Env = []*kplanev1.EnvVar{{Name: "X", ValueFrom: &kplanev1.EnvVarSource{ResourceFieldRef: &kplanev1.ResourceFieldSelector{
+				ContainerName: "nope", Resource: "limits.gpu"}}}}
+		}, []string{
+			`spec.containers[0].env[0].valueFrom.resourceFieldRef.resource: Unsupported value: "limits.gpu": supported values: "limits.cpu", "limits.memory", "requests.cpu", "requests.memory"`,
+			`spec.containers[0].env[0].valueFrom.resourceFieldRef.containerName: Not found: "nope"`,
+		}},
+		{"envFrom without source", func(p *kplanev1.Pod) { c0(p).EnvFrom = []*kplanev1.EnvFromSource{{Prefix: "P_"}} },
+			[]string{"spec.containers[0].envFrom[0]: Required value: must specify one of: `configMapRef` or `secretRef`"}},
+		{"envFrom prefix", func(p *kplanev1.Pod) {
+			c0(p).EnvFrom = []*kplanev1.EnvFromSource{{Prefix: "1X", SecretRef: &kplanev1.SecretEnvSource{Name: "s"}}}
+		}, []string{`spec.containers[0].envFrom[0].prefix: Invalid value: "1X": a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit (e.g. 'my.env-name' or 'MY_ENV.NAME')`}},
 		{"exec without command", func(p *kplanev1.Pod) {
 			c0(p).ReadinessProbe = &kplanev1.Probe{Exec: &kplanev1.ExecAction{}}
 		}, []string{"spec.containers[0].readinessProbe.exec.command: Required value"}},

@@ -1033,7 +1033,10 @@ type Container struct {
 	VolumeMounts    []*VolumeMount         `protobuf:"bytes,12,rep,name=volume_mounts,json=volumeMounts,proto3" json:"volume_mounts,omitempty"`
 	// startup_probe holds the liveness and readiness probes back until it
 	// succeeds; when it fails failure_threshold times the container is restarted.
-	StartupProbe  *Probe `protobuf:"bytes,13,opt,name=startup_probe,json=startupProbe,proto3" json:"startup_probe,omitempty"`
+	StartupProbe *Probe `protobuf:"bytes,13,opt,name=startup_probe,json=startupProbe,proto3" json:"startup_probe,omitempty"`
+	// env_from adds every key of a source as a variable (before env, which
+	// wins on a clash).
+	EnvFrom       []*EnvFromSource `protobuf:"bytes,14,rep,name=env_from,json=envFrom,proto3" json:"env_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1159,11 +1162,23 @@ func (x *Container) GetStartupProbe() *Probe {
 	return nil
 }
 
+func (x *Container) GetEnvFrom() []*EnvFromSource {
+	if x != nil {
+		return x.EnvFrom
+	}
+	return nil
+}
+
 // EnvVar is one environment variable of a container.
 type EnvVar struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// value may refer to variables defined before it as $(NAME); $$ is a
+	// literal $.
+	Value string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// value_from takes the value from a Secret or the pod itself; value must
+	// then be empty.
+	ValueFrom     *EnvVarSource `protobuf:"bytes,3,opt,name=value_from,json=valueFrom,proto3" json:"value_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1212,6 +1227,362 @@ func (x *EnvVar) GetValue() string {
 	return ""
 }
 
+func (x *EnvVar) GetValueFrom() *EnvVarSource {
+	if x != nil {
+		return x.ValueFrom
+	}
+	return nil
+}
+
+// EnvVarSource is where a variable's value comes from; exactly one is set.
+type EnvVarSource struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	FieldRef         *ObjectFieldSelector   `protobuf:"bytes,1,opt,name=field_ref,json=fieldRef,proto3" json:"field_ref,omitempty"`
+	ResourceFieldRef *ResourceFieldSelector `protobuf:"bytes,2,opt,name=resource_field_ref,json=resourceFieldRef,proto3" json:"resource_field_ref,omitempty"`
+	SecretKeyRef     *SecretKeySelector     `protobuf:"bytes,3,opt,name=secret_key_ref,json=secretKeyRef,proto3" json:"secret_key_ref,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *EnvVarSource) Reset() {
+	*x = EnvVarSource{}
+	mi := &file_kplane_v1_core_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnvVarSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnvVarSource) ProtoMessage() {}
+
+func (x *EnvVarSource) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnvVarSource.ProtoReflect.Descriptor instead.
+func (*EnvVarSource) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *EnvVarSource) GetFieldRef() *ObjectFieldSelector {
+	if x != nil {
+		return x.FieldRef
+	}
+	return nil
+}
+
+func (x *EnvVarSource) GetResourceFieldRef() *ResourceFieldSelector {
+	if x != nil {
+		return x.ResourceFieldRef
+	}
+	return nil
+}
+
+func (x *EnvVarSource) GetSecretKeyRef() *SecretKeySelector {
+	if x != nil {
+		return x.SecretKeyRef
+	}
+	return nil
+}
+
+// ObjectFieldSelector picks a field of the pod: metadata.name,
+// metadata.namespace, metadata.uid, metadata.labels['KEY'],
+// metadata.annotations['KEY'], spec.nodeName, spec.serviceAccountName,
+// status.podIP, status.podIPs, status.hostIP, status.hostIPs.
+type ObjectFieldSelector struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ApiVersion    string                 `protobuf:"bytes,1,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	FieldPath     string                 `protobuf:"bytes,2,opt,name=field_path,json=fieldPath,proto3" json:"field_path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObjectFieldSelector) Reset() {
+	*x = ObjectFieldSelector{}
+	mi := &file_kplane_v1_core_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObjectFieldSelector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObjectFieldSelector) ProtoMessage() {}
+
+func (x *ObjectFieldSelector) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObjectFieldSelector.ProtoReflect.Descriptor instead.
+func (*ObjectFieldSelector) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ObjectFieldSelector) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *ObjectFieldSelector) GetFieldPath() string {
+	if x != nil {
+		return x.FieldPath
+	}
+	return ""
+}
+
+// ResourceFieldSelector picks a container's limit or request
+// (limits.cpu, requests.memory, ...), divided by divisor (default 1) and
+// rounded up.
+type ResourceFieldSelector struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ContainerName string                 `protobuf:"bytes,1,opt,name=container_name,json=containerName,proto3" json:"container_name,omitempty"`
+	Resource      string                 `protobuf:"bytes,2,opt,name=resource,proto3" json:"resource,omitempty"`
+	Divisor       string                 `protobuf:"bytes,3,opt,name=divisor,proto3" json:"divisor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceFieldSelector) Reset() {
+	*x = ResourceFieldSelector{}
+	mi := &file_kplane_v1_core_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceFieldSelector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceFieldSelector) ProtoMessage() {}
+
+func (x *ResourceFieldSelector) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceFieldSelector.ProtoReflect.Descriptor instead.
+func (*ResourceFieldSelector) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ResourceFieldSelector) GetContainerName() string {
+	if x != nil {
+		return x.ContainerName
+	}
+	return ""
+}
+
+func (x *ResourceFieldSelector) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *ResourceFieldSelector) GetDivisor() string {
+	if x != nil {
+		return x.Divisor
+	}
+	return ""
+}
+
+// SecretKeySelector is one key of a Secret in the pod's namespace.
+type SecretKeySelector struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Key   string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// optional: a missing Secret or key leaves the variable unset instead of
+	// failing the container.
+	Optional      *bool `protobuf:"varint,3,opt,name=optional,proto3,oneof" json:"optional,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecretKeySelector) Reset() {
+	*x = SecretKeySelector{}
+	mi := &file_kplane_v1_core_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretKeySelector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretKeySelector) ProtoMessage() {}
+
+func (x *SecretKeySelector) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretKeySelector.ProtoReflect.Descriptor instead.
+func (*SecretKeySelector) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *SecretKeySelector) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SecretKeySelector) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *SecretKeySelector) GetOptional() bool {
+	if x != nil && x.Optional != nil {
+		return *x.Optional
+	}
+	return false
+}
+
+// EnvFromSource adds the keys of a Secret as variables, each name prefixed.
+type EnvFromSource struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Prefix        string                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	SecretRef     *SecretEnvSource       `protobuf:"bytes,2,opt,name=secret_ref,json=secretRef,proto3" json:"secret_ref,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnvFromSource) Reset() {
+	*x = EnvFromSource{}
+	mi := &file_kplane_v1_core_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnvFromSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnvFromSource) ProtoMessage() {}
+
+func (x *EnvFromSource) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnvFromSource.ProtoReflect.Descriptor instead.
+func (*EnvFromSource) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *EnvFromSource) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *EnvFromSource) GetSecretRef() *SecretEnvSource {
+	if x != nil {
+		return x.SecretRef
+	}
+	return nil
+}
+
+// SecretEnvSource names the Secret of an EnvFromSource.
+type SecretEnvSource struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Optional      *bool                  `protobuf:"varint,2,opt,name=optional,proto3,oneof" json:"optional,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecretEnvSource) Reset() {
+	*x = SecretEnvSource{}
+	mi := &file_kplane_v1_core_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretEnvSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretEnvSource) ProtoMessage() {}
+
+func (x *SecretEnvSource) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretEnvSource.ProtoReflect.Descriptor instead.
+func (*SecretEnvSource) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SecretEnvSource) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SecretEnvSource) GetOptional() bool {
+	if x != nil && x.Optional != nil {
+		return *x.Optional
+	}
+	return false
+}
+
 // ContainerPort is a port a container listens on; protocol is TCP (default), UDP or SCTP.
 type ContainerPort struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1225,7 +1596,7 @@ type ContainerPort struct {
 
 func (x *ContainerPort) Reset() {
 	*x = ContainerPort{}
-	mi := &file_kplane_v1_core_proto_msgTypes[16]
+	mi := &file_kplane_v1_core_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1608,7 @@ func (x *ContainerPort) String() string {
 func (*ContainerPort) ProtoMessage() {}
 
 func (x *ContainerPort) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[16]
+	mi := &file_kplane_v1_core_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1621,7 @@ func (x *ContainerPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerPort.ProtoReflect.Descriptor instead.
 func (*ContainerPort) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{16}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ContainerPort) GetName() string {
@@ -1293,7 +1664,7 @@ type VolumeMount struct {
 
 func (x *VolumeMount) Reset() {
 	*x = VolumeMount{}
-	mi := &file_kplane_v1_core_proto_msgTypes[17]
+	mi := &file_kplane_v1_core_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1305,7 +1676,7 @@ func (x *VolumeMount) String() string {
 func (*VolumeMount) ProtoMessage() {}
 
 func (x *VolumeMount) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[17]
+	mi := &file_kplane_v1_core_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1318,7 +1689,7 @@ func (x *VolumeMount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeMount.ProtoReflect.Descriptor instead.
 func (*VolumeMount) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{17}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *VolumeMount) GetName() string {
@@ -1364,7 +1735,7 @@ type Probe struct {
 
 func (x *Probe) Reset() {
 	*x = Probe{}
-	mi := &file_kplane_v1_core_proto_msgTypes[18]
+	mi := &file_kplane_v1_core_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1747,7 @@ func (x *Probe) String() string {
 func (*Probe) ProtoMessage() {}
 
 func (x *Probe) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[18]
+	mi := &file_kplane_v1_core_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1760,7 @@ func (x *Probe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Probe.ProtoReflect.Descriptor instead.
 func (*Probe) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{18}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Probe) GetExec() *ExecAction {
@@ -1474,7 +1845,7 @@ type GRPCAction struct {
 
 func (x *GRPCAction) Reset() {
 	*x = GRPCAction{}
-	mi := &file_kplane_v1_core_proto_msgTypes[19]
+	mi := &file_kplane_v1_core_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1857,7 @@ func (x *GRPCAction) String() string {
 func (*GRPCAction) ProtoMessage() {}
 
 func (x *GRPCAction) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[19]
+	mi := &file_kplane_v1_core_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1870,7 @@ func (x *GRPCAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GRPCAction.ProtoReflect.Descriptor instead.
 func (*GRPCAction) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{19}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GRPCAction) GetPort() int32 {
@@ -1527,7 +1898,7 @@ type HTTPHeader struct {
 
 func (x *HTTPHeader) Reset() {
 	*x = HTTPHeader{}
-	mi := &file_kplane_v1_core_proto_msgTypes[20]
+	mi := &file_kplane_v1_core_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1910,7 @@ func (x *HTTPHeader) String() string {
 func (*HTTPHeader) ProtoMessage() {}
 
 func (x *HTTPHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[20]
+	mi := &file_kplane_v1_core_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1923,7 @@ func (x *HTTPHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPHeader.ProtoReflect.Descriptor instead.
 func (*HTTPHeader) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{20}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *HTTPHeader) GetName() string {
@@ -1579,7 +1950,7 @@ type ExecAction struct {
 
 func (x *ExecAction) Reset() {
 	*x = ExecAction{}
-	mi := &file_kplane_v1_core_proto_msgTypes[21]
+	mi := &file_kplane_v1_core_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1962,7 @@ func (x *ExecAction) String() string {
 func (*ExecAction) ProtoMessage() {}
 
 func (x *ExecAction) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[21]
+	mi := &file_kplane_v1_core_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1975,7 @@ func (x *ExecAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecAction.ProtoReflect.Descriptor instead.
 func (*ExecAction) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{21}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ExecAction) GetCommand() []string {
@@ -1626,7 +1997,7 @@ type TCPSocketAction struct {
 
 func (x *TCPSocketAction) Reset() {
 	*x = TCPSocketAction{}
-	mi := &file_kplane_v1_core_proto_msgTypes[22]
+	mi := &file_kplane_v1_core_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1638,7 +2009,7 @@ func (x *TCPSocketAction) String() string {
 func (*TCPSocketAction) ProtoMessage() {}
 
 func (x *TCPSocketAction) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[22]
+	mi := &file_kplane_v1_core_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1651,7 +2022,7 @@ func (x *TCPSocketAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TCPSocketAction.ProtoReflect.Descriptor instead.
 func (*TCPSocketAction) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{22}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TCPSocketAction) GetPort() *IntOrString {
@@ -1683,7 +2054,7 @@ type HTTPGetAction struct {
 
 func (x *HTTPGetAction) Reset() {
 	*x = HTTPGetAction{}
-	mi := &file_kplane_v1_core_proto_msgTypes[23]
+	mi := &file_kplane_v1_core_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1695,7 +2066,7 @@ func (x *HTTPGetAction) String() string {
 func (*HTTPGetAction) ProtoMessage() {}
 
 func (x *HTTPGetAction) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[23]
+	mi := &file_kplane_v1_core_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1708,7 +2079,7 @@ func (x *HTTPGetAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPGetAction.ProtoReflect.Descriptor instead.
 func (*HTTPGetAction) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{23}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *HTTPGetAction) GetPath() string {
@@ -1760,7 +2131,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_kplane_v1_core_proto_msgTypes[24]
+	mi := &file_kplane_v1_core_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +2143,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[24]
+	mi := &file_kplane_v1_core_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +2156,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{24}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Volume) GetName() string {
@@ -1834,7 +2205,7 @@ type PersistentVolumeClaimVolumeSource struct {
 
 func (x *PersistentVolumeClaimVolumeSource) Reset() {
 	*x = PersistentVolumeClaimVolumeSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[25]
+	mi := &file_kplane_v1_core_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +2217,7 @@ func (x *PersistentVolumeClaimVolumeSource) String() string {
 func (*PersistentVolumeClaimVolumeSource) ProtoMessage() {}
 
 func (x *PersistentVolumeClaimVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[25]
+	mi := &file_kplane_v1_core_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +2230,7 @@ func (x *PersistentVolumeClaimVolumeSource) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use PersistentVolumeClaimVolumeSource.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaimVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{25}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PersistentVolumeClaimVolumeSource) GetClaimName() string {
@@ -1887,7 +2258,7 @@ type EmptyDirVolumeSource struct {
 
 func (x *EmptyDirVolumeSource) Reset() {
 	*x = EmptyDirVolumeSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[26]
+	mi := &file_kplane_v1_core_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1899,7 +2270,7 @@ func (x *EmptyDirVolumeSource) String() string {
 func (*EmptyDirVolumeSource) ProtoMessage() {}
 
 func (x *EmptyDirVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[26]
+	mi := &file_kplane_v1_core_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1912,7 +2283,7 @@ func (x *EmptyDirVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmptyDirVolumeSource.ProtoReflect.Descriptor instead.
 func (*EmptyDirVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{26}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *EmptyDirVolumeSource) GetMedium() string {
@@ -1940,7 +2311,7 @@ type SecretVolumeSource struct {
 
 func (x *SecretVolumeSource) Reset() {
 	*x = SecretVolumeSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[27]
+	mi := &file_kplane_v1_core_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1952,7 +2323,7 @@ func (x *SecretVolumeSource) String() string {
 func (*SecretVolumeSource) ProtoMessage() {}
 
 func (x *SecretVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[27]
+	mi := &file_kplane_v1_core_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1965,7 +2336,7 @@ func (x *SecretVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretVolumeSource.ProtoReflect.Descriptor instead.
 func (*SecretVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{27}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SecretVolumeSource) GetSecretName() string {
@@ -1993,7 +2364,7 @@ type HostPathVolumeSource struct {
 
 func (x *HostPathVolumeSource) Reset() {
 	*x = HostPathVolumeSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[28]
+	mi := &file_kplane_v1_core_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2005,7 +2376,7 @@ func (x *HostPathVolumeSource) String() string {
 func (*HostPathVolumeSource) ProtoMessage() {}
 
 func (x *HostPathVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[28]
+	mi := &file_kplane_v1_core_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2018,7 +2389,7 @@ func (x *HostPathVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostPathVolumeSource.ProtoReflect.Descriptor instead.
 func (*HostPathVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{28}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *HostPathVolumeSource) GetPath() string {
@@ -2061,7 +2432,7 @@ type PodStatus struct {
 
 func (x *PodStatus) Reset() {
 	*x = PodStatus{}
-	mi := &file_kplane_v1_core_proto_msgTypes[29]
+	mi := &file_kplane_v1_core_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2073,7 +2444,7 @@ func (x *PodStatus) String() string {
 func (*PodStatus) ProtoMessage() {}
 
 func (x *PodStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[29]
+	mi := &file_kplane_v1_core_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2086,7 +2457,7 @@ func (x *PodStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodStatus.ProtoReflect.Descriptor instead.
 func (*PodStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{29}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PodStatus) GetPhase() string {
@@ -2190,7 +2561,7 @@ type PodIP struct {
 
 func (x *PodIP) Reset() {
 	*x = PodIP{}
-	mi := &file_kplane_v1_core_proto_msgTypes[30]
+	mi := &file_kplane_v1_core_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2202,7 +2573,7 @@ func (x *PodIP) String() string {
 func (*PodIP) ProtoMessage() {}
 
 func (x *PodIP) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[30]
+	mi := &file_kplane_v1_core_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2215,7 +2586,7 @@ func (x *PodIP) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodIP.ProtoReflect.Descriptor instead.
 func (*PodIP) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{30}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PodIP) GetIp() string {
@@ -2235,7 +2606,7 @@ type HostIP struct {
 
 func (x *HostIP) Reset() {
 	*x = HostIP{}
-	mi := &file_kplane_v1_core_proto_msgTypes[31]
+	mi := &file_kplane_v1_core_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2247,7 +2618,7 @@ func (x *HostIP) String() string {
 func (*HostIP) ProtoMessage() {}
 
 func (x *HostIP) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[31]
+	mi := &file_kplane_v1_core_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2260,7 +2631,7 @@ func (x *HostIP) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostIP.ProtoReflect.Descriptor instead.
 func (*HostIP) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{31}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *HostIP) GetIp() string {
@@ -2288,7 +2659,7 @@ type ContainerStatus struct {
 
 func (x *ContainerStatus) Reset() {
 	*x = ContainerStatus{}
-	mi := &file_kplane_v1_core_proto_msgTypes[32]
+	mi := &file_kplane_v1_core_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2300,7 +2671,7 @@ func (x *ContainerStatus) String() string {
 func (*ContainerStatus) ProtoMessage() {}
 
 func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[32]
+	mi := &file_kplane_v1_core_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2313,7 +2684,7 @@ func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStatus.ProtoReflect.Descriptor instead.
 func (*ContainerStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{32}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ContainerStatus) GetName() string {
@@ -2391,7 +2762,7 @@ type ContainerState struct {
 
 func (x *ContainerState) Reset() {
 	*x = ContainerState{}
-	mi := &file_kplane_v1_core_proto_msgTypes[33]
+	mi := &file_kplane_v1_core_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2403,7 +2774,7 @@ func (x *ContainerState) String() string {
 func (*ContainerState) ProtoMessage() {}
 
 func (x *ContainerState) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[33]
+	mi := &file_kplane_v1_core_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2416,7 +2787,7 @@ func (x *ContainerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerState.ProtoReflect.Descriptor instead.
 func (*ContainerState) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{33}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ContainerState) GetWaiting() *ContainerStateWaiting {
@@ -2451,7 +2822,7 @@ type ContainerStateWaiting struct {
 
 func (x *ContainerStateWaiting) Reset() {
 	*x = ContainerStateWaiting{}
-	mi := &file_kplane_v1_core_proto_msgTypes[34]
+	mi := &file_kplane_v1_core_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2463,7 +2834,7 @@ func (x *ContainerStateWaiting) String() string {
 func (*ContainerStateWaiting) ProtoMessage() {}
 
 func (x *ContainerStateWaiting) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[34]
+	mi := &file_kplane_v1_core_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2476,7 +2847,7 @@ func (x *ContainerStateWaiting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateWaiting.ProtoReflect.Descriptor instead.
 func (*ContainerStateWaiting) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{34}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ContainerStateWaiting) GetReason() string {
@@ -2503,7 +2874,7 @@ type ContainerStateRunning struct {
 
 func (x *ContainerStateRunning) Reset() {
 	*x = ContainerStateRunning{}
-	mi := &file_kplane_v1_core_proto_msgTypes[35]
+	mi := &file_kplane_v1_core_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2515,7 +2886,7 @@ func (x *ContainerStateRunning) String() string {
 func (*ContainerStateRunning) ProtoMessage() {}
 
 func (x *ContainerStateRunning) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[35]
+	mi := &file_kplane_v1_core_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2528,7 +2899,7 @@ func (x *ContainerStateRunning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateRunning.ProtoReflect.Descriptor instead.
 func (*ContainerStateRunning) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{35}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ContainerStateRunning) GetStartedAt() *timestamppb.Timestamp {
@@ -2554,7 +2925,7 @@ type ContainerStateTerminated struct {
 
 func (x *ContainerStateTerminated) Reset() {
 	*x = ContainerStateTerminated{}
-	mi := &file_kplane_v1_core_proto_msgTypes[36]
+	mi := &file_kplane_v1_core_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2566,7 +2937,7 @@ func (x *ContainerStateTerminated) String() string {
 func (*ContainerStateTerminated) ProtoMessage() {}
 
 func (x *ContainerStateTerminated) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[36]
+	mi := &file_kplane_v1_core_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2579,7 +2950,7 @@ func (x *ContainerStateTerminated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateTerminated.ProtoReflect.Descriptor instead.
 func (*ContainerStateTerminated) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{36}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ContainerStateTerminated) GetExitCode() int32 {
@@ -2642,7 +3013,7 @@ type PodTemplateSpec struct {
 
 func (x *PodTemplateSpec) Reset() {
 	*x = PodTemplateSpec{}
-	mi := &file_kplane_v1_core_proto_msgTypes[37]
+	mi := &file_kplane_v1_core_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2654,7 +3025,7 @@ func (x *PodTemplateSpec) String() string {
 func (*PodTemplateSpec) ProtoMessage() {}
 
 func (x *PodTemplateSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[37]
+	mi := &file_kplane_v1_core_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2667,7 +3038,7 @@ func (x *PodTemplateSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodTemplateSpec.ProtoReflect.Descriptor instead.
 func (*PodTemplateSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{37}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PodTemplateSpec) GetMetadata() *ObjectMeta {
@@ -2696,7 +3067,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_kplane_v1_core_proto_msgTypes[38]
+	mi := &file_kplane_v1_core_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2708,7 +3079,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[38]
+	mi := &file_kplane_v1_core_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2721,7 +3092,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{38}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Service) GetMetadata() *ObjectMeta {
@@ -2766,7 +3137,7 @@ type ServiceSpec struct {
 
 func (x *ServiceSpec) Reset() {
 	*x = ServiceSpec{}
-	mi := &file_kplane_v1_core_proto_msgTypes[39]
+	mi := &file_kplane_v1_core_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2778,7 +3149,7 @@ func (x *ServiceSpec) String() string {
 func (*ServiceSpec) ProtoMessage() {}
 
 func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[39]
+	mi := &file_kplane_v1_core_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2791,7 +3162,7 @@ func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceSpec.ProtoReflect.Descriptor instead.
 func (*ServiceSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{39}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ServiceSpec) GetSelector() map[string]string {
@@ -2866,7 +3237,7 @@ type ServicePort struct {
 
 func (x *ServicePort) Reset() {
 	*x = ServicePort{}
-	mi := &file_kplane_v1_core_proto_msgTypes[40]
+	mi := &file_kplane_v1_core_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2878,7 +3249,7 @@ func (x *ServicePort) String() string {
 func (*ServicePort) ProtoMessage() {}
 
 func (x *ServicePort) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[40]
+	mi := &file_kplane_v1_core_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2891,7 +3262,7 @@ func (x *ServicePort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePort.ProtoReflect.Descriptor instead.
 func (*ServicePort) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{40}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ServicePort) GetName() string {
@@ -2939,7 +3310,7 @@ type ServiceStatus struct {
 
 func (x *ServiceStatus) Reset() {
 	*x = ServiceStatus{}
-	mi := &file_kplane_v1_core_proto_msgTypes[41]
+	mi := &file_kplane_v1_core_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2951,7 +3322,7 @@ func (x *ServiceStatus) String() string {
 func (*ServiceStatus) ProtoMessage() {}
 
 func (x *ServiceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[41]
+	mi := &file_kplane_v1_core_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2964,7 +3335,7 @@ func (x *ServiceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceStatus.ProtoReflect.Descriptor instead.
 func (*ServiceStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{41}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ServiceStatus) GetConditions() []*Condition {
@@ -2985,7 +3356,7 @@ type Endpoints struct {
 
 func (x *Endpoints) Reset() {
 	*x = Endpoints{}
-	mi := &file_kplane_v1_core_proto_msgTypes[42]
+	mi := &file_kplane_v1_core_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2997,7 +3368,7 @@ func (x *Endpoints) String() string {
 func (*Endpoints) ProtoMessage() {}
 
 func (x *Endpoints) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[42]
+	mi := &file_kplane_v1_core_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3010,7 +3381,7 @@ func (x *Endpoints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoints.ProtoReflect.Descriptor instead.
 func (*Endpoints) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{42}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Endpoints) GetMetadata() *ObjectMeta {
@@ -3039,7 +3410,7 @@ type EndpointSubset struct {
 
 func (x *EndpointSubset) Reset() {
 	*x = EndpointSubset{}
-	mi := &file_kplane_v1_core_proto_msgTypes[43]
+	mi := &file_kplane_v1_core_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3051,7 +3422,7 @@ func (x *EndpointSubset) String() string {
 func (*EndpointSubset) ProtoMessage() {}
 
 func (x *EndpointSubset) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[43]
+	mi := &file_kplane_v1_core_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3064,7 +3435,7 @@ func (x *EndpointSubset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointSubset.ProtoReflect.Descriptor instead.
 func (*EndpointSubset) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{43}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *EndpointSubset) GetAddresses() []*EndpointAddress {
@@ -3101,7 +3472,7 @@ type EndpointAddress struct {
 
 func (x *EndpointAddress) Reset() {
 	*x = EndpointAddress{}
-	mi := &file_kplane_v1_core_proto_msgTypes[44]
+	mi := &file_kplane_v1_core_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3113,7 +3484,7 @@ func (x *EndpointAddress) String() string {
 func (*EndpointAddress) ProtoMessage() {}
 
 func (x *EndpointAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[44]
+	mi := &file_kplane_v1_core_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3126,7 +3497,7 @@ func (x *EndpointAddress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointAddress.ProtoReflect.Descriptor instead.
 func (*EndpointAddress) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{44}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *EndpointAddress) GetIp() string {
@@ -3169,7 +3540,7 @@ type EndpointPort struct {
 
 func (x *EndpointPort) Reset() {
 	*x = EndpointPort{}
-	mi := &file_kplane_v1_core_proto_msgTypes[45]
+	mi := &file_kplane_v1_core_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3181,7 +3552,7 @@ func (x *EndpointPort) String() string {
 func (*EndpointPort) ProtoMessage() {}
 
 func (x *EndpointPort) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[45]
+	mi := &file_kplane_v1_core_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3194,7 +3565,7 @@ func (x *EndpointPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointPort.ProtoReflect.Descriptor instead.
 func (*EndpointPort) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{45}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *EndpointPort) GetName() string {
@@ -3231,7 +3602,7 @@ type ServiceAccount struct {
 
 func (x *ServiceAccount) Reset() {
 	*x = ServiceAccount{}
-	mi := &file_kplane_v1_core_proto_msgTypes[46]
+	mi := &file_kplane_v1_core_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3243,7 +3614,7 @@ func (x *ServiceAccount) String() string {
 func (*ServiceAccount) ProtoMessage() {}
 
 func (x *ServiceAccount) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[46]
+	mi := &file_kplane_v1_core_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3256,7 +3627,7 @@ func (x *ServiceAccount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceAccount.ProtoReflect.Descriptor instead.
 func (*ServiceAccount) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{46}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ServiceAccount) GetMetadata() *ObjectMeta {
@@ -3302,7 +3673,7 @@ type Secret struct {
 
 func (x *Secret) Reset() {
 	*x = Secret{}
-	mi := &file_kplane_v1_core_proto_msgTypes[47]
+	mi := &file_kplane_v1_core_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3314,7 +3685,7 @@ func (x *Secret) String() string {
 func (*Secret) ProtoMessage() {}
 
 func (x *Secret) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[47]
+	mi := &file_kplane_v1_core_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3327,7 +3698,7 @@ func (x *Secret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Secret.ProtoReflect.Descriptor instead.
 func (*Secret) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{47}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Secret) GetMetadata() *ObjectMeta {
@@ -3390,7 +3761,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_kplane_v1_core_proto_msgTypes[48]
+	mi := &file_kplane_v1_core_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3402,7 +3773,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[48]
+	mi := &file_kplane_v1_core_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3415,7 +3786,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{48}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Event) GetMetadata() *ObjectMeta {
@@ -3520,7 +3891,7 @@ type EventSource struct {
 
 func (x *EventSource) Reset() {
 	*x = EventSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[49]
+	mi := &file_kplane_v1_core_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3532,7 +3903,7 @@ func (x *EventSource) String() string {
 func (*EventSource) ProtoMessage() {}
 
 func (x *EventSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[49]
+	mi := &file_kplane_v1_core_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3545,7 +3916,7 @@ func (x *EventSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventSource.ProtoReflect.Descriptor instead.
 func (*EventSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{49}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *EventSource) GetComponent() string {
@@ -3663,7 +4034,7 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B#\n" +
 	"!_termination_grace_period_secondsB\x1a\n" +
 	"\x18_active_deadline_secondsB\"\n" +
-	" _automount_service_account_token\"\xac\x04\n" +
+	" _automount_service_account_token\"\xe1\x04\n" +
 	"\tContainer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x18\n" +
@@ -3679,10 +4050,39 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	" \x01(\v2\x10.kplane.v1.ProbeR\rlivenessProbe\x12*\n" +
 	"\x11image_pull_policy\x18\v \x01(\tR\x0fimagePullPolicy\x12;\n" +
 	"\rvolume_mounts\x18\f \x03(\v2\x16.kplane.v1.VolumeMountR\fvolumeMounts\x125\n" +
-	"\rstartup_probe\x18\r \x01(\v2\x10.kplane.v1.ProbeR\fstartupProbe\"2\n" +
+	"\rstartup_probe\x18\r \x01(\v2\x10.kplane.v1.ProbeR\fstartupProbe\x123\n" +
+	"\benv_from\x18\x0e \x03(\v2\x18.kplane.v1.EnvFromSourceR\aenvFrom\"j\n" +
 	"\x06EnvVar\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x83\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x126\n" +
+	"\n" +
+	"value_from\x18\x03 \x01(\v2\x17.kplane.v1.EnvVarSourceR\tvalueFrom\"\xdf\x01\n" +
+	"\fEnvVarSource\x12;\n" +
+	"\tfield_ref\x18\x01 \x01(\v2\x1e.kplane.v1.ObjectFieldSelectorR\bfieldRef\x12N\n" +
+	"\x12resource_field_ref\x18\x02 \x01(\v2 .kplane.v1.ResourceFieldSelectorR\x10resourceFieldRef\x12B\n" +
+	"\x0esecret_key_ref\x18\x03 \x01(\v2\x1c.kplane.v1.SecretKeySelectorR\fsecretKeyRef\"U\n" +
+	"\x13ObjectFieldSelector\x12\x1f\n" +
+	"\vapi_version\x18\x01 \x01(\tR\n" +
+	"apiVersion\x12\x1d\n" +
+	"\n" +
+	"field_path\x18\x02 \x01(\tR\tfieldPath\"t\n" +
+	"\x15ResourceFieldSelector\x12%\n" +
+	"\x0econtainer_name\x18\x01 \x01(\tR\rcontainerName\x12\x1a\n" +
+	"\bresource\x18\x02 \x01(\tR\bresource\x12\x18\n" +
+	"\adivisor\x18\x03 \x01(\tR\adivisor\"g\n" +
+	"\x11SecretKeySelector\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1f\n" +
+	"\boptional\x18\x03 \x01(\bH\x00R\boptional\x88\x01\x01B\v\n" +
+	"\t_optional\"b\n" +
+	"\rEnvFromSource\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x129\n" +
+	"\n" +
+	"secret_ref\x18\x02 \x01(\v2\x1a.kplane.v1.SecretEnvSourceR\tsecretRef\"S\n" +
+	"\x0fSecretEnvSource\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
+	"\boptional\x18\x02 \x01(\bH\x00R\boptional\x88\x01\x01B\v\n" +
+	"\t_optional\"\x83\x01\n" +
 	"\rContainerPort\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
 	"\x0econtainer_port\x18\x02 \x01(\x05R\rcontainerPort\x12\x1a\n" +
@@ -3910,7 +4310,7 @@ func file_kplane_v1_core_proto_rawDescGZIP() []byte {
 	return file_kplane_v1_core_proto_rawDescData
 }
 
-var file_kplane_v1_core_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_kplane_v1_core_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_kplane_v1_core_proto_goTypes = []any{
 	(*Namespace)(nil),                         // 0: kplane.v1.Namespace
 	(*NamespaceSpec)(nil),                     // 1: kplane.v1.NamespaceSpec
@@ -3928,142 +4328,154 @@ var file_kplane_v1_core_proto_goTypes = []any{
 	(*PodSpec)(nil),                           // 13: kplane.v1.PodSpec
 	(*Container)(nil),                         // 14: kplane.v1.Container
 	(*EnvVar)(nil),                            // 15: kplane.v1.EnvVar
-	(*ContainerPort)(nil),                     // 16: kplane.v1.ContainerPort
-	(*VolumeMount)(nil),                       // 17: kplane.v1.VolumeMount
-	(*Probe)(nil),                             // 18: kplane.v1.Probe
-	(*GRPCAction)(nil),                        // 19: kplane.v1.GRPCAction
-	(*HTTPHeader)(nil),                        // 20: kplane.v1.HTTPHeader
-	(*ExecAction)(nil),                        // 21: kplane.v1.ExecAction
-	(*TCPSocketAction)(nil),                   // 22: kplane.v1.TCPSocketAction
-	(*HTTPGetAction)(nil),                     // 23: kplane.v1.HTTPGetAction
-	(*Volume)(nil),                            // 24: kplane.v1.Volume
-	(*PersistentVolumeClaimVolumeSource)(nil), // 25: kplane.v1.PersistentVolumeClaimVolumeSource
-	(*EmptyDirVolumeSource)(nil),              // 26: kplane.v1.EmptyDirVolumeSource
-	(*SecretVolumeSource)(nil),                // 27: kplane.v1.SecretVolumeSource
-	(*HostPathVolumeSource)(nil),              // 28: kplane.v1.HostPathVolumeSource
-	(*PodStatus)(nil),                         // 29: kplane.v1.PodStatus
-	(*PodIP)(nil),                             // 30: kplane.v1.PodIP
-	(*HostIP)(nil),                            // 31: kplane.v1.HostIP
-	(*ContainerStatus)(nil),                   // 32: kplane.v1.ContainerStatus
-	(*ContainerState)(nil),                    // 33: kplane.v1.ContainerState
-	(*ContainerStateWaiting)(nil),             // 34: kplane.v1.ContainerStateWaiting
-	(*ContainerStateRunning)(nil),             // 35: kplane.v1.ContainerStateRunning
-	(*ContainerStateTerminated)(nil),          // 36: kplane.v1.ContainerStateTerminated
-	(*PodTemplateSpec)(nil),                   // 37: kplane.v1.PodTemplateSpec
-	(*Service)(nil),                           // 38: kplane.v1.Service
-	(*ServiceSpec)(nil),                       // 39: kplane.v1.ServiceSpec
-	(*ServicePort)(nil),                       // 40: kplane.v1.ServicePort
-	(*ServiceStatus)(nil),                     // 41: kplane.v1.ServiceStatus
-	(*Endpoints)(nil),                         // 42: kplane.v1.Endpoints
-	(*EndpointSubset)(nil),                    // 43: kplane.v1.EndpointSubset
-	(*EndpointAddress)(nil),                   // 44: kplane.v1.EndpointAddress
-	(*EndpointPort)(nil),                      // 45: kplane.v1.EndpointPort
-	(*ServiceAccount)(nil),                    // 46: kplane.v1.ServiceAccount
-	(*Secret)(nil),                            // 47: kplane.v1.Secret
-	(*Event)(nil),                             // 48: kplane.v1.Event
-	(*EventSource)(nil),                       // 49: kplane.v1.EventSource
-	nil,                                       // 50: kplane.v1.NodeStatus.CapacityEntry
-	nil,                                       // 51: kplane.v1.NodeStatus.AllocatableEntry
-	nil,                                       // 52: kplane.v1.PodSpec.NodeSelectorEntry
-	nil,                                       // 53: kplane.v1.ServiceSpec.SelectorEntry
-	nil,                                       // 54: kplane.v1.Secret.DataEntry
-	nil,                                       // 55: kplane.v1.Secret.StringDataEntry
-	(*ObjectMeta)(nil),                        // 56: kplane.v1.ObjectMeta
-	(*timestamppb.Timestamp)(nil),             // 57: google.protobuf.Timestamp
-	(*Condition)(nil),                         // 58: kplane.v1.Condition
-	(*ResourceRequirements)(nil),              // 59: kplane.v1.ResourceRequirements
-	(*IntOrString)(nil),                       // 60: kplane.v1.IntOrString
-	(*ObjectReference)(nil),                   // 61: kplane.v1.ObjectReference
-	(*LocalObjectReference)(nil),              // 62: kplane.v1.LocalObjectReference
+	(*EnvVarSource)(nil),                      // 16: kplane.v1.EnvVarSource
+	(*ObjectFieldSelector)(nil),               // 17: kplane.v1.ObjectFieldSelector
+	(*ResourceFieldSelector)(nil),             // 18: kplane.v1.ResourceFieldSelector
+	(*SecretKeySelector)(nil),                 // 19: kplane.v1.SecretKeySelector
+	(*EnvFromSource)(nil),                     // 20: kplane.v1.EnvFromSource
+	(*SecretEnvSource)(nil),                   // 21: kplane.v1.SecretEnvSource
+	(*ContainerPort)(nil),                     // 22: kplane.v1.ContainerPort
+	(*VolumeMount)(nil),                       // 23: kplane.v1.VolumeMount
+	(*Probe)(nil),                             // 24: kplane.v1.Probe
+	(*GRPCAction)(nil),                        // 25: kplane.v1.GRPCAction
+	(*HTTPHeader)(nil),                        // 26: kplane.v1.HTTPHeader
+	(*ExecAction)(nil),                        // 27: kplane.v1.ExecAction
+	(*TCPSocketAction)(nil),                   // 28: kplane.v1.TCPSocketAction
+	(*HTTPGetAction)(nil),                     // 29: kplane.v1.HTTPGetAction
+	(*Volume)(nil),                            // 30: kplane.v1.Volume
+	(*PersistentVolumeClaimVolumeSource)(nil), // 31: kplane.v1.PersistentVolumeClaimVolumeSource
+	(*EmptyDirVolumeSource)(nil),              // 32: kplane.v1.EmptyDirVolumeSource
+	(*SecretVolumeSource)(nil),                // 33: kplane.v1.SecretVolumeSource
+	(*HostPathVolumeSource)(nil),              // 34: kplane.v1.HostPathVolumeSource
+	(*PodStatus)(nil),                         // 35: kplane.v1.PodStatus
+	(*PodIP)(nil),                             // 36: kplane.v1.PodIP
+	(*HostIP)(nil),                            // 37: kplane.v1.HostIP
+	(*ContainerStatus)(nil),                   // 38: kplane.v1.ContainerStatus
+	(*ContainerState)(nil),                    // 39: kplane.v1.ContainerState
+	(*ContainerStateWaiting)(nil),             // 40: kplane.v1.ContainerStateWaiting
+	(*ContainerStateRunning)(nil),             // 41: kplane.v1.ContainerStateRunning
+	(*ContainerStateTerminated)(nil),          // 42: kplane.v1.ContainerStateTerminated
+	(*PodTemplateSpec)(nil),                   // 43: kplane.v1.PodTemplateSpec
+	(*Service)(nil),                           // 44: kplane.v1.Service
+	(*ServiceSpec)(nil),                       // 45: kplane.v1.ServiceSpec
+	(*ServicePort)(nil),                       // 46: kplane.v1.ServicePort
+	(*ServiceStatus)(nil),                     // 47: kplane.v1.ServiceStatus
+	(*Endpoints)(nil),                         // 48: kplane.v1.Endpoints
+	(*EndpointSubset)(nil),                    // 49: kplane.v1.EndpointSubset
+	(*EndpointAddress)(nil),                   // 50: kplane.v1.EndpointAddress
+	(*EndpointPort)(nil),                      // 51: kplane.v1.EndpointPort
+	(*ServiceAccount)(nil),                    // 52: kplane.v1.ServiceAccount
+	(*Secret)(nil),                            // 53: kplane.v1.Secret
+	(*Event)(nil),                             // 54: kplane.v1.Event
+	(*EventSource)(nil),                       // 55: kplane.v1.EventSource
+	nil,                                       // 56: kplane.v1.NodeStatus.CapacityEntry
+	nil,                                       // 57: kplane.v1.NodeStatus.AllocatableEntry
+	nil,                                       // 58: kplane.v1.PodSpec.NodeSelectorEntry
+	nil,                                       // 59: kplane.v1.ServiceSpec.SelectorEntry
+	nil,                                       // 60: kplane.v1.Secret.DataEntry
+	nil,                                       // 61: kplane.v1.Secret.StringDataEntry
+	(*ObjectMeta)(nil),                        // 62: kplane.v1.ObjectMeta
+	(*timestamppb.Timestamp)(nil),             // 63: google.protobuf.Timestamp
+	(*Condition)(nil),                         // 64: kplane.v1.Condition
+	(*ResourceRequirements)(nil),              // 65: kplane.v1.ResourceRequirements
+	(*IntOrString)(nil),                       // 66: kplane.v1.IntOrString
+	(*ObjectReference)(nil),                   // 67: kplane.v1.ObjectReference
+	(*LocalObjectReference)(nil),              // 68: kplane.v1.LocalObjectReference
 }
 var file_kplane_v1_core_proto_depIdxs = []int32{
-	56, // 0: kplane.v1.Namespace.metadata:type_name -> kplane.v1.ObjectMeta
+	62, // 0: kplane.v1.Namespace.metadata:type_name -> kplane.v1.ObjectMeta
 	1,  // 1: kplane.v1.Namespace.spec:type_name -> kplane.v1.NamespaceSpec
 	2,  // 2: kplane.v1.Namespace.status:type_name -> kplane.v1.NamespaceStatus
-	56, // 3: kplane.v1.Node.metadata:type_name -> kplane.v1.ObjectMeta
+	62, // 3: kplane.v1.Node.metadata:type_name -> kplane.v1.ObjectMeta
 	4,  // 4: kplane.v1.Node.spec:type_name -> kplane.v1.NodeSpec
 	7,  // 5: kplane.v1.Node.status:type_name -> kplane.v1.NodeStatus
 	5,  // 6: kplane.v1.NodeSpec.taints:type_name -> kplane.v1.Taint
-	57, // 7: kplane.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
-	50, // 8: kplane.v1.NodeStatus.capacity:type_name -> kplane.v1.NodeStatus.CapacityEntry
-	51, // 9: kplane.v1.NodeStatus.allocatable:type_name -> kplane.v1.NodeStatus.AllocatableEntry
-	58, // 10: kplane.v1.NodeStatus.conditions:type_name -> kplane.v1.Condition
+	63, // 7: kplane.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
+	56, // 8: kplane.v1.NodeStatus.capacity:type_name -> kplane.v1.NodeStatus.CapacityEntry
+	57, // 9: kplane.v1.NodeStatus.allocatable:type_name -> kplane.v1.NodeStatus.AllocatableEntry
+	64, // 10: kplane.v1.NodeStatus.conditions:type_name -> kplane.v1.Condition
 	8,  // 11: kplane.v1.NodeStatus.addresses:type_name -> kplane.v1.NodeAddress
 	9,  // 12: kplane.v1.NodeStatus.daemon_endpoints:type_name -> kplane.v1.NodeDaemonEndpoints
 	11, // 13: kplane.v1.NodeStatus.node_info:type_name -> kplane.v1.NodeSystemInfo
 	10, // 14: kplane.v1.NodeDaemonEndpoints.kubelet_endpoint:type_name -> kplane.v1.DaemonEndpoint
-	56, // 15: kplane.v1.Pod.metadata:type_name -> kplane.v1.ObjectMeta
+	62, // 15: kplane.v1.Pod.metadata:type_name -> kplane.v1.ObjectMeta
 	13, // 16: kplane.v1.Pod.spec:type_name -> kplane.v1.PodSpec
-	29, // 17: kplane.v1.Pod.status:type_name -> kplane.v1.PodStatus
+	35, // 17: kplane.v1.Pod.status:type_name -> kplane.v1.PodStatus
 	14, // 18: kplane.v1.PodSpec.containers:type_name -> kplane.v1.Container
 	14, // 19: kplane.v1.PodSpec.init_containers:type_name -> kplane.v1.Container
-	52, // 20: kplane.v1.PodSpec.node_selector:type_name -> kplane.v1.PodSpec.NodeSelectorEntry
+	58, // 20: kplane.v1.PodSpec.node_selector:type_name -> kplane.v1.PodSpec.NodeSelectorEntry
 	6,  // 21: kplane.v1.PodSpec.tolerations:type_name -> kplane.v1.Toleration
-	24, // 22: kplane.v1.PodSpec.volumes:type_name -> kplane.v1.Volume
+	30, // 22: kplane.v1.PodSpec.volumes:type_name -> kplane.v1.Volume
 	15, // 23: kplane.v1.Container.env:type_name -> kplane.v1.EnvVar
-	16, // 24: kplane.v1.Container.ports:type_name -> kplane.v1.ContainerPort
-	59, // 25: kplane.v1.Container.resources:type_name -> kplane.v1.ResourceRequirements
-	18, // 26: kplane.v1.Container.readiness_probe:type_name -> kplane.v1.Probe
-	18, // 27: kplane.v1.Container.liveness_probe:type_name -> kplane.v1.Probe
-	17, // 28: kplane.v1.Container.volume_mounts:type_name -> kplane.v1.VolumeMount
-	18, // 29: kplane.v1.Container.startup_probe:type_name -> kplane.v1.Probe
-	21, // 30: kplane.v1.Probe.exec:type_name -> kplane.v1.ExecAction
-	22, // 31: kplane.v1.Probe.tcp_socket:type_name -> kplane.v1.TCPSocketAction
-	23, // 32: kplane.v1.Probe.http_get:type_name -> kplane.v1.HTTPGetAction
-	19, // 33: kplane.v1.Probe.grpc:type_name -> kplane.v1.GRPCAction
-	60, // 34: kplane.v1.TCPSocketAction.port:type_name -> kplane.v1.IntOrString
-	60, // 35: kplane.v1.HTTPGetAction.port:type_name -> kplane.v1.IntOrString
-	20, // 36: kplane.v1.HTTPGetAction.http_headers:type_name -> kplane.v1.HTTPHeader
-	25, // 37: kplane.v1.Volume.persistent_volume_claim:type_name -> kplane.v1.PersistentVolumeClaimVolumeSource
-	26, // 38: kplane.v1.Volume.empty_dir:type_name -> kplane.v1.EmptyDirVolumeSource
-	27, // 39: kplane.v1.Volume.secret:type_name -> kplane.v1.SecretVolumeSource
-	28, // 40: kplane.v1.Volume.host_path:type_name -> kplane.v1.HostPathVolumeSource
-	58, // 41: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
-	57, // 42: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
-	32, // 43: kplane.v1.PodStatus.container_statuses:type_name -> kplane.v1.ContainerStatus
-	32, // 44: kplane.v1.PodStatus.init_container_statuses:type_name -> kplane.v1.ContainerStatus
-	30, // 45: kplane.v1.PodStatus.pod_ips:type_name -> kplane.v1.PodIP
-	31, // 46: kplane.v1.PodStatus.host_ips:type_name -> kplane.v1.HostIP
-	33, // 47: kplane.v1.ContainerStatus.state:type_name -> kplane.v1.ContainerState
-	33, // 48: kplane.v1.ContainerStatus.last_state:type_name -> kplane.v1.ContainerState
-	34, // 49: kplane.v1.ContainerState.waiting:type_name -> kplane.v1.ContainerStateWaiting
-	35, // 50: kplane.v1.ContainerState.running:type_name -> kplane.v1.ContainerStateRunning
-	36, // 51: kplane.v1.ContainerState.terminated:type_name -> kplane.v1.ContainerStateTerminated
-	57, // 52: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
-	57, // 53: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
-	57, // 54: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
-	56, // 55: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
-	13, // 56: kplane.v1.PodTemplateSpec.spec:type_name -> kplane.v1.PodSpec
-	56, // 57: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
-	39, // 58: kplane.v1.Service.spec:type_name -> kplane.v1.ServiceSpec
-	41, // 59: kplane.v1.Service.status:type_name -> kplane.v1.ServiceStatus
-	53, // 60: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
-	40, // 61: kplane.v1.ServiceSpec.ports:type_name -> kplane.v1.ServicePort
-	60, // 62: kplane.v1.ServicePort.target_port:type_name -> kplane.v1.IntOrString
-	58, // 63: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
-	56, // 64: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
-	43, // 65: kplane.v1.Endpoints.subsets:type_name -> kplane.v1.EndpointSubset
-	44, // 66: kplane.v1.EndpointSubset.addresses:type_name -> kplane.v1.EndpointAddress
-	44, // 67: kplane.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.v1.EndpointAddress
-	45, // 68: kplane.v1.EndpointSubset.ports:type_name -> kplane.v1.EndpointPort
-	61, // 69: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
-	56, // 70: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
-	61, // 71: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
-	62, // 72: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
-	56, // 73: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
-	54, // 74: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
-	55, // 75: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
-	56, // 76: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
-	61, // 77: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
-	49, // 78: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
-	57, // 79: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
-	57, // 80: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
-	57, // 81: kplane.v1.Event.event_time:type_name -> google.protobuf.Timestamp
-	82, // [82:82] is the sub-list for method output_type
-	82, // [82:82] is the sub-list for method input_type
-	82, // [82:82] is the sub-list for extension type_name
-	82, // [82:82] is the sub-list for extension extendee
-	0,  // [0:82] is the sub-list for field type_name
+	22, // 24: kplane.v1.Container.ports:type_name -> kplane.v1.ContainerPort
+	65, // 25: kplane.v1.Container.resources:type_name -> kplane.v1.ResourceRequirements
+	24, // 26: kplane.v1.Container.readiness_probe:type_name -> kplane.v1.Probe
+	24, // 27: kplane.v1.Container.liveness_probe:type_name -> kplane.v1.Probe
+	23, // 28: kplane.v1.Container.volume_mounts:type_name -> kplane.v1.VolumeMount
+	24, // 29: kplane.v1.Container.startup_probe:type_name -> kplane.v1.Probe
+	20, // 30: kplane.v1.Container.env_from:type_name -> kplane.v1.EnvFromSource
+	16, // 31: kplane.v1.EnvVar.value_from:type_name -> kplane.v1.EnvVarSource
+	17, // 32: kplane.v1.EnvVarSource.field_ref:type_name -> kplane.v1.ObjectFieldSelector
+	18, // 33: kplane.v1.EnvVarSource.resource_field_ref:type_name -> kplane.v1.ResourceFieldSelector
+	19, // 34: kplane.v1.EnvVarSource.secret_key_ref:type_name -> kplane.v1.SecretKeySelector
+	21, // 35: kplane.v1.EnvFromSource.secret_ref:type_name -> kplane.v1.SecretEnvSource
+	27, // 36: kplane.v1.Probe.exec:type_name -> kplane.v1.ExecAction
+	28, // 37: kplane.v1.Probe.tcp_socket:type_name -> kplane.v1.TCPSocketAction
+	29, // 38: kplane.v1.Probe.http_get:type_name -> kplane.v1.HTTPGetAction
+	25, // 39: kplane.v1.Probe.grpc:type_name -> kplane.v1.GRPCAction
+	66, // 40: kplane.v1.TCPSocketAction.port:type_name -> kplane.v1.IntOrString
+	66, // 41: kplane.v1.HTTPGetAction.port:type_name -> kplane.v1.IntOrString
+	26, // 42: kplane.v1.HTTPGetAction.http_headers:type_name -> kplane.v1.HTTPHeader
+	31, // 43: kplane.v1.Volume.persistent_volume_claim:type_name -> kplane.v1.PersistentVolumeClaimVolumeSource
+	32, // 44: kplane.v1.Volume.empty_dir:type_name -> kplane.v1.EmptyDirVolumeSource
+	33, // 45: kplane.v1.Volume.secret:type_name -> kplane.v1.SecretVolumeSource
+	34, // 46: kplane.v1.Volume.host_path:type_name -> kplane.v1.HostPathVolumeSource
+	64, // 47: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
+	63, // 48: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
+	38, // 49: kplane.v1.PodStatus.container_statuses:type_name -> kplane.v1.ContainerStatus
+	38, // 50: kplane.v1.PodStatus.init_container_statuses:type_name -> kplane.v1.ContainerStatus
+	36, // 51: kplane.v1.PodStatus.pod_ips:type_name -> kplane.v1.PodIP
+	37, // 52: kplane.v1.PodStatus.host_ips:type_name -> kplane.v1.HostIP
+	39, // 53: kplane.v1.ContainerStatus.state:type_name -> kplane.v1.ContainerState
+	39, // 54: kplane.v1.ContainerStatus.last_state:type_name -> kplane.v1.ContainerState
+	40, // 55: kplane.v1.ContainerState.waiting:type_name -> kplane.v1.ContainerStateWaiting
+	41, // 56: kplane.v1.ContainerState.running:type_name -> kplane.v1.ContainerStateRunning
+	42, // 57: kplane.v1.ContainerState.terminated:type_name -> kplane.v1.ContainerStateTerminated
+	63, // 58: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
+	63, // 59: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
+	63, // 60: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
+	62, // 61: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
+	13, // 62: kplane.v1.PodTemplateSpec.spec:type_name -> kplane.v1.PodSpec
+	62, // 63: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
+	45, // 64: kplane.v1.Service.spec:type_name -> kplane.v1.ServiceSpec
+	47, // 65: kplane.v1.Service.status:type_name -> kplane.v1.ServiceStatus
+	59, // 66: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
+	46, // 67: kplane.v1.ServiceSpec.ports:type_name -> kplane.v1.ServicePort
+	66, // 68: kplane.v1.ServicePort.target_port:type_name -> kplane.v1.IntOrString
+	64, // 69: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
+	62, // 70: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
+	49, // 71: kplane.v1.Endpoints.subsets:type_name -> kplane.v1.EndpointSubset
+	50, // 72: kplane.v1.EndpointSubset.addresses:type_name -> kplane.v1.EndpointAddress
+	50, // 73: kplane.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.v1.EndpointAddress
+	51, // 74: kplane.v1.EndpointSubset.ports:type_name -> kplane.v1.EndpointPort
+	67, // 75: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
+	62, // 76: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
+	67, // 77: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
+	68, // 78: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
+	62, // 79: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
+	60, // 80: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
+	61, // 81: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
+	62, // 82: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
+	67, // 83: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
+	55, // 84: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
+	63, // 85: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
+	63, // 86: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
+	63, // 87: kplane.v1.Event.event_time:type_name -> google.protobuf.Timestamp
+	88, // [88:88] is the sub-list for method output_type
+	88, // [88:88] is the sub-list for method input_type
+	88, // [88:88] is the sub-list for extension type_name
+	88, // [88:88] is the sub-list for extension extendee
+	0,  // [0:88] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_core_proto_init() }
@@ -4075,19 +4487,21 @@ func file_kplane_v1_core_proto_init() {
 	file_kplane_v1_options_proto_init()
 	file_kplane_v1_core_proto_msgTypes[6].OneofWrappers = []any{}
 	file_kplane_v1_core_proto_msgTypes[13].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[18].OneofWrappers = []any{}
 	file_kplane_v1_core_proto_msgTypes[19].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[27].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[32].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[46].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[47].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[21].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[24].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[25].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[33].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[38].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[52].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[53].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_v1_core_proto_rawDesc), len(file_kplane_v1_core_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   56,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

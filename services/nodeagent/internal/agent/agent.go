@@ -31,6 +31,7 @@ import (
 	"github.com/kplane/kplane/pkg/client"
 	"github.com/kplane/kplane/pkg/controller"
 	"github.com/kplane/kplane/pkg/informer"
+	"github.com/kplane/kplane/pkg/quantity"
 	"github.com/kplane/kplane/pkg/record"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
@@ -77,6 +78,7 @@ type Agent struct {
 	backoff Backoff
 	nodes   map[string]bool
 	hostIP  string
+	nodeRes nodeResources // stand in for limits containers do not set
 
 	logsPort int // set by Run before nodes register
 
@@ -100,8 +102,9 @@ type podState struct {
 	probes       map[string]*probeState // by probe kind + "/" + container
 	kills        map[string]*killState  // by container
 	probeEvents  *rate.Limiter
-	createErr    map[string]string
-	backoffSeen  map[string]int // attempt whose BackOff event was recorded
+	createErr    map[string]createFailure
+	resolved     map[string]*kplanev1.Container // by name: the spec its current run started with
+	backoffSeen  map[string]int                 // attempt whose BackOff event was recorded
 	termStart    time.Time
 	termSignaled bool
 	killed       bool
@@ -125,6 +128,12 @@ func New(c *app.Context, cfg *Config) (*Agent, error) {
 		a.nodes[n] = true
 	}
 	var err error
+	if a.nodeRes.cpu, err = quantity.Parse(cfg.CPU); err != nil {
+		return nil, fmt.Errorf("--cpu: %w", err)
+	}
+	if a.nodeRes.memory, err = quantity.Parse(cfg.Memory); err != nil {
+		return nil, fmt.Errorf("--memory: %w", err)
+	}
 	if a.m, err = newMetrics(c.Registry); err != nil {
 		return nil, err
 	}
@@ -302,7 +311,7 @@ func (a *Agent) state(uid string) *podState {
 	defer a.mu.Unlock()
 	s, ok := a.states[uid]
 	if !ok {
-		s = &podState{probes: map[string]*probeState{}, kills: map[string]*killState{}, createErr: map[string]string{}, backoffSeen: map[string]int{}}
+		s = &podState{probes: map[string]*probeState{}, kills: map[string]*killState{}, createErr: map[string]createFailure{}, resolved: map[string]*kplanev1.Container{}, backoffSeen: map[string]int{}}
 		a.states[uid] = s
 	}
 	return s
@@ -472,10 +481,15 @@ func (a *Agent) syncPod(ctx context.Context, cached *kplanev1.Pod) (time.Time, e
 				a.m.containerRestarts.Inc()
 				a.start(ctx, pod, c, cs.Attempt+1, ip.String(), st)
 				cs = a.rt.State(uid, c.GetName(), now)
+				if !cs.Running && !cs.Waiting {
+					wake(now.Add(a.backoff.Base)) // the start failed: retry
+				}
 			}
 		}
 		in.State = cs
-		in.CreateError = st.createErr[c.GetName()]
+		if f, ok := st.createErr[c.GetName()]; ok {
+			in.CreateReason, in.CreateError = f.reason, f.message
+		}
 		if cs.Running && !terminal {
 			pr := a.probeContainer(ctx, pod, c, cs, ip.String(), st, now, wake)
 			in.Ready, in.NotStarted = pr.ready, !pr.started
@@ -494,16 +508,37 @@ func (a *Agent) syncPod(ctx context.Context, cached *kplanev1.Pod) (time.Time, e
 	return next, nil
 }
 
-// start starts one run of a container, recording a failure to create it
-// (shown as CreateContainerError until a start succeeds).
+// createFailure is why the last start of a container failed before any
+// process ran.
+type createFailure struct{ reason, message string }
+
+// start starts one run of a container, its environment resolved and its
+// command expanded, recording a failure to create it (shown as
+// CreateContainerConfigError or CreateContainerError until a start
+// succeeds).
 func (a *Agent) start(ctx context.Context, pod *kplanev1.Pod, c *kplanev1.Container, attempt int, ip string, st *podState) {
-	if err := a.rt.StartContainer(ctx, pod, c, attempt, ip); err != nil {
-		if st.createErr[c.GetName()] != err.Error() {
+	res := &envResolver{api: a.api, pod: pod, podIP: ip, hostIP: a.hostIP, node: a.nodeRes}
+	spec, err := res.resolve(ctx, c)
+	if len(res.invalid) > 0 {
+		a.event(ctx, pod, record.Warning, "InvalidEnvironmentVariableNames",
+			"Keys [%s] from the envFrom of container %s were skipped since they are not valid environment variable names",
+			strings.Join(res.invalid, ", "), c.GetName())
+	}
+	if err == nil {
+		st.resolved[c.GetName()] = spec
+		err = a.rt.StartContainer(ctx, pod, spec, attempt, ip)
+	}
+	if err != nil {
+		f := createFailure{reason: ReasonCreateError, message: err.Error()}
+		if isConfigError(err) {
+			f.reason = ReasonCreateConfigError
+		}
+		if st.createErr[c.GetName()] != f {
 			a.log.Warn("could not start container", "pod", pod.GetMetadata().GetNamespace()+"/"+pod.GetMetadata().GetName(),
-				"container", c.GetName(), "error", err)
+				"container", c.GetName(), "reason", f.reason, "error", err)
 			a.event(ctx, pod, record.Warning, "Failed", "Error: %v", err)
 		}
-		st.createErr[c.GetName()] = err.Error()
+		st.createErr[c.GetName()] = f
 		return
 	}
 	delete(st.createErr, c.GetName())
@@ -593,7 +628,11 @@ func (a *Agent) runDueProbe(ctx context.Context, pod *kplanev1.Pod, c *kplanev1.
 	var err error
 	if a.exec != nil {
 		dir := a.exec.containerDir(pod.GetMetadata().GetUid(), c.GetName())
-		err = runProbe(ctx, p, probeTarget{Container: c, PodIP: ip, Dir: dir, Env: containerEnv(pod, c, ip, dir)})
+		spec := c
+		if r := st.resolved[c.GetName()]; r != nil {
+			spec = r
+		}
+		err = runProbe(ctx, p, probeTarget{Container: c, PodIP: ip, Dir: dir, Env: containerEnv(pod, spec, ip, dir)})
 	} else {
 		err = fakeProbe(pod, kind)
 	}

@@ -81,8 +81,9 @@ type containerInput struct {
 	// RestartAt; BackOffDelay is the delay it waits for the message.
 	BackOff      bool
 	BackOffDelay time.Duration
-	// CreateError is why the last start failed before any process ran.
-	CreateError string
+	// CreateError is why the last start failed before any process ran;
+	// CreateReason is CreateContainerError or CreateContainerConfigError.
+	CreateError, CreateReason string
 }
 
 // containerStatus renders one container's status.
@@ -99,8 +100,15 @@ func containerStatus(in containerInput, runtimeName, podUID, podName string) *kp
 		cs.ContainerId = fmt.Sprintf("%s://%s/%s/%d", runtimeName, podUID, in.Spec.GetName(), st.Attempt)
 	}
 	switch {
-	case !st.Created && in.CreateError != "":
-		cs.State = waiting(ReasonCreateError, in.CreateError)
+	case !st.Running && in.CreateError != "":
+		reason := in.CreateReason
+		if reason == "" {
+			reason = ReasonCreateError
+		}
+		cs.State = waiting(reason, in.CreateError)
+		if st.Exit != nil {
+			cs.LastState = terminated(st.Exit, cs.ContainerId)
+		}
 	case !st.Created || st.Waiting:
 		cs.State = waiting(ReasonContainerCreating, "")
 		if st.Previous != nil {
