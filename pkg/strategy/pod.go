@@ -113,6 +113,35 @@ func defaultContainer(c *kplanev1.Container) {
 	defaultProbe(c.ReadinessProbe)
 	defaultProbe(c.LivenessProbe)
 	defaultProbe(c.StartupProbe)
+	if c.TerminationMessagePath == "" {
+		c.TerminationMessagePath = defaultTerminationMessagePath
+	}
+	if c.TerminationMessagePolicy == "" {
+		c.TerminationMessagePolicy = terminationMessageFile
+	}
+	if l := c.Lifecycle; l != nil {
+		defaultHTTPGet(l.PostStart.GetHttpGet())
+		defaultHTTPGet(l.PreStop.GetHttpGet())
+	}
+}
+
+// Termination message defaults and policies, as in Kubernetes.
+const (
+	defaultTerminationMessagePath = "/dev/termination-log"
+	terminationMessageFile        = "File"
+	terminationMessageFallback    = "FallbackToLogsOnError"
+)
+
+func defaultHTTPGet(h *kplanev1.HTTPGetAction) {
+	if h == nil {
+		return
+	}
+	if h.Path == "" {
+		h.Path = "/"
+	}
+	if h.Scheme == "" {
+		h.Scheme = "HTTP"
+	}
 }
 
 // pullPolicyFor returns Always for an image without a tag or tagged
@@ -148,14 +177,7 @@ func defaultProbe(p *kplanev1.Probe) {
 	if p.FailureThreshold == 0 {
 		p.FailureThreshold = 3
 	}
-	if h := p.HttpGet; h != nil {
-		if h.Path == "" {
-			h.Path = "/"
-		}
-		if h.Scheme == "" {
-			h.Scheme = "HTTP"
-		}
-	}
+	defaultHTTPGet(p.HttpGet)
 }
 
 // qosClass classifies a pod as Kubernetes does: Guaranteed when every
@@ -399,7 +421,33 @@ func validateContainer(c *kplanev1.Container, path string, names, volumes map[st
 
 	validateContainerResources(c.Resources, child(path, "resources"), errs)
 
-	if init {
+	sidecar := init && c.GetRestartPolicy() == defaultRestartPolicy
+	if c.RestartPolicy != nil {
+		switch {
+		case !init:
+			errs.Forbidden(child(path, "restartPolicy"), "may not be set for non-init containers")
+		case !sidecar:
+			errs.NotSupported(child(path, "restartPolicy"), c.GetRestartPolicy(), []string{defaultRestartPolicy})
+		}
+	}
+	if c.TerminationMessagePath != "" {
+		tp := c.TerminationMessagePath
+		if !strings.HasPrefix(tp, "/") || slices.Contains(strings.Split(tp, "/"), "..") {
+			errs.Invalid(child(path, "terminationMessagePath"), tp, "must be an absolute path without '..'")
+		}
+	}
+	if c.TerminationMessagePolicy != "" {
+		oneOf(errs, child(path, "terminationMessagePolicy"), c.TerminationMessagePolicy, terminationMessageFile, terminationMessageFallback)
+	}
+	if l := c.Lifecycle; l != nil {
+		if init && !sidecar {
+			errs.Forbidden(child(path, "lifecycle"), "may not be set for init containers without restartPolicy=Always")
+		}
+		validateHandler(l.PostStart, child(path, "lifecycle.postStart"), errs)
+		validateHandler(l.PreStop, child(path, "lifecycle.preStop"), errs)
+	}
+
+	if init && !sidecar {
 		if c.ReadinessProbe != nil {
 			errs.Forbidden(child(path, "readinessProbe"), "may not be set for init containers")
 		}
@@ -448,6 +496,41 @@ func validateContainerResources(r *kplanev1.ResourceRequirements, path string, e
 			errs.Invalid(key(child(path, "requests"), name), r.Requests[name],
 				"must be less than or equal to "+name+" limit of "+r.Limits[name])
 		}
+	}
+}
+
+// validateHandler checks a lifecycle hook: one action, well formed.
+func validateHandler(h *kplanev1.LifecycleHandler, path string, errs *validation.ErrorList) {
+	if h == nil {
+		return
+	}
+	n := 0
+	if h.Exec != nil {
+		n++
+		if len(h.Exec.Command) == 0 {
+			errs.Required(child(path, "exec.command"), "")
+		}
+	}
+	if g := h.HttpGet; g != nil {
+		n++
+		validatePortNumOrName(errs, child(path, "httpGet.port"), g.Port)
+		if g.Scheme != "" {
+			oneOf(errs, child(path, "httpGet.scheme"), g.Scheme, httpSchemes...)
+		}
+		for i, hd := range g.HttpHeaders {
+			hp := index(child(path, "httpGet.httpHeaders"), i)
+			if hd.GetName() == "" {
+				errs.Required(child(hp, "name"), "")
+				continue
+			}
+			errs.InvalidMsgs(child(hp, "name"), hd.GetName(), validation.IsHTTPHeaderName(hd.GetName()))
+		}
+	}
+	switch {
+	case n == 0:
+		errs.Required(path, "must specify a handler type")
+	case n > 1:
+		errs.Forbidden(path, "may not specify more than 1 handler type")
 	}
 }
 

@@ -261,6 +261,28 @@ func TestPodValidate(t *testing.T) {
 		{"envFrom prefix", func(p *kplanev1.Pod) {
 			c0(p).EnvFrom = []*kplanev1.EnvFromSource{{Prefix: "1X", SecretRef: &kplanev1.SecretEnvSource{Name: "s"}}}
 		}, []string{`spec.containers[0].envFrom[0].prefix: Invalid value: "1X": a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit (e.g. 'my.env-name' or 'MY_ENV.NAME')`}},
+		{"sidecar with probes and hooks", func(p *kplanev1.Pod) {
+			ic := p.Spec.InitContainers[0]
+			ic.RestartPolicy = ptr("Always")
+			ic.ReadinessProbe = &kplanev1.Probe{Exec: &kplanev1.ExecAction{Command: []string{"x"}}}
+			ic.Lifecycle = &kplanev1.Lifecycle{PreStop: &kplanev1.LifecycleHandler{Exec: &kplanev1.ExecAction{Command: []string{"x"}}}}
+		}, nil},
+		{"restartPolicy on an app container", func(p *kplanev1.Pod) { c0(p).RestartPolicy = ptr("Always") },
+			[]string{"spec.containers[0].restartPolicy: Forbidden: may not be set for non-init containers"}},
+		{"init container restartPolicy", func(p *kplanev1.Pod) { p.Spec.InitContainers[0].RestartPolicy = ptr("Never") },
+			[]string{`spec.initContainers[0].restartPolicy: Unsupported value: "Never": supported values: "Always"`}},
+		{"init container lifecycle", func(p *kplanev1.Pod) {
+			p.Spec.InitContainers[0].Lifecycle = &kplanev1.Lifecycle{PostStart: &kplanev1.LifecycleHandler{Exec: &kplanev1.ExecAction{Command: []string{"x"}}}}
+		}, []string{"spec.initContainers[0].lifecycle: Forbidden: may not be set for init containers without restartPolicy=Always"}},
+		{"hook without handler", func(p *kplanev1.Pod) { c0(p).Lifecycle = &kplanev1.Lifecycle{PreStop: &kplanev1.LifecycleHandler{}} },
+			[]string{"spec.containers[0].lifecycle.preStop: Required value: must specify a handler type"}},
+		{"hook httpGet port", func(p *kplanev1.Pod) {
+			c0(p).Lifecycle = &kplanev1.Lifecycle{PostStart: &kplanev1.LifecycleHandler{HttpGet: &kplanev1.HTTPGetAction{Port: kplanev1.IntOrStringFromInt32(0)}}}
+		}, []string{"spec.containers[0].lifecycle.postStart.httpGet.port: Invalid value: 0: must be between 1 and 65535, inclusive"}},
+		{"termination message policy", func(p *kplanev1.Pod) { c0(p).TerminationMessagePolicy = "Always" },
+			[]string{`spec.containers[0].terminationMessagePolicy: Unsupported value: "Always": supported values: "File", "FallbackToLogsOnError"`}},
+		{"termination message path", func(p *kplanev1.Pod) { c0(p).TerminationMessagePath = "../x" },
+			[]string{`spec.containers[0].terminationMessagePath: Invalid value: "../x": must be an absolute path without '..'`}},
 		{"exec without command", func(p *kplanev1.Pod) {
 			c0(p).ReadinessProbe = &kplanev1.Probe{Exec: &kplanev1.ExecAction{}}
 		}, []string{"spec.containers[0].readinessProbe.exec.command: Required value"}},

@@ -1036,9 +1036,21 @@ type Container struct {
 	StartupProbe *Probe `protobuf:"bytes,13,opt,name=startup_probe,json=startupProbe,proto3" json:"startup_probe,omitempty"`
 	// env_from adds every key of a source as a variable (before env, which
 	// wins on a clash).
-	EnvFrom       []*EnvFromSource `protobuf:"bytes,14,rep,name=env_from,json=envFrom,proto3" json:"env_from,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	EnvFrom []*EnvFromSource `protobuf:"bytes,14,rep,name=env_from,json=envFrom,proto3" json:"env_from,omitempty"`
+	// restart_policy, only on an init container and only "Always", makes it
+	// a sidecar: started in order with the other init containers, kept
+	// running beside the app containers and stopped after them.
+	RestartPolicy *string `protobuf:"bytes,15,opt,name=restart_policy,json=restartPolicy,proto3,oneof" json:"restart_policy,omitempty"`
+	// termination_message_path is where the container may write why it
+	// ended (default /dev/termination-log); it becomes the terminated
+	// state's message.
+	TerminationMessagePath string `protobuf:"bytes,16,opt,name=termination_message_path,json=terminationMessagePath,proto3" json:"termination_message_path,omitempty"`
+	// termination_message_policy is File (default) or FallbackToLogsOnError
+	// (the log's tail when the file is empty and the container failed).
+	TerminationMessagePolicy string     `protobuf:"bytes,17,opt,name=termination_message_policy,json=terminationMessagePolicy,proto3" json:"termination_message_policy,omitempty"`
+	Lifecycle                *Lifecycle `protobuf:"bytes,18,opt,name=lifecycle,proto3" json:"lifecycle,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *Container) Reset() {
@@ -1169,6 +1181,141 @@ func (x *Container) GetEnvFrom() []*EnvFromSource {
 	return nil
 }
 
+func (x *Container) GetRestartPolicy() string {
+	if x != nil && x.RestartPolicy != nil {
+		return *x.RestartPolicy
+	}
+	return ""
+}
+
+func (x *Container) GetTerminationMessagePath() string {
+	if x != nil {
+		return x.TerminationMessagePath
+	}
+	return ""
+}
+
+func (x *Container) GetTerminationMessagePolicy() string {
+	if x != nil {
+		return x.TerminationMessagePolicy
+	}
+	return ""
+}
+
+func (x *Container) GetLifecycle() *Lifecycle {
+	if x != nil {
+		return x.Lifecycle
+	}
+	return nil
+}
+
+// Lifecycle holds the hooks run after a container starts and before it
+// is stopped.
+type Lifecycle struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PostStart     *LifecycleHandler      `protobuf:"bytes,1,opt,name=post_start,json=postStart,proto3" json:"post_start,omitempty"`
+	PreStop       *LifecycleHandler      `protobuf:"bytes,2,opt,name=pre_stop,json=preStop,proto3" json:"pre_stop,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Lifecycle) Reset() {
+	*x = Lifecycle{}
+	mi := &file_kplane_v1_core_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Lifecycle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Lifecycle) ProtoMessage() {}
+
+func (x *Lifecycle) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Lifecycle.ProtoReflect.Descriptor instead.
+func (*Lifecycle) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Lifecycle) GetPostStart() *LifecycleHandler {
+	if x != nil {
+		return x.PostStart
+	}
+	return nil
+}
+
+func (x *Lifecycle) GetPreStop() *LifecycleHandler {
+	if x != nil {
+		return x.PreStop
+	}
+	return nil
+}
+
+// LifecycleHandler is one hook; exactly one action is set.
+type LifecycleHandler struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Exec          *ExecAction            `protobuf:"bytes,1,opt,name=exec,proto3" json:"exec,omitempty"`
+	HttpGet       *HTTPGetAction         `protobuf:"bytes,2,opt,name=http_get,json=httpGet,proto3" json:"http_get,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LifecycleHandler) Reset() {
+	*x = LifecycleHandler{}
+	mi := &file_kplane_v1_core_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LifecycleHandler) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LifecycleHandler) ProtoMessage() {}
+
+func (x *LifecycleHandler) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LifecycleHandler.ProtoReflect.Descriptor instead.
+func (*LifecycleHandler) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *LifecycleHandler) GetExec() *ExecAction {
+	if x != nil {
+		return x.Exec
+	}
+	return nil
+}
+
+func (x *LifecycleHandler) GetHttpGet() *HTTPGetAction {
+	if x != nil {
+		return x.HttpGet
+	}
+	return nil
+}
+
 // EnvVar is one environment variable of a container.
 type EnvVar struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1185,7 +1332,7 @@ type EnvVar struct {
 
 func (x *EnvVar) Reset() {
 	*x = EnvVar{}
-	mi := &file_kplane_v1_core_proto_msgTypes[15]
+	mi := &file_kplane_v1_core_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1197,7 +1344,7 @@ func (x *EnvVar) String() string {
 func (*EnvVar) ProtoMessage() {}
 
 func (x *EnvVar) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[15]
+	mi := &file_kplane_v1_core_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1210,7 +1357,7 @@ func (x *EnvVar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvVar.ProtoReflect.Descriptor instead.
 func (*EnvVar) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{15}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EnvVar) GetName() string {
@@ -1246,7 +1393,7 @@ type EnvVarSource struct {
 
 func (x *EnvVarSource) Reset() {
 	*x = EnvVarSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[16]
+	mi := &file_kplane_v1_core_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1258,7 +1405,7 @@ func (x *EnvVarSource) String() string {
 func (*EnvVarSource) ProtoMessage() {}
 
 func (x *EnvVarSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[16]
+	mi := &file_kplane_v1_core_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1271,7 +1418,7 @@ func (x *EnvVarSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvVarSource.ProtoReflect.Descriptor instead.
 func (*EnvVarSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{16}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EnvVarSource) GetFieldRef() *ObjectFieldSelector {
@@ -1309,7 +1456,7 @@ type ObjectFieldSelector struct {
 
 func (x *ObjectFieldSelector) Reset() {
 	*x = ObjectFieldSelector{}
-	mi := &file_kplane_v1_core_proto_msgTypes[17]
+	mi := &file_kplane_v1_core_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1468,7 @@ func (x *ObjectFieldSelector) String() string {
 func (*ObjectFieldSelector) ProtoMessage() {}
 
 func (x *ObjectFieldSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[17]
+	mi := &file_kplane_v1_core_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1481,7 @@ func (x *ObjectFieldSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectFieldSelector.ProtoReflect.Descriptor instead.
 func (*ObjectFieldSelector) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{17}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ObjectFieldSelector) GetApiVersion() string {
@@ -1365,7 +1512,7 @@ type ResourceFieldSelector struct {
 
 func (x *ResourceFieldSelector) Reset() {
 	*x = ResourceFieldSelector{}
-	mi := &file_kplane_v1_core_proto_msgTypes[18]
+	mi := &file_kplane_v1_core_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1524,7 @@ func (x *ResourceFieldSelector) String() string {
 func (*ResourceFieldSelector) ProtoMessage() {}
 
 func (x *ResourceFieldSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[18]
+	mi := &file_kplane_v1_core_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1537,7 @@ func (x *ResourceFieldSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceFieldSelector.ProtoReflect.Descriptor instead.
 func (*ResourceFieldSelector) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{18}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ResourceFieldSelector) GetContainerName() string {
@@ -1428,7 +1575,7 @@ type SecretKeySelector struct {
 
 func (x *SecretKeySelector) Reset() {
 	*x = SecretKeySelector{}
-	mi := &file_kplane_v1_core_proto_msgTypes[19]
+	mi := &file_kplane_v1_core_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +1587,7 @@ func (x *SecretKeySelector) String() string {
 func (*SecretKeySelector) ProtoMessage() {}
 
 func (x *SecretKeySelector) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[19]
+	mi := &file_kplane_v1_core_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +1600,7 @@ func (x *SecretKeySelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretKeySelector.ProtoReflect.Descriptor instead.
 func (*SecretKeySelector) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{19}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SecretKeySelector) GetName() string {
@@ -1488,7 +1635,7 @@ type EnvFromSource struct {
 
 func (x *EnvFromSource) Reset() {
 	*x = EnvFromSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[20]
+	mi := &file_kplane_v1_core_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1500,7 +1647,7 @@ func (x *EnvFromSource) String() string {
 func (*EnvFromSource) ProtoMessage() {}
 
 func (x *EnvFromSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[20]
+	mi := &file_kplane_v1_core_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1513,7 +1660,7 @@ func (x *EnvFromSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvFromSource.ProtoReflect.Descriptor instead.
 func (*EnvFromSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{20}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *EnvFromSource) GetPrefix() string {
@@ -1541,7 +1688,7 @@ type SecretEnvSource struct {
 
 func (x *SecretEnvSource) Reset() {
 	*x = SecretEnvSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[21]
+	mi := &file_kplane_v1_core_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1553,7 +1700,7 @@ func (x *SecretEnvSource) String() string {
 func (*SecretEnvSource) ProtoMessage() {}
 
 func (x *SecretEnvSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[21]
+	mi := &file_kplane_v1_core_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1566,7 +1713,7 @@ func (x *SecretEnvSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretEnvSource.ProtoReflect.Descriptor instead.
 func (*SecretEnvSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{21}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SecretEnvSource) GetName() string {
@@ -1596,7 +1743,7 @@ type ContainerPort struct {
 
 func (x *ContainerPort) Reset() {
 	*x = ContainerPort{}
-	mi := &file_kplane_v1_core_proto_msgTypes[22]
+	mi := &file_kplane_v1_core_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1755,7 @@ func (x *ContainerPort) String() string {
 func (*ContainerPort) ProtoMessage() {}
 
 func (x *ContainerPort) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[22]
+	mi := &file_kplane_v1_core_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1768,7 @@ func (x *ContainerPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerPort.ProtoReflect.Descriptor instead.
 func (*ContainerPort) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{22}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ContainerPort) GetName() string {
@@ -1664,7 +1811,7 @@ type VolumeMount struct {
 
 func (x *VolumeMount) Reset() {
 	*x = VolumeMount{}
-	mi := &file_kplane_v1_core_proto_msgTypes[23]
+	mi := &file_kplane_v1_core_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +1823,7 @@ func (x *VolumeMount) String() string {
 func (*VolumeMount) ProtoMessage() {}
 
 func (x *VolumeMount) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[23]
+	mi := &file_kplane_v1_core_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +1836,7 @@ func (x *VolumeMount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeMount.ProtoReflect.Descriptor instead.
 func (*VolumeMount) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{23}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *VolumeMount) GetName() string {
@@ -1735,7 +1882,7 @@ type Probe struct {
 
 func (x *Probe) Reset() {
 	*x = Probe{}
-	mi := &file_kplane_v1_core_proto_msgTypes[24]
+	mi := &file_kplane_v1_core_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1894,7 @@ func (x *Probe) String() string {
 func (*Probe) ProtoMessage() {}
 
 func (x *Probe) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[24]
+	mi := &file_kplane_v1_core_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1907,7 @@ func (x *Probe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Probe.ProtoReflect.Descriptor instead.
 func (*Probe) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{24}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Probe) GetExec() *ExecAction {
@@ -1845,7 +1992,7 @@ type GRPCAction struct {
 
 func (x *GRPCAction) Reset() {
 	*x = GRPCAction{}
-	mi := &file_kplane_v1_core_proto_msgTypes[25]
+	mi := &file_kplane_v1_core_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1857,7 +2004,7 @@ func (x *GRPCAction) String() string {
 func (*GRPCAction) ProtoMessage() {}
 
 func (x *GRPCAction) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[25]
+	mi := &file_kplane_v1_core_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1870,7 +2017,7 @@ func (x *GRPCAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GRPCAction.ProtoReflect.Descriptor instead.
 func (*GRPCAction) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{25}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GRPCAction) GetPort() int32 {
@@ -1898,7 +2045,7 @@ type HTTPHeader struct {
 
 func (x *HTTPHeader) Reset() {
 	*x = HTTPHeader{}
-	mi := &file_kplane_v1_core_proto_msgTypes[26]
+	mi := &file_kplane_v1_core_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +2057,7 @@ func (x *HTTPHeader) String() string {
 func (*HTTPHeader) ProtoMessage() {}
 
 func (x *HTTPHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[26]
+	mi := &file_kplane_v1_core_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +2070,7 @@ func (x *HTTPHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPHeader.ProtoReflect.Descriptor instead.
 func (*HTTPHeader) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{26}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *HTTPHeader) GetName() string {
@@ -1950,7 +2097,7 @@ type ExecAction struct {
 
 func (x *ExecAction) Reset() {
 	*x = ExecAction{}
-	mi := &file_kplane_v1_core_proto_msgTypes[27]
+	mi := &file_kplane_v1_core_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1962,7 +2109,7 @@ func (x *ExecAction) String() string {
 func (*ExecAction) ProtoMessage() {}
 
 func (x *ExecAction) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[27]
+	mi := &file_kplane_v1_core_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1975,7 +2122,7 @@ func (x *ExecAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecAction.ProtoReflect.Descriptor instead.
 func (*ExecAction) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{27}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ExecAction) GetCommand() []string {
@@ -1997,7 +2144,7 @@ type TCPSocketAction struct {
 
 func (x *TCPSocketAction) Reset() {
 	*x = TCPSocketAction{}
-	mi := &file_kplane_v1_core_proto_msgTypes[28]
+	mi := &file_kplane_v1_core_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2009,7 +2156,7 @@ func (x *TCPSocketAction) String() string {
 func (*TCPSocketAction) ProtoMessage() {}
 
 func (x *TCPSocketAction) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[28]
+	mi := &file_kplane_v1_core_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2022,7 +2169,7 @@ func (x *TCPSocketAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TCPSocketAction.ProtoReflect.Descriptor instead.
 func (*TCPSocketAction) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{28}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TCPSocketAction) GetPort() *IntOrString {
@@ -2054,7 +2201,7 @@ type HTTPGetAction struct {
 
 func (x *HTTPGetAction) Reset() {
 	*x = HTTPGetAction{}
-	mi := &file_kplane_v1_core_proto_msgTypes[29]
+	mi := &file_kplane_v1_core_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2066,7 +2213,7 @@ func (x *HTTPGetAction) String() string {
 func (*HTTPGetAction) ProtoMessage() {}
 
 func (x *HTTPGetAction) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[29]
+	mi := &file_kplane_v1_core_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2079,7 +2226,7 @@ func (x *HTTPGetAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPGetAction.ProtoReflect.Descriptor instead.
 func (*HTTPGetAction) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{29}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *HTTPGetAction) GetPath() string {
@@ -2131,7 +2278,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_kplane_v1_core_proto_msgTypes[30]
+	mi := &file_kplane_v1_core_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2143,7 +2290,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[30]
+	mi := &file_kplane_v1_core_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2156,7 +2303,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{30}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Volume) GetName() string {
@@ -2205,7 +2352,7 @@ type PersistentVolumeClaimVolumeSource struct {
 
 func (x *PersistentVolumeClaimVolumeSource) Reset() {
 	*x = PersistentVolumeClaimVolumeSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[31]
+	mi := &file_kplane_v1_core_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2217,7 +2364,7 @@ func (x *PersistentVolumeClaimVolumeSource) String() string {
 func (*PersistentVolumeClaimVolumeSource) ProtoMessage() {}
 
 func (x *PersistentVolumeClaimVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[31]
+	mi := &file_kplane_v1_core_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2230,7 +2377,7 @@ func (x *PersistentVolumeClaimVolumeSource) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use PersistentVolumeClaimVolumeSource.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaimVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{31}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PersistentVolumeClaimVolumeSource) GetClaimName() string {
@@ -2258,7 +2405,7 @@ type EmptyDirVolumeSource struct {
 
 func (x *EmptyDirVolumeSource) Reset() {
 	*x = EmptyDirVolumeSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[32]
+	mi := &file_kplane_v1_core_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2270,7 +2417,7 @@ func (x *EmptyDirVolumeSource) String() string {
 func (*EmptyDirVolumeSource) ProtoMessage() {}
 
 func (x *EmptyDirVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[32]
+	mi := &file_kplane_v1_core_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2283,7 +2430,7 @@ func (x *EmptyDirVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmptyDirVolumeSource.ProtoReflect.Descriptor instead.
 func (*EmptyDirVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{32}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *EmptyDirVolumeSource) GetMedium() string {
@@ -2311,7 +2458,7 @@ type SecretVolumeSource struct {
 
 func (x *SecretVolumeSource) Reset() {
 	*x = SecretVolumeSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[33]
+	mi := &file_kplane_v1_core_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2323,7 +2470,7 @@ func (x *SecretVolumeSource) String() string {
 func (*SecretVolumeSource) ProtoMessage() {}
 
 func (x *SecretVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[33]
+	mi := &file_kplane_v1_core_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2336,7 +2483,7 @@ func (x *SecretVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretVolumeSource.ProtoReflect.Descriptor instead.
 func (*SecretVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{33}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SecretVolumeSource) GetSecretName() string {
@@ -2364,7 +2511,7 @@ type HostPathVolumeSource struct {
 
 func (x *HostPathVolumeSource) Reset() {
 	*x = HostPathVolumeSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[34]
+	mi := &file_kplane_v1_core_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2376,7 +2523,7 @@ func (x *HostPathVolumeSource) String() string {
 func (*HostPathVolumeSource) ProtoMessage() {}
 
 func (x *HostPathVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[34]
+	mi := &file_kplane_v1_core_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2389,7 +2536,7 @@ func (x *HostPathVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostPathVolumeSource.ProtoReflect.Descriptor instead.
 func (*HostPathVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{34}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *HostPathVolumeSource) GetPath() string {
@@ -2432,7 +2579,7 @@ type PodStatus struct {
 
 func (x *PodStatus) Reset() {
 	*x = PodStatus{}
-	mi := &file_kplane_v1_core_proto_msgTypes[35]
+	mi := &file_kplane_v1_core_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2444,7 +2591,7 @@ func (x *PodStatus) String() string {
 func (*PodStatus) ProtoMessage() {}
 
 func (x *PodStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[35]
+	mi := &file_kplane_v1_core_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2457,7 +2604,7 @@ func (x *PodStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodStatus.ProtoReflect.Descriptor instead.
 func (*PodStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{35}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PodStatus) GetPhase() string {
@@ -2561,7 +2708,7 @@ type PodIP struct {
 
 func (x *PodIP) Reset() {
 	*x = PodIP{}
-	mi := &file_kplane_v1_core_proto_msgTypes[36]
+	mi := &file_kplane_v1_core_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2573,7 +2720,7 @@ func (x *PodIP) String() string {
 func (*PodIP) ProtoMessage() {}
 
 func (x *PodIP) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[36]
+	mi := &file_kplane_v1_core_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2586,7 +2733,7 @@ func (x *PodIP) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodIP.ProtoReflect.Descriptor instead.
 func (*PodIP) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{36}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PodIP) GetIp() string {
@@ -2606,7 +2753,7 @@ type HostIP struct {
 
 func (x *HostIP) Reset() {
 	*x = HostIP{}
-	mi := &file_kplane_v1_core_proto_msgTypes[37]
+	mi := &file_kplane_v1_core_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2618,7 +2765,7 @@ func (x *HostIP) String() string {
 func (*HostIP) ProtoMessage() {}
 
 func (x *HostIP) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[37]
+	mi := &file_kplane_v1_core_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2631,7 +2778,7 @@ func (x *HostIP) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostIP.ProtoReflect.Descriptor instead.
 func (*HostIP) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{37}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *HostIP) GetIp() string {
@@ -2659,7 +2806,7 @@ type ContainerStatus struct {
 
 func (x *ContainerStatus) Reset() {
 	*x = ContainerStatus{}
-	mi := &file_kplane_v1_core_proto_msgTypes[38]
+	mi := &file_kplane_v1_core_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2671,7 +2818,7 @@ func (x *ContainerStatus) String() string {
 func (*ContainerStatus) ProtoMessage() {}
 
 func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[38]
+	mi := &file_kplane_v1_core_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2684,7 +2831,7 @@ func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStatus.ProtoReflect.Descriptor instead.
 func (*ContainerStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{38}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ContainerStatus) GetName() string {
@@ -2762,7 +2909,7 @@ type ContainerState struct {
 
 func (x *ContainerState) Reset() {
 	*x = ContainerState{}
-	mi := &file_kplane_v1_core_proto_msgTypes[39]
+	mi := &file_kplane_v1_core_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2774,7 +2921,7 @@ func (x *ContainerState) String() string {
 func (*ContainerState) ProtoMessage() {}
 
 func (x *ContainerState) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[39]
+	mi := &file_kplane_v1_core_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2787,7 +2934,7 @@ func (x *ContainerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerState.ProtoReflect.Descriptor instead.
 func (*ContainerState) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{39}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ContainerState) GetWaiting() *ContainerStateWaiting {
@@ -2822,7 +2969,7 @@ type ContainerStateWaiting struct {
 
 func (x *ContainerStateWaiting) Reset() {
 	*x = ContainerStateWaiting{}
-	mi := &file_kplane_v1_core_proto_msgTypes[40]
+	mi := &file_kplane_v1_core_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2834,7 +2981,7 @@ func (x *ContainerStateWaiting) String() string {
 func (*ContainerStateWaiting) ProtoMessage() {}
 
 func (x *ContainerStateWaiting) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[40]
+	mi := &file_kplane_v1_core_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2847,7 +2994,7 @@ func (x *ContainerStateWaiting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateWaiting.ProtoReflect.Descriptor instead.
 func (*ContainerStateWaiting) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{40}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ContainerStateWaiting) GetReason() string {
@@ -2874,7 +3021,7 @@ type ContainerStateRunning struct {
 
 func (x *ContainerStateRunning) Reset() {
 	*x = ContainerStateRunning{}
-	mi := &file_kplane_v1_core_proto_msgTypes[41]
+	mi := &file_kplane_v1_core_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2886,7 +3033,7 @@ func (x *ContainerStateRunning) String() string {
 func (*ContainerStateRunning) ProtoMessage() {}
 
 func (x *ContainerStateRunning) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[41]
+	mi := &file_kplane_v1_core_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2899,7 +3046,7 @@ func (x *ContainerStateRunning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateRunning.ProtoReflect.Descriptor instead.
 func (*ContainerStateRunning) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{41}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ContainerStateRunning) GetStartedAt() *timestamppb.Timestamp {
@@ -2925,7 +3072,7 @@ type ContainerStateTerminated struct {
 
 func (x *ContainerStateTerminated) Reset() {
 	*x = ContainerStateTerminated{}
-	mi := &file_kplane_v1_core_proto_msgTypes[42]
+	mi := &file_kplane_v1_core_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2937,7 +3084,7 @@ func (x *ContainerStateTerminated) String() string {
 func (*ContainerStateTerminated) ProtoMessage() {}
 
 func (x *ContainerStateTerminated) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[42]
+	mi := &file_kplane_v1_core_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2950,7 +3097,7 @@ func (x *ContainerStateTerminated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateTerminated.ProtoReflect.Descriptor instead.
 func (*ContainerStateTerminated) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{42}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ContainerStateTerminated) GetExitCode() int32 {
@@ -3013,7 +3160,7 @@ type PodTemplateSpec struct {
 
 func (x *PodTemplateSpec) Reset() {
 	*x = PodTemplateSpec{}
-	mi := &file_kplane_v1_core_proto_msgTypes[43]
+	mi := &file_kplane_v1_core_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3025,7 +3172,7 @@ func (x *PodTemplateSpec) String() string {
 func (*PodTemplateSpec) ProtoMessage() {}
 
 func (x *PodTemplateSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[43]
+	mi := &file_kplane_v1_core_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3038,7 +3185,7 @@ func (x *PodTemplateSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodTemplateSpec.ProtoReflect.Descriptor instead.
 func (*PodTemplateSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{43}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PodTemplateSpec) GetMetadata() *ObjectMeta {
@@ -3067,7 +3214,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_kplane_v1_core_proto_msgTypes[44]
+	mi := &file_kplane_v1_core_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3079,7 +3226,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[44]
+	mi := &file_kplane_v1_core_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3092,7 +3239,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{44}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Service) GetMetadata() *ObjectMeta {
@@ -3137,7 +3284,7 @@ type ServiceSpec struct {
 
 func (x *ServiceSpec) Reset() {
 	*x = ServiceSpec{}
-	mi := &file_kplane_v1_core_proto_msgTypes[45]
+	mi := &file_kplane_v1_core_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3149,7 +3296,7 @@ func (x *ServiceSpec) String() string {
 func (*ServiceSpec) ProtoMessage() {}
 
 func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[45]
+	mi := &file_kplane_v1_core_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3162,7 +3309,7 @@ func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceSpec.ProtoReflect.Descriptor instead.
 func (*ServiceSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{45}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ServiceSpec) GetSelector() map[string]string {
@@ -3237,7 +3384,7 @@ type ServicePort struct {
 
 func (x *ServicePort) Reset() {
 	*x = ServicePort{}
-	mi := &file_kplane_v1_core_proto_msgTypes[46]
+	mi := &file_kplane_v1_core_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3249,7 +3396,7 @@ func (x *ServicePort) String() string {
 func (*ServicePort) ProtoMessage() {}
 
 func (x *ServicePort) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[46]
+	mi := &file_kplane_v1_core_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3262,7 +3409,7 @@ func (x *ServicePort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePort.ProtoReflect.Descriptor instead.
 func (*ServicePort) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{46}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ServicePort) GetName() string {
@@ -3310,7 +3457,7 @@ type ServiceStatus struct {
 
 func (x *ServiceStatus) Reset() {
 	*x = ServiceStatus{}
-	mi := &file_kplane_v1_core_proto_msgTypes[47]
+	mi := &file_kplane_v1_core_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3322,7 +3469,7 @@ func (x *ServiceStatus) String() string {
 func (*ServiceStatus) ProtoMessage() {}
 
 func (x *ServiceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[47]
+	mi := &file_kplane_v1_core_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3335,7 +3482,7 @@ func (x *ServiceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceStatus.ProtoReflect.Descriptor instead.
 func (*ServiceStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{47}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ServiceStatus) GetConditions() []*Condition {
@@ -3356,7 +3503,7 @@ type Endpoints struct {
 
 func (x *Endpoints) Reset() {
 	*x = Endpoints{}
-	mi := &file_kplane_v1_core_proto_msgTypes[48]
+	mi := &file_kplane_v1_core_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3368,7 +3515,7 @@ func (x *Endpoints) String() string {
 func (*Endpoints) ProtoMessage() {}
 
 func (x *Endpoints) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[48]
+	mi := &file_kplane_v1_core_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3381,7 +3528,7 @@ func (x *Endpoints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoints.ProtoReflect.Descriptor instead.
 func (*Endpoints) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{48}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Endpoints) GetMetadata() *ObjectMeta {
@@ -3410,7 +3557,7 @@ type EndpointSubset struct {
 
 func (x *EndpointSubset) Reset() {
 	*x = EndpointSubset{}
-	mi := &file_kplane_v1_core_proto_msgTypes[49]
+	mi := &file_kplane_v1_core_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3422,7 +3569,7 @@ func (x *EndpointSubset) String() string {
 func (*EndpointSubset) ProtoMessage() {}
 
 func (x *EndpointSubset) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[49]
+	mi := &file_kplane_v1_core_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3435,7 +3582,7 @@ func (x *EndpointSubset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointSubset.ProtoReflect.Descriptor instead.
 func (*EndpointSubset) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{49}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *EndpointSubset) GetAddresses() []*EndpointAddress {
@@ -3472,7 +3619,7 @@ type EndpointAddress struct {
 
 func (x *EndpointAddress) Reset() {
 	*x = EndpointAddress{}
-	mi := &file_kplane_v1_core_proto_msgTypes[50]
+	mi := &file_kplane_v1_core_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3484,7 +3631,7 @@ func (x *EndpointAddress) String() string {
 func (*EndpointAddress) ProtoMessage() {}
 
 func (x *EndpointAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[50]
+	mi := &file_kplane_v1_core_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3497,7 +3644,7 @@ func (x *EndpointAddress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointAddress.ProtoReflect.Descriptor instead.
 func (*EndpointAddress) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{50}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *EndpointAddress) GetIp() string {
@@ -3540,7 +3687,7 @@ type EndpointPort struct {
 
 func (x *EndpointPort) Reset() {
 	*x = EndpointPort{}
-	mi := &file_kplane_v1_core_proto_msgTypes[51]
+	mi := &file_kplane_v1_core_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3552,7 +3699,7 @@ func (x *EndpointPort) String() string {
 func (*EndpointPort) ProtoMessage() {}
 
 func (x *EndpointPort) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[51]
+	mi := &file_kplane_v1_core_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3565,7 +3712,7 @@ func (x *EndpointPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointPort.ProtoReflect.Descriptor instead.
 func (*EndpointPort) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{51}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *EndpointPort) GetName() string {
@@ -3602,7 +3749,7 @@ type ServiceAccount struct {
 
 func (x *ServiceAccount) Reset() {
 	*x = ServiceAccount{}
-	mi := &file_kplane_v1_core_proto_msgTypes[52]
+	mi := &file_kplane_v1_core_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3614,7 +3761,7 @@ func (x *ServiceAccount) String() string {
 func (*ServiceAccount) ProtoMessage() {}
 
 func (x *ServiceAccount) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[52]
+	mi := &file_kplane_v1_core_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3627,7 +3774,7 @@ func (x *ServiceAccount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceAccount.ProtoReflect.Descriptor instead.
 func (*ServiceAccount) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{52}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ServiceAccount) GetMetadata() *ObjectMeta {
@@ -3673,7 +3820,7 @@ type Secret struct {
 
 func (x *Secret) Reset() {
 	*x = Secret{}
-	mi := &file_kplane_v1_core_proto_msgTypes[53]
+	mi := &file_kplane_v1_core_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3685,7 +3832,7 @@ func (x *Secret) String() string {
 func (*Secret) ProtoMessage() {}
 
 func (x *Secret) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[53]
+	mi := &file_kplane_v1_core_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3698,7 +3845,7 @@ func (x *Secret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Secret.ProtoReflect.Descriptor instead.
 func (*Secret) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{53}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Secret) GetMetadata() *ObjectMeta {
@@ -3761,7 +3908,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_kplane_v1_core_proto_msgTypes[54]
+	mi := &file_kplane_v1_core_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3773,7 +3920,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[54]
+	mi := &file_kplane_v1_core_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3786,7 +3933,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{54}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Event) GetMetadata() *ObjectMeta {
@@ -3891,7 +4038,7 @@ type EventSource struct {
 
 func (x *EventSource) Reset() {
 	*x = EventSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[55]
+	mi := &file_kplane_v1_core_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3903,7 +4050,7 @@ func (x *EventSource) String() string {
 func (*EventSource) ProtoMessage() {}
 
 func (x *EventSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[55]
+	mi := &file_kplane_v1_core_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3916,7 +4063,7 @@ func (x *EventSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventSource.ProtoReflect.Descriptor instead.
 func (*EventSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{55}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *EventSource) GetComponent() string {
@@ -4034,7 +4181,7 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B#\n" +
 	"!_termination_grace_period_secondsB\x1a\n" +
 	"\x18_active_deadline_secondsB\"\n" +
-	" _automount_service_account_token\"\xe1\x04\n" +
+	" _automount_service_account_token\"\xcc\x06\n" +
 	"\tContainer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x18\n" +
@@ -4051,7 +4198,19 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x11image_pull_policy\x18\v \x01(\tR\x0fimagePullPolicy\x12;\n" +
 	"\rvolume_mounts\x18\f \x03(\v2\x16.kplane.v1.VolumeMountR\fvolumeMounts\x125\n" +
 	"\rstartup_probe\x18\r \x01(\v2\x10.kplane.v1.ProbeR\fstartupProbe\x123\n" +
-	"\benv_from\x18\x0e \x03(\v2\x18.kplane.v1.EnvFromSourceR\aenvFrom\"j\n" +
+	"\benv_from\x18\x0e \x03(\v2\x18.kplane.v1.EnvFromSourceR\aenvFrom\x12*\n" +
+	"\x0erestart_policy\x18\x0f \x01(\tH\x00R\rrestartPolicy\x88\x01\x01\x128\n" +
+	"\x18termination_message_path\x18\x10 \x01(\tR\x16terminationMessagePath\x12<\n" +
+	"\x1atermination_message_policy\x18\x11 \x01(\tR\x18terminationMessagePolicy\x122\n" +
+	"\tlifecycle\x18\x12 \x01(\v2\x14.kplane.v1.LifecycleR\tlifecycleB\x11\n" +
+	"\x0f_restart_policy\"\x7f\n" +
+	"\tLifecycle\x12:\n" +
+	"\n" +
+	"post_start\x18\x01 \x01(\v2\x1b.kplane.v1.LifecycleHandlerR\tpostStart\x126\n" +
+	"\bpre_stop\x18\x02 \x01(\v2\x1b.kplane.v1.LifecycleHandlerR\apreStop\"r\n" +
+	"\x10LifecycleHandler\x12)\n" +
+	"\x04exec\x18\x01 \x01(\v2\x15.kplane.v1.ExecActionR\x04exec\x123\n" +
+	"\bhttp_get\x18\x02 \x01(\v2\x18.kplane.v1.HTTPGetActionR\ahttpGet\"j\n" +
 	"\x06EnvVar\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x126\n" +
@@ -4310,7 +4469,7 @@ func file_kplane_v1_core_proto_rawDescGZIP() []byte {
 	return file_kplane_v1_core_proto_rawDescData
 }
 
-var file_kplane_v1_core_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_kplane_v1_core_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_kplane_v1_core_proto_goTypes = []any{
 	(*Namespace)(nil),                         // 0: kplane.v1.Namespace
 	(*NamespaceSpec)(nil),                     // 1: kplane.v1.NamespaceSpec
@@ -4327,155 +4486,162 @@ var file_kplane_v1_core_proto_goTypes = []any{
 	(*Pod)(nil),                               // 12: kplane.v1.Pod
 	(*PodSpec)(nil),                           // 13: kplane.v1.PodSpec
 	(*Container)(nil),                         // 14: kplane.v1.Container
-	(*EnvVar)(nil),                            // 15: kplane.v1.EnvVar
-	(*EnvVarSource)(nil),                      // 16: kplane.v1.EnvVarSource
-	(*ObjectFieldSelector)(nil),               // 17: kplane.v1.ObjectFieldSelector
-	(*ResourceFieldSelector)(nil),             // 18: kplane.v1.ResourceFieldSelector
-	(*SecretKeySelector)(nil),                 // 19: kplane.v1.SecretKeySelector
-	(*EnvFromSource)(nil),                     // 20: kplane.v1.EnvFromSource
-	(*SecretEnvSource)(nil),                   // 21: kplane.v1.SecretEnvSource
-	(*ContainerPort)(nil),                     // 22: kplane.v1.ContainerPort
-	(*VolumeMount)(nil),                       // 23: kplane.v1.VolumeMount
-	(*Probe)(nil),                             // 24: kplane.v1.Probe
-	(*GRPCAction)(nil),                        // 25: kplane.v1.GRPCAction
-	(*HTTPHeader)(nil),                        // 26: kplane.v1.HTTPHeader
-	(*ExecAction)(nil),                        // 27: kplane.v1.ExecAction
-	(*TCPSocketAction)(nil),                   // 28: kplane.v1.TCPSocketAction
-	(*HTTPGetAction)(nil),                     // 29: kplane.v1.HTTPGetAction
-	(*Volume)(nil),                            // 30: kplane.v1.Volume
-	(*PersistentVolumeClaimVolumeSource)(nil), // 31: kplane.v1.PersistentVolumeClaimVolumeSource
-	(*EmptyDirVolumeSource)(nil),              // 32: kplane.v1.EmptyDirVolumeSource
-	(*SecretVolumeSource)(nil),                // 33: kplane.v1.SecretVolumeSource
-	(*HostPathVolumeSource)(nil),              // 34: kplane.v1.HostPathVolumeSource
-	(*PodStatus)(nil),                         // 35: kplane.v1.PodStatus
-	(*PodIP)(nil),                             // 36: kplane.v1.PodIP
-	(*HostIP)(nil),                            // 37: kplane.v1.HostIP
-	(*ContainerStatus)(nil),                   // 38: kplane.v1.ContainerStatus
-	(*ContainerState)(nil),                    // 39: kplane.v1.ContainerState
-	(*ContainerStateWaiting)(nil),             // 40: kplane.v1.ContainerStateWaiting
-	(*ContainerStateRunning)(nil),             // 41: kplane.v1.ContainerStateRunning
-	(*ContainerStateTerminated)(nil),          // 42: kplane.v1.ContainerStateTerminated
-	(*PodTemplateSpec)(nil),                   // 43: kplane.v1.PodTemplateSpec
-	(*Service)(nil),                           // 44: kplane.v1.Service
-	(*ServiceSpec)(nil),                       // 45: kplane.v1.ServiceSpec
-	(*ServicePort)(nil),                       // 46: kplane.v1.ServicePort
-	(*ServiceStatus)(nil),                     // 47: kplane.v1.ServiceStatus
-	(*Endpoints)(nil),                         // 48: kplane.v1.Endpoints
-	(*EndpointSubset)(nil),                    // 49: kplane.v1.EndpointSubset
-	(*EndpointAddress)(nil),                   // 50: kplane.v1.EndpointAddress
-	(*EndpointPort)(nil),                      // 51: kplane.v1.EndpointPort
-	(*ServiceAccount)(nil),                    // 52: kplane.v1.ServiceAccount
-	(*Secret)(nil),                            // 53: kplane.v1.Secret
-	(*Event)(nil),                             // 54: kplane.v1.Event
-	(*EventSource)(nil),                       // 55: kplane.v1.EventSource
-	nil,                                       // 56: kplane.v1.NodeStatus.CapacityEntry
-	nil,                                       // 57: kplane.v1.NodeStatus.AllocatableEntry
-	nil,                                       // 58: kplane.v1.PodSpec.NodeSelectorEntry
-	nil,                                       // 59: kplane.v1.ServiceSpec.SelectorEntry
-	nil,                                       // 60: kplane.v1.Secret.DataEntry
-	nil,                                       // 61: kplane.v1.Secret.StringDataEntry
-	(*ObjectMeta)(nil),                        // 62: kplane.v1.ObjectMeta
-	(*timestamppb.Timestamp)(nil),             // 63: google.protobuf.Timestamp
-	(*Condition)(nil),                         // 64: kplane.v1.Condition
-	(*ResourceRequirements)(nil),              // 65: kplane.v1.ResourceRequirements
-	(*IntOrString)(nil),                       // 66: kplane.v1.IntOrString
-	(*ObjectReference)(nil),                   // 67: kplane.v1.ObjectReference
-	(*LocalObjectReference)(nil),              // 68: kplane.v1.LocalObjectReference
+	(*Lifecycle)(nil),                         // 15: kplane.v1.Lifecycle
+	(*LifecycleHandler)(nil),                  // 16: kplane.v1.LifecycleHandler
+	(*EnvVar)(nil),                            // 17: kplane.v1.EnvVar
+	(*EnvVarSource)(nil),                      // 18: kplane.v1.EnvVarSource
+	(*ObjectFieldSelector)(nil),               // 19: kplane.v1.ObjectFieldSelector
+	(*ResourceFieldSelector)(nil),             // 20: kplane.v1.ResourceFieldSelector
+	(*SecretKeySelector)(nil),                 // 21: kplane.v1.SecretKeySelector
+	(*EnvFromSource)(nil),                     // 22: kplane.v1.EnvFromSource
+	(*SecretEnvSource)(nil),                   // 23: kplane.v1.SecretEnvSource
+	(*ContainerPort)(nil),                     // 24: kplane.v1.ContainerPort
+	(*VolumeMount)(nil),                       // 25: kplane.v1.VolumeMount
+	(*Probe)(nil),                             // 26: kplane.v1.Probe
+	(*GRPCAction)(nil),                        // 27: kplane.v1.GRPCAction
+	(*HTTPHeader)(nil),                        // 28: kplane.v1.HTTPHeader
+	(*ExecAction)(nil),                        // 29: kplane.v1.ExecAction
+	(*TCPSocketAction)(nil),                   // 30: kplane.v1.TCPSocketAction
+	(*HTTPGetAction)(nil),                     // 31: kplane.v1.HTTPGetAction
+	(*Volume)(nil),                            // 32: kplane.v1.Volume
+	(*PersistentVolumeClaimVolumeSource)(nil), // 33: kplane.v1.PersistentVolumeClaimVolumeSource
+	(*EmptyDirVolumeSource)(nil),              // 34: kplane.v1.EmptyDirVolumeSource
+	(*SecretVolumeSource)(nil),                // 35: kplane.v1.SecretVolumeSource
+	(*HostPathVolumeSource)(nil),              // 36: kplane.v1.HostPathVolumeSource
+	(*PodStatus)(nil),                         // 37: kplane.v1.PodStatus
+	(*PodIP)(nil),                             // 38: kplane.v1.PodIP
+	(*HostIP)(nil),                            // 39: kplane.v1.HostIP
+	(*ContainerStatus)(nil),                   // 40: kplane.v1.ContainerStatus
+	(*ContainerState)(nil),                    // 41: kplane.v1.ContainerState
+	(*ContainerStateWaiting)(nil),             // 42: kplane.v1.ContainerStateWaiting
+	(*ContainerStateRunning)(nil),             // 43: kplane.v1.ContainerStateRunning
+	(*ContainerStateTerminated)(nil),          // 44: kplane.v1.ContainerStateTerminated
+	(*PodTemplateSpec)(nil),                   // 45: kplane.v1.PodTemplateSpec
+	(*Service)(nil),                           // 46: kplane.v1.Service
+	(*ServiceSpec)(nil),                       // 47: kplane.v1.ServiceSpec
+	(*ServicePort)(nil),                       // 48: kplane.v1.ServicePort
+	(*ServiceStatus)(nil),                     // 49: kplane.v1.ServiceStatus
+	(*Endpoints)(nil),                         // 50: kplane.v1.Endpoints
+	(*EndpointSubset)(nil),                    // 51: kplane.v1.EndpointSubset
+	(*EndpointAddress)(nil),                   // 52: kplane.v1.EndpointAddress
+	(*EndpointPort)(nil),                      // 53: kplane.v1.EndpointPort
+	(*ServiceAccount)(nil),                    // 54: kplane.v1.ServiceAccount
+	(*Secret)(nil),                            // 55: kplane.v1.Secret
+	(*Event)(nil),                             // 56: kplane.v1.Event
+	(*EventSource)(nil),                       // 57: kplane.v1.EventSource
+	nil,                                       // 58: kplane.v1.NodeStatus.CapacityEntry
+	nil,                                       // 59: kplane.v1.NodeStatus.AllocatableEntry
+	nil,                                       // 60: kplane.v1.PodSpec.NodeSelectorEntry
+	nil,                                       // 61: kplane.v1.ServiceSpec.SelectorEntry
+	nil,                                       // 62: kplane.v1.Secret.DataEntry
+	nil,                                       // 63: kplane.v1.Secret.StringDataEntry
+	(*ObjectMeta)(nil),                        // 64: kplane.v1.ObjectMeta
+	(*timestamppb.Timestamp)(nil),             // 65: google.protobuf.Timestamp
+	(*Condition)(nil),                         // 66: kplane.v1.Condition
+	(*ResourceRequirements)(nil),              // 67: kplane.v1.ResourceRequirements
+	(*IntOrString)(nil),                       // 68: kplane.v1.IntOrString
+	(*ObjectReference)(nil),                   // 69: kplane.v1.ObjectReference
+	(*LocalObjectReference)(nil),              // 70: kplane.v1.LocalObjectReference
 }
 var file_kplane_v1_core_proto_depIdxs = []int32{
-	62, // 0: kplane.v1.Namespace.metadata:type_name -> kplane.v1.ObjectMeta
+	64, // 0: kplane.v1.Namespace.metadata:type_name -> kplane.v1.ObjectMeta
 	1,  // 1: kplane.v1.Namespace.spec:type_name -> kplane.v1.NamespaceSpec
 	2,  // 2: kplane.v1.Namespace.status:type_name -> kplane.v1.NamespaceStatus
-	62, // 3: kplane.v1.Node.metadata:type_name -> kplane.v1.ObjectMeta
+	64, // 3: kplane.v1.Node.metadata:type_name -> kplane.v1.ObjectMeta
 	4,  // 4: kplane.v1.Node.spec:type_name -> kplane.v1.NodeSpec
 	7,  // 5: kplane.v1.Node.status:type_name -> kplane.v1.NodeStatus
 	5,  // 6: kplane.v1.NodeSpec.taints:type_name -> kplane.v1.Taint
-	63, // 7: kplane.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
-	56, // 8: kplane.v1.NodeStatus.capacity:type_name -> kplane.v1.NodeStatus.CapacityEntry
-	57, // 9: kplane.v1.NodeStatus.allocatable:type_name -> kplane.v1.NodeStatus.AllocatableEntry
-	64, // 10: kplane.v1.NodeStatus.conditions:type_name -> kplane.v1.Condition
+	65, // 7: kplane.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
+	58, // 8: kplane.v1.NodeStatus.capacity:type_name -> kplane.v1.NodeStatus.CapacityEntry
+	59, // 9: kplane.v1.NodeStatus.allocatable:type_name -> kplane.v1.NodeStatus.AllocatableEntry
+	66, // 10: kplane.v1.NodeStatus.conditions:type_name -> kplane.v1.Condition
 	8,  // 11: kplane.v1.NodeStatus.addresses:type_name -> kplane.v1.NodeAddress
 	9,  // 12: kplane.v1.NodeStatus.daemon_endpoints:type_name -> kplane.v1.NodeDaemonEndpoints
 	11, // 13: kplane.v1.NodeStatus.node_info:type_name -> kplane.v1.NodeSystemInfo
 	10, // 14: kplane.v1.NodeDaemonEndpoints.kubelet_endpoint:type_name -> kplane.v1.DaemonEndpoint
-	62, // 15: kplane.v1.Pod.metadata:type_name -> kplane.v1.ObjectMeta
+	64, // 15: kplane.v1.Pod.metadata:type_name -> kplane.v1.ObjectMeta
 	13, // 16: kplane.v1.Pod.spec:type_name -> kplane.v1.PodSpec
-	35, // 17: kplane.v1.Pod.status:type_name -> kplane.v1.PodStatus
+	37, // 17: kplane.v1.Pod.status:type_name -> kplane.v1.PodStatus
 	14, // 18: kplane.v1.PodSpec.containers:type_name -> kplane.v1.Container
 	14, // 19: kplane.v1.PodSpec.init_containers:type_name -> kplane.v1.Container
-	58, // 20: kplane.v1.PodSpec.node_selector:type_name -> kplane.v1.PodSpec.NodeSelectorEntry
+	60, // 20: kplane.v1.PodSpec.node_selector:type_name -> kplane.v1.PodSpec.NodeSelectorEntry
 	6,  // 21: kplane.v1.PodSpec.tolerations:type_name -> kplane.v1.Toleration
-	30, // 22: kplane.v1.PodSpec.volumes:type_name -> kplane.v1.Volume
-	15, // 23: kplane.v1.Container.env:type_name -> kplane.v1.EnvVar
-	22, // 24: kplane.v1.Container.ports:type_name -> kplane.v1.ContainerPort
-	65, // 25: kplane.v1.Container.resources:type_name -> kplane.v1.ResourceRequirements
-	24, // 26: kplane.v1.Container.readiness_probe:type_name -> kplane.v1.Probe
-	24, // 27: kplane.v1.Container.liveness_probe:type_name -> kplane.v1.Probe
-	23, // 28: kplane.v1.Container.volume_mounts:type_name -> kplane.v1.VolumeMount
-	24, // 29: kplane.v1.Container.startup_probe:type_name -> kplane.v1.Probe
-	20, // 30: kplane.v1.Container.env_from:type_name -> kplane.v1.EnvFromSource
-	16, // 31: kplane.v1.EnvVar.value_from:type_name -> kplane.v1.EnvVarSource
-	17, // 32: kplane.v1.EnvVarSource.field_ref:type_name -> kplane.v1.ObjectFieldSelector
-	18, // 33: kplane.v1.EnvVarSource.resource_field_ref:type_name -> kplane.v1.ResourceFieldSelector
-	19, // 34: kplane.v1.EnvVarSource.secret_key_ref:type_name -> kplane.v1.SecretKeySelector
-	21, // 35: kplane.v1.EnvFromSource.secret_ref:type_name -> kplane.v1.SecretEnvSource
-	27, // 36: kplane.v1.Probe.exec:type_name -> kplane.v1.ExecAction
-	28, // 37: kplane.v1.Probe.tcp_socket:type_name -> kplane.v1.TCPSocketAction
-	29, // 38: kplane.v1.Probe.http_get:type_name -> kplane.v1.HTTPGetAction
-	25, // 39: kplane.v1.Probe.grpc:type_name -> kplane.v1.GRPCAction
-	66, // 40: kplane.v1.TCPSocketAction.port:type_name -> kplane.v1.IntOrString
-	66, // 41: kplane.v1.HTTPGetAction.port:type_name -> kplane.v1.IntOrString
-	26, // 42: kplane.v1.HTTPGetAction.http_headers:type_name -> kplane.v1.HTTPHeader
-	31, // 43: kplane.v1.Volume.persistent_volume_claim:type_name -> kplane.v1.PersistentVolumeClaimVolumeSource
-	32, // 44: kplane.v1.Volume.empty_dir:type_name -> kplane.v1.EmptyDirVolumeSource
-	33, // 45: kplane.v1.Volume.secret:type_name -> kplane.v1.SecretVolumeSource
-	34, // 46: kplane.v1.Volume.host_path:type_name -> kplane.v1.HostPathVolumeSource
-	64, // 47: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
-	63, // 48: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
-	38, // 49: kplane.v1.PodStatus.container_statuses:type_name -> kplane.v1.ContainerStatus
-	38, // 50: kplane.v1.PodStatus.init_container_statuses:type_name -> kplane.v1.ContainerStatus
-	36, // 51: kplane.v1.PodStatus.pod_ips:type_name -> kplane.v1.PodIP
-	37, // 52: kplane.v1.PodStatus.host_ips:type_name -> kplane.v1.HostIP
-	39, // 53: kplane.v1.ContainerStatus.state:type_name -> kplane.v1.ContainerState
-	39, // 54: kplane.v1.ContainerStatus.last_state:type_name -> kplane.v1.ContainerState
-	40, // 55: kplane.v1.ContainerState.waiting:type_name -> kplane.v1.ContainerStateWaiting
-	41, // 56: kplane.v1.ContainerState.running:type_name -> kplane.v1.ContainerStateRunning
-	42, // 57: kplane.v1.ContainerState.terminated:type_name -> kplane.v1.ContainerStateTerminated
-	63, // 58: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
-	63, // 59: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
-	63, // 60: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
-	62, // 61: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
-	13, // 62: kplane.v1.PodTemplateSpec.spec:type_name -> kplane.v1.PodSpec
-	62, // 63: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
-	45, // 64: kplane.v1.Service.spec:type_name -> kplane.v1.ServiceSpec
-	47, // 65: kplane.v1.Service.status:type_name -> kplane.v1.ServiceStatus
-	59, // 66: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
-	46, // 67: kplane.v1.ServiceSpec.ports:type_name -> kplane.v1.ServicePort
-	66, // 68: kplane.v1.ServicePort.target_port:type_name -> kplane.v1.IntOrString
-	64, // 69: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
-	62, // 70: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
-	49, // 71: kplane.v1.Endpoints.subsets:type_name -> kplane.v1.EndpointSubset
-	50, // 72: kplane.v1.EndpointSubset.addresses:type_name -> kplane.v1.EndpointAddress
-	50, // 73: kplane.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.v1.EndpointAddress
-	51, // 74: kplane.v1.EndpointSubset.ports:type_name -> kplane.v1.EndpointPort
-	67, // 75: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
-	62, // 76: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
-	67, // 77: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
-	68, // 78: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
-	62, // 79: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
-	60, // 80: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
-	61, // 81: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
-	62, // 82: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
-	67, // 83: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
-	55, // 84: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
-	63, // 85: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
-	63, // 86: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
-	63, // 87: kplane.v1.Event.event_time:type_name -> google.protobuf.Timestamp
-	88, // [88:88] is the sub-list for method output_type
-	88, // [88:88] is the sub-list for method input_type
-	88, // [88:88] is the sub-list for extension type_name
-	88, // [88:88] is the sub-list for extension extendee
-	0,  // [0:88] is the sub-list for field type_name
+	32, // 22: kplane.v1.PodSpec.volumes:type_name -> kplane.v1.Volume
+	17, // 23: kplane.v1.Container.env:type_name -> kplane.v1.EnvVar
+	24, // 24: kplane.v1.Container.ports:type_name -> kplane.v1.ContainerPort
+	67, // 25: kplane.v1.Container.resources:type_name -> kplane.v1.ResourceRequirements
+	26, // 26: kplane.v1.Container.readiness_probe:type_name -> kplane.v1.Probe
+	26, // 27: kplane.v1.Container.liveness_probe:type_name -> kplane.v1.Probe
+	25, // 28: kplane.v1.Container.volume_mounts:type_name -> kplane.v1.VolumeMount
+	26, // 29: kplane.v1.Container.startup_probe:type_name -> kplane.v1.Probe
+	22, // 30: kplane.v1.Container.env_from:type_name -> kplane.v1.EnvFromSource
+	15, // 31: kplane.v1.Container.lifecycle:type_name -> kplane.v1.Lifecycle
+	16, // 32: kplane.v1.Lifecycle.post_start:type_name -> kplane.v1.LifecycleHandler
+	16, // 33: kplane.v1.Lifecycle.pre_stop:type_name -> kplane.v1.LifecycleHandler
+	29, // 34: kplane.v1.LifecycleHandler.exec:type_name -> kplane.v1.ExecAction
+	31, // 35: kplane.v1.LifecycleHandler.http_get:type_name -> kplane.v1.HTTPGetAction
+	18, // 36: kplane.v1.EnvVar.value_from:type_name -> kplane.v1.EnvVarSource
+	19, // 37: kplane.v1.EnvVarSource.field_ref:type_name -> kplane.v1.ObjectFieldSelector
+	20, // 38: kplane.v1.EnvVarSource.resource_field_ref:type_name -> kplane.v1.ResourceFieldSelector
+	21, // 39: kplane.v1.EnvVarSource.secret_key_ref:type_name -> kplane.v1.SecretKeySelector
+	23, // 40: kplane.v1.EnvFromSource.secret_ref:type_name -> kplane.v1.SecretEnvSource
+	29, // 41: kplane.v1.Probe.exec:type_name -> kplane.v1.ExecAction
+	30, // 42: kplane.v1.Probe.tcp_socket:type_name -> kplane.v1.TCPSocketAction
+	31, // 43: kplane.v1.Probe.http_get:type_name -> kplane.v1.HTTPGetAction
+	27, // 44: kplane.v1.Probe.grpc:type_name -> kplane.v1.GRPCAction
+	68, // 45: kplane.v1.TCPSocketAction.port:type_name -> kplane.v1.IntOrString
+	68, // 46: kplane.v1.HTTPGetAction.port:type_name -> kplane.v1.IntOrString
+	28, // 47: kplane.v1.HTTPGetAction.http_headers:type_name -> kplane.v1.HTTPHeader
+	33, // 48: kplane.v1.Volume.persistent_volume_claim:type_name -> kplane.v1.PersistentVolumeClaimVolumeSource
+	34, // 49: kplane.v1.Volume.empty_dir:type_name -> kplane.v1.EmptyDirVolumeSource
+	35, // 50: kplane.v1.Volume.secret:type_name -> kplane.v1.SecretVolumeSource
+	36, // 51: kplane.v1.Volume.host_path:type_name -> kplane.v1.HostPathVolumeSource
+	66, // 52: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
+	65, // 53: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
+	40, // 54: kplane.v1.PodStatus.container_statuses:type_name -> kplane.v1.ContainerStatus
+	40, // 55: kplane.v1.PodStatus.init_container_statuses:type_name -> kplane.v1.ContainerStatus
+	38, // 56: kplane.v1.PodStatus.pod_ips:type_name -> kplane.v1.PodIP
+	39, // 57: kplane.v1.PodStatus.host_ips:type_name -> kplane.v1.HostIP
+	41, // 58: kplane.v1.ContainerStatus.state:type_name -> kplane.v1.ContainerState
+	41, // 59: kplane.v1.ContainerStatus.last_state:type_name -> kplane.v1.ContainerState
+	42, // 60: kplane.v1.ContainerState.waiting:type_name -> kplane.v1.ContainerStateWaiting
+	43, // 61: kplane.v1.ContainerState.running:type_name -> kplane.v1.ContainerStateRunning
+	44, // 62: kplane.v1.ContainerState.terminated:type_name -> kplane.v1.ContainerStateTerminated
+	65, // 63: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
+	65, // 64: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
+	65, // 65: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
+	64, // 66: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
+	13, // 67: kplane.v1.PodTemplateSpec.spec:type_name -> kplane.v1.PodSpec
+	64, // 68: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
+	47, // 69: kplane.v1.Service.spec:type_name -> kplane.v1.ServiceSpec
+	49, // 70: kplane.v1.Service.status:type_name -> kplane.v1.ServiceStatus
+	61, // 71: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
+	48, // 72: kplane.v1.ServiceSpec.ports:type_name -> kplane.v1.ServicePort
+	68, // 73: kplane.v1.ServicePort.target_port:type_name -> kplane.v1.IntOrString
+	66, // 74: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
+	64, // 75: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
+	51, // 76: kplane.v1.Endpoints.subsets:type_name -> kplane.v1.EndpointSubset
+	52, // 77: kplane.v1.EndpointSubset.addresses:type_name -> kplane.v1.EndpointAddress
+	52, // 78: kplane.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.v1.EndpointAddress
+	53, // 79: kplane.v1.EndpointSubset.ports:type_name -> kplane.v1.EndpointPort
+	69, // 80: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
+	64, // 81: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
+	69, // 82: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
+	70, // 83: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
+	64, // 84: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
+	62, // 85: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
+	63, // 86: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
+	64, // 87: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
+	69, // 88: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
+	57, // 89: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
+	65, // 90: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
+	65, // 91: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
+	65, // 92: kplane.v1.Event.event_time:type_name -> google.protobuf.Timestamp
+	93, // [93:93] is the sub-list for method output_type
+	93, // [93:93] is the sub-list for method input_type
+	93, // [93:93] is the sub-list for extension type_name
+	93, // [93:93] is the sub-list for extension extendee
+	0,  // [0:93] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_core_proto_init() }
@@ -4487,21 +4653,22 @@ func file_kplane_v1_core_proto_init() {
 	file_kplane_v1_options_proto_init()
 	file_kplane_v1_core_proto_msgTypes[6].OneofWrappers = []any{}
 	file_kplane_v1_core_proto_msgTypes[13].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[19].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[14].OneofWrappers = []any{}
 	file_kplane_v1_core_proto_msgTypes[21].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[24].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[25].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[33].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[38].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[52].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[53].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[23].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[26].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[27].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[35].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[40].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[54].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[55].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_v1_core_proto_rawDesc), len(file_kplane_v1_core_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   62,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

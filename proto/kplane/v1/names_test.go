@@ -194,7 +194,17 @@ var kubernetesTypes = map[string]string{
 		readinessProbe Probe
 		startupProbe Probe
 		envFrom []EnvFromSource
+		restartPolicy string
+		terminationMessagePath string
+		terminationMessagePolicy string
+		lifecycle Lifecycle
 		imagePullPolicy string`,
+	"Lifecycle": `
+		postStart LifecycleHandler
+		preStop LifecycleHandler`,
+	"LifecycleHandler": `
+		exec ExecAction
+		httpGet HTTPGetAction`,
 	"ContainerPort": `
 		name string
 		hostPort int32

@@ -108,6 +108,9 @@ type podState struct {
 	termStart    time.Time
 	termSignaled bool
 	killed       bool
+	// initialized: the init containers are through and the app containers
+	// were started; it stays so.
+	initialized bool
 }
 
 // New builds the agent: the runtime (re-adopting what a previous agent
@@ -447,65 +450,107 @@ func (a *Agent) syncPod(ctx context.Context, cached *kplanev1.Pod) (time.Time, e
 
 	phase := pod.GetStatus().GetPhase()
 	terminal := phase == kplanev1.PodSucceeded || phase == kplanev1.PodFailed
-	policy := pod.GetSpec().GetRestartPolicy()
 	var next time.Time
 	wake := func(t time.Time) {
 		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
 			next = t
 		}
 	}
-	inputs := make([]containerInput, 0, len(pod.GetSpec().GetContainers()))
+	sc := &syncCtx{pod: pod, uid: uid, ip: ip.String(), st: st, now: now, wake: wake}
+	in := statusInput{Pod: pod, Runtime: a.rt.Name(), PodIP: ip.String(), HostIP: a.hostIP, StartTime: st.startTime, Now: now}
+	if !terminal {
+		in.Failure = a.checkDeadline(ctx, sc)
+		terminal = in.Failure != nil
+	}
+	var initDone bool
+	in.InitContainers, initDone, in.InitFailed = a.syncInitContainers(ctx, sc, terminal)
+	in.InitPending = !initDone
+	terminal = terminal || in.InitFailed
+	policy := pod.GetSpec().GetRestartPolicy()
+	in.Containers = make([]containerInput, 0, len(pod.GetSpec().GetContainers()))
 	for _, c := range pod.GetSpec().GetContainers() {
-		cs := a.rt.State(uid, c.GetName(), now)
-		in := containerInput{Spec: c, Ready: true}
-		if !terminal {
-			switch {
-			case !cs.Created:
-				a.start(ctx, pod, c, 0, ip.String(), st)
-				cs = a.rt.State(uid, c.GetName(), now)
-				if !cs.Created {
-					wake(now.Add(a.backoff.Base))
-				}
-			case cs.Exit != nil && shouldRestart(policy, cs.Exit):
-				delay := a.backoff.Delay(cs.Attempt, cs.Exit.FinishedAt.Sub(cs.Exit.StartedAt))
-				at := cs.Exit.FinishedAt.Add(delay)
-				if now.Before(at) {
-					in.BackOff, in.BackOffDelay = true, delay
-					wake(at)
-					if st.backoffSeen[c.GetName()] != cs.Attempt+1 && a.rt.Name() == "exec" {
-						st.backoffSeen[c.GetName()] = cs.Attempt + 1
-						a.event(ctx, pod, record.Warning, "BackOff", "Back-off %s restarting failed container %s", delay, c.GetName())
-					}
-					break
-				}
-				a.m.containerRestarts.Inc()
-				a.start(ctx, pod, c, cs.Attempt+1, ip.String(), st)
-				cs = a.rt.State(uid, c.GetName(), now)
-				if !cs.Running && !cs.Waiting {
-					wake(now.Add(a.backoff.Base)) // the start failed: retry
-				}
-			}
+		if !initDone {
+			in.Containers = append(in.Containers, containerInput{Spec: c, State: a.rt.State(uid, c.GetName(), now), Initializing: true})
+			continue
 		}
-		in.State = cs
-		if f, ok := st.createErr[c.GetName()]; ok {
-			in.CreateReason, in.CreateError = f.reason, f.message
-		}
-		if cs.Running && !terminal {
-			pr := a.probeContainer(ctx, pod, c, cs, ip.String(), st, now, wake)
-			in.Ready, in.NotStarted = pr.ready, !pr.started
-		}
-		inputs = append(inputs, in)
+		in.Containers = append(in.Containers, a.syncContainer(ctx, sc, c, policy, terminal))
+	}
+	if terminal {
+		a.stopContainers(ctx, sc, allContainers(pod.GetSpec()))
+	} else if initDone && appsFinished(in.Containers, policy) {
+		// The app is done: its sidecars stop, and are not restarted.
+		a.stopContainers(ctx, sc, sidecars(pod.GetSpec()))
 	}
 	wake(a.rt.NextChange(uid, now))
 
-	status := buildStatus(statusInput{
-		Pod: pod, Containers: inputs, Runtime: a.rt.Name(), PodIP: ip.String(), HostIP: a.hostIP,
-		StartTime: st.startTime, Now: now,
-	})
+	status := buildStatus(in)
 	if err := a.writeStatus(ctx, pod, status); err != nil {
 		return time.Time{}, err
 	}
 	return next, nil
+}
+
+// syncCtx is what one sync of a pod passes around.
+type syncCtx struct {
+	pod  *kplanev1.Pod
+	uid  string
+	ip   string
+	st   *podState
+	now  time.Time
+	wake func(time.Time)
+}
+
+// syncContainer drives one container under policy: started when it never
+// ran, restarted after its back-off when it exited and the policy says so
+// (not when hold: the pod is terminal or the container is being stopped),
+// probed while running. It returns what its status depends on.
+func (a *Agent) syncContainer(ctx context.Context, sc *syncCtx, c *kplanev1.Container, policy string, hold bool) containerInput {
+	pod, uid, st, now, wake := sc.pod, sc.uid, sc.st, sc.now, sc.wake
+	cs := a.rt.State(uid, c.GetName(), now)
+	in := containerInput{Spec: c, Ready: true}
+	if k := st.kills[c.GetName()]; k != nil && k.attempt == cs.Attempt && k.final {
+		hold = true
+	}
+	if !hold {
+		switch {
+		case !cs.Created:
+			a.start(ctx, pod, c, 0, sc.ip, st)
+			cs = a.rt.State(uid, c.GetName(), now)
+			if !cs.Created {
+				wake(now.Add(a.backoff.Base))
+			}
+		case cs.Exit != nil && shouldRestart(policy, cs.Exit):
+			delay := a.backoff.Delay(cs.Attempt, cs.Exit.FinishedAt.Sub(cs.Exit.StartedAt))
+			at := cs.Exit.FinishedAt.Add(delay)
+			if now.Before(at) {
+				in.BackOff, in.BackOffDelay = true, delay
+				wake(at)
+				if st.backoffSeen[c.GetName()] != cs.Attempt+1 && a.rt.Name() == "exec" {
+					st.backoffSeen[c.GetName()] = cs.Attempt + 1
+					a.event(ctx, pod, record.Warning, "BackOff", "Back-off %s restarting failed container %s", delay, c.GetName())
+				}
+				break
+			}
+			a.m.containerRestarts.Inc()
+			a.start(ctx, pod, c, cs.Attempt+1, sc.ip, st)
+			cs = a.rt.State(uid, c.GetName(), now)
+			if !cs.Running && !cs.Waiting {
+				wake(now.Add(a.backoff.Base)) // the start failed: retry
+			}
+		}
+	}
+	in.State = cs
+	if f, ok := st.createErr[c.GetName()]; ok {
+		in.CreateReason, in.CreateError = f.reason, f.message
+	}
+	if cs.Running && !hold {
+		pr := a.probeContainer(ctx, pod, c, cs, sc.ip, st, now, wake)
+		in.Ready, in.NotStarted = pr.ready, !pr.started
+	} else if cs.Running {
+		a.finishStop(sc, c, cs)
+		in.Ready = false
+	}
+	return in
 }
 
 // createFailure is why the last start of a container failed before any
@@ -546,6 +591,7 @@ func (a *Agent) start(ctx context.Context, pod *kplanev1.Pod, c *kplanev1.Contai
 	if a.rt.Name() == "exec" {
 		a.event(ctx, pod, record.Normal, "Started", "Started container %s", c.GetName())
 	}
+	a.postStart(ctx, pod, spec, ip, st)
 }
 
 // Probe events are rate-limited per pod as the kubelet's event spam
@@ -561,6 +607,9 @@ type killState struct {
 	attempt  int
 	deadline time.Time // SIGKILL then
 	killed   bool
+	// final: stopped for good (the pod is over, or a sidecar whose app
+	// finished), not restarted.
+	final bool
 }
 
 // probeResult is what the probes of a running container decided.
@@ -588,7 +637,7 @@ func (a *Agent) probeContainer(ctx context.Context, pod *kplanev1.Pod, c *kplane
 		if !ps.everOK {
 			wake(ps.next)
 			if ps.failed(p) {
-				a.killUnhealthy(ctx, pod, c, cs, probeStartup, p, st, now, wake)
+				a.killUnhealthy(ctx, pod, c, cs, probeStartup, p, ip, st, now, wake)
 			}
 			return probeResult{}
 		}
@@ -602,7 +651,7 @@ func (a *Agent) probeContainer(ctx context.Context, pod *kplanev1.Pod, c *kplane
 		ps := a.runDueProbe(ctx, pod, c, cs, probeLiveness, p, ip, st, now)
 		wake(ps.next)
 		if ps.failed(p) {
-			a.killUnhealthy(ctx, pod, c, cs, probeLiveness, p, st, now, wake)
+			a.killUnhealthy(ctx, pod, c, cs, probeLiveness, p, ip, st, now, wake)
 			res.ready = false
 		}
 	}
@@ -627,12 +676,7 @@ func (a *Agent) runDueProbe(ctx context.Context, pod *kplanev1.Pod, c *kplanev1.
 	}
 	var err error
 	if a.exec != nil {
-		dir := a.exec.containerDir(pod.GetMetadata().GetUid(), c.GetName())
-		spec := c
-		if r := st.resolved[c.GetName()]; r != nil {
-			spec = r
-		}
-		err = runProbe(ctx, p, probeTarget{Container: c, PodIP: ip, Dir: dir, Env: containerEnv(pod, spec, ip, dir)})
+		err = runProbe(ctx, p, a.hookTarget(pod, c, ip, st))
 	} else {
 		err = fakeProbe(pod, kind)
 	}
@@ -653,7 +697,7 @@ func (a *Agent) runDueProbe(ctx context.Context, pod *kplanev1.Pod, c *kplanev1.
 // probe failed, with the probe's grace period if it has one, else the
 // pod's.
 func (a *Agent) killUnhealthy(ctx context.Context, pod *kplanev1.Pod, c *kplanev1.Container, cs ContainerState, kind probeKind,
-	p *kplanev1.Probe, st *podState, now time.Time, wake func(time.Time)) {
+	p *kplanev1.Probe, ip string, st *podState, now time.Time, wake func(time.Time)) {
 	grace := int64(30)
 	switch {
 	case p.TerminationGracePeriodSeconds != nil:
@@ -666,6 +710,7 @@ func (a *Agent) killUnhealthy(ctx context.Context, pod *kplanev1.Pod, c *kplanev
 	a.log.Info("container failed its probe; stopping it", "pod", pod.GetMetadata().GetNamespace()+"/"+pod.GetMetadata().GetName(),
 		"container", c.GetName(), "probe", kind, "attempt", cs.Attempt, "grace_period", time.Duration(grace)*time.Second)
 	a.probeEvent(ctx, pod, st, record.Normal, "Killing", "Container %s failed %s probe, will be restarted", c.GetName(), strings.ToLower(string(kind)))
+	a.preStop(ctx, pod, c, ip, st, k.deadline)
 	if err := a.rt.StopContainer(pod.GetMetadata().GetUid(), c.GetName(), grace == 0); err != nil {
 		a.log.Warn("could not stop container", "container", c.GetName(), "error", err)
 	}
@@ -746,7 +791,7 @@ func (a *Agent) terminate(ctx context.Context, pod *kplanev1.Pod) (time.Time, er
 		grace = pod.GetSpec().GetTerminationGracePeriodSeconds()
 	}
 	running := func() bool {
-		for _, c := range pod.GetSpec().GetContainers() {
+		for _, c := range allContainers(pod.GetSpec()) {
 			if cs := a.rt.State(uid, c.GetName(), now); cs.Running || cs.Waiting {
 				return true
 			}
@@ -763,6 +808,13 @@ func (a *Agent) terminate(ctx context.Context, pod *kplanev1.Pod) (time.Time, er
 			a.log.Info("stopping pod", "pod", key, "grace_period", time.Duration(grace)*time.Second)
 			if a.exec != nil { // fake pods come by the thousand; no event each
 				a.event(ctx, pod, record.Normal, "Killing", "Stopping containers (grace period %ds)", grace)
+			}
+			// preStop hooks first, each cut off at the end of the grace period.
+			ip := pod.GetStatus().GetPodIp()
+			for _, c := range allContainers(pod.GetSpec()) {
+				if cs := a.rt.State(uid, c.GetName(), now); cs.Running {
+					a.preStop(ctx, pod, c, ip, st, deadline)
+				}
 			}
 			if err := a.rt.Signal(uid, false); err != nil {
 				return time.Time{}, err
