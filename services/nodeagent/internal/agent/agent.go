@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -107,7 +108,10 @@ type podState struct {
 	backoffSeen  map[string]int                 // attempt whose BackOff event was recorded
 	termStart    time.Time
 	termSignaled bool
-	killed       bool
+	// sidecarsSignaled: on deletion, the sidecars were sent SIGTERM (after
+	// the other containers had stopped).
+	sidecarsSignaled bool
+	killed           bool
 	// initialized: the init containers are through and the app containers
 	// were started; it stays so.
 	initialized bool
@@ -790,13 +794,38 @@ func (a *Agent) terminate(ctx context.Context, pod *kplanev1.Pod) (time.Time, er
 	case pod.GetSpec().TerminationGracePeriodSeconds != nil:
 		grace = pod.GetSpec().GetTerminationGracePeriodSeconds()
 	}
-	running := func() bool {
-		for _, c := range allContainers(pod.GetSpec()) {
-			if cs := a.rt.State(uid, c.GetName(), now); cs.Running || cs.Waiting {
+	// Sidecars stop after the other containers, in reverse order, as in
+	// Kubernetes: the app may need them while it shuts down.
+	side := sidecars(pod.GetSpec())
+	others := make([]*kplanev1.Container, 0, len(pod.GetSpec().GetContainers())+len(pod.GetSpec().GetInitContainers()))
+	for _, c := range allContainers(pod.GetSpec()) {
+		if !isSidecar(c) {
+			others = append(others, c)
+		}
+	}
+	slices.Reverse(side)
+	runningOf := func(cs []*kplanev1.Container) bool {
+		for _, c := range cs {
+			if s := a.rt.State(uid, c.GetName(), now); s.Running || s.Waiting {
 				return true
 			}
 		}
 		return false
+	}
+	running := func() bool { return runningOf(others) || runningOf(side) }
+	// stop runs the preStop hooks of the running ones of cs, each cut off
+	// at the end of the grace period, then sends them SIGTERM.
+	stop := func(cs []*kplanev1.Container, deadline time.Time) error {
+		ip := pod.GetStatus().GetPodIp()
+		for _, c := range cs {
+			if s := a.rt.State(uid, c.GetName(), now); s.Running {
+				a.preStop(ctx, pod, c, ip, st, deadline)
+			}
+			if err := a.rt.StopContainer(uid, c.GetName(), false); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	if running() {
 		if st.termStart.IsZero() {
@@ -809,14 +838,13 @@ func (a *Agent) terminate(ctx context.Context, pod *kplanev1.Pod) (time.Time, er
 			if a.exec != nil { // fake pods come by the thousand; no event each
 				a.event(ctx, pod, record.Normal, "Killing", "Stopping containers (grace period %ds)", grace)
 			}
-			// preStop hooks first, each cut off at the end of the grace period.
-			ip := pod.GetStatus().GetPodIp()
-			for _, c := range allContainers(pod.GetSpec()) {
-				if cs := a.rt.State(uid, c.GetName(), now); cs.Running {
-					a.preStop(ctx, pod, c, ip, st, deadline)
-				}
+			if err := stop(others, deadline); err != nil {
+				return time.Time{}, err
 			}
-			if err := a.rt.Signal(uid, false); err != nil {
+		}
+		if st.termSignaled && !st.sidecarsSignaled && !runningOf(others) && now.Before(deadline) {
+			st.sidecarsSignaled = true
+			if err := stop(side, deadline); err != nil {
 				return time.Time{}, err
 			}
 		}
@@ -831,6 +859,8 @@ func (a *Agent) terminate(ctx context.Context, pod *kplanev1.Pod) (time.Time, er
 			if st.killed {
 				return now.Add(time.Second), nil // the monitor reports the exit sooner
 			}
+			// The monitor queues the pod when a container exits (then the
+			// sidecars' turn comes); the deadline brings SIGKILL.
 			return deadline, nil
 		}
 	}

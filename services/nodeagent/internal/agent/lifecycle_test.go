@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kplane/kplane/pkg/apiutil"
+	"github.com/kplane/kplane/pkg/client"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
@@ -182,4 +183,38 @@ func TestActiveDeadlineSeconds(t *testing.T) {
 	e.waitPod("deadline", "showing the container terminated", func(p *kplanev1.Pod) bool {
 		return p.GetStatus().GetContainerStatuses()[0].GetState().GetTerminated() != nil
 	})
+}
+
+// On deletion the app containers stop first (preStop, then SIGTERM) and
+// the sidecar only after they have exited.
+func TestDeletionStopsSidecarLast(t *testing.T) {
+	e := newEnv(t)
+	e.startAgent()
+	out := filepath.Join(t.TempDir(), "log") // outlives the pod's directory
+	always := "Always"
+	p := e.createPod("ordered-stop", "node-a", func(p *kplanev1.Pod) {
+		p.Spec.InitContainers = []*kplanev1.Container{{
+			Name: "proxy", Image: "local", RestartPolicy: &always,
+			Env:     []*kplanev1.EnvVar{{Name: "OUT", Value: out}},
+			Command: []string{"sh", "-c", `trap 'echo proxy-term >> "$OUT"; exit 0' TERM; touch "$OUT.proxy"; while :; do sleep 0.05; done`},
+		}}
+		c := p.Spec.Containers[0]
+		c.Env = []*kplanev1.EnvVar{{Name: "OUT", Value: out}}
+		c.Lifecycle = &kplanev1.Lifecycle{PreStop: &kplanev1.LifecycleHandler{
+			Exec: &kplanev1.ExecAction{Command: []string{"sh", "-c", `echo app-prestop >> "$OUT"`}}}}
+	}, "sh", "-c", `trap 'sleep 0.3; echo app-term >> "$OUT"; exit 0' TERM; touch "$OUT.app"; while :; do sleep 0.05; done`)
+	e.waitCreated(p, "Running", phase(kplanev1.PodRunning))
+	// A signal before a shell's trap is set would end it at once.
+	waitFor(t, e.ctx, "both traps set", func() bool {
+		_, err1 := os.Stat(out + ".proxy")
+		_, err2 := os.Stat(out + ".app")
+		return err1 == nil && err2 == nil
+	})
+	if _, err := client.For[*kplanev1.Pod](e.api).Delete(e.ctx, "default", "ordered-stop", client.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("ordered-stop")
+	if b, _ := os.ReadFile(out); string(b) != "app-prestop\napp-term\nproxy-term\n" {
+		t.Fatalf("stop order %q: want the app's preStop, the app's SIGTERM, then the sidecar's", b)
+	}
 }
