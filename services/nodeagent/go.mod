@@ -7,6 +7,7 @@ require (
 	github.com/kplane/kplane/pkg v0.0.0
 	github.com/kplane/kplane/proto v0.0.0
 	github.com/kplane/kplane/services/apiserver v0.0.0
+	github.com/kplane/kplane/services/endpointsctl v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
@@ -81,4 +82,5 @@ replace (
 	github.com/kplane/kplane/pkg => ../../pkg
 	github.com/kplane/kplane/proto => ../../proto
 	github.com/kplane/kplane/services/apiserver => ../../services/apiserver
+	github.com/kplane/kplane/services/endpointsctl => ../../services/endpointsctl
 )
