@@ -741,8 +741,12 @@ func (a *Agent) finishKill(pod *kplanev1.Pod, c *kplanev1.Container, k *killStat
 }
 
 // probeEvent records a probe event unless the pod's probe events are
-// over their rate.
+// over their rate. Fake pods come by the thousand and get none, as for
+// their other events.
 func (a *Agent) probeEvent(ctx context.Context, pod *kplanev1.Pod, st *podState, typ, reason, format string, args ...any) {
+	if a.exec == nil {
+		return
+	}
 	if st.probeEvents == nil {
 		st.probeEvents = rate.NewLimiter(rate.Every(probeEventEvery), probeEventBurst)
 	}

@@ -6,9 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kplane/kplane/pkg/client"
+	"github.com/kplane/kplane/pkg/record"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
@@ -185,5 +187,30 @@ func TestFakeRuntimeProbeAnnotations(t *testing.T) {
 	p = e.waitPod("flip", "restarted twice", func(p *kplanev1.Pod) bool { return restarts(p) >= 2 })
 	if lt := p.GetStatus().GetContainerStatuses()[0].GetLastState().GetTerminated(); lt.GetExitCode() != 143 {
 		t.Fatalf("lastState = %v, want exit 143 (SIGTERM)", lt)
+	}
+}
+
+// Probe events are rate-limited per pod: a burst of 25, then none for
+// minutes, whatever the probe's period.
+func TestProbeEventsRateLimited(t *testing.T) {
+	e := newEnv(t)
+	pod := e.createPod("noisy", "node-x", nil, "true")
+	a := &Agent{exec: &execRuntime{}, rec: record.New(e.api, Name, "node-x", nil), log: hclog.NewNullLogger()}
+	st := &podState{}
+	for range 40 {
+		a.probeEvent(e.ctx, pod, st, record.Warning, "Unhealthy", "Readiness probe failed: %s", "connection refused")
+	}
+	evs, _, err := client.For[*kplanev1.Event](e.api).List(e.ctx, "default", client.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int32
+	for _, ev := range evs {
+		if ev.GetInvolvedObject().GetUid() == pod.GetMetadata().GetUid() && ev.GetReason() == "Unhealthy" {
+			total += max(ev.GetCount(), 1)
+		}
+	}
+	if total != probeEventBurst {
+		t.Fatalf("%d Unhealthy events recorded for 40 failures, want the burst of %d", total, probeEventBurst)
 	}
 }
