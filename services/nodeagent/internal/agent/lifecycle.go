@@ -63,6 +63,13 @@ func (a *Agent) syncInitContainers(ctx context.Context, sc *syncCtx, terminal bo
 			sc.st.initialized = true
 		}
 	}
+	// The fake runtime forgets everything when the agent restarts; the
+	// reported status remembers that the app containers ran.
+	for _, cs := range sc.pod.GetStatus().GetContainerStatuses() {
+		if cs.GetState().GetRunning() != nil || cs.GetState().GetTerminated() != nil || cs.GetLastState().GetTerminated() != nil {
+			sc.st.initialized = true
+		}
+	}
 	defer func() {
 		if sc.st.initialized {
 			done, failed = true, false

@@ -218,3 +218,33 @@ func TestDeletionStopsSidecarLast(t *testing.T) {
 		t.Fatalf("stop order %q: want the app's preStop, the app's SIGTERM, then the sidecar's", b)
 	}
 }
+
+// An agent restarted on the same root adopts a pod whose init container
+// completed: the init container does not run again and the app keeps
+// its process.
+func TestRestartDoesNotRerunInitContainers(t *testing.T) {
+	e := newEnv(t)
+	a1 := e.startAgent()
+	p := e.createPod("adopted-init", "node-a", func(p *kplanev1.Pod) {
+		p.Spec.InitContainers = []*kplanev1.Container{{Name: "setup", Image: "local", Command: []string{"sh", "-c", "echo ran >> ../setup-ran"}}}
+	}, "sleep", "300")
+	p = e.waitCreated(p, "Running", phase(kplanev1.PodRunning))
+	pid := e.containerPid(p, "main")
+	if err := a1.stop(); err != nil {
+		t.Fatal(err)
+	}
+	e.startAgent()
+	// A pod created after the restart runs only once the new agent is
+	// reconciling; by then it has synced the adopted pod too.
+	later := e.createPod("after-restart", "node-a", nil, "sleep", "300")
+	e.waitCreated(later, "Running", phase(kplanev1.PodRunning))
+	p = e.waitPod("adopted-init", "still Running and initialized", func(p *kplanev1.Pod) bool {
+		return phase(kplanev1.PodRunning)(p) && initStatus(p, 0).GetState().GetTerminated().GetReason() == ReasonCompleted
+	})
+	if got := e.readPodFile(p, "setup-ran"); got != "ran\n" {
+		t.Fatalf("init container ran %q, want once", got)
+	}
+	if !pidAlive(pid) || e.containerPid(p, "main") != pid || restarts(p) != 0 {
+		t.Fatalf("app container not adopted: pid %d alive %v, restarts %d", pid, pidAlive(pid), restarts(p))
+	}
+}
