@@ -236,7 +236,15 @@ func httpGet(ctx context.Context, h *kplanev1.HTTPGetAction, target probeTarget)
 		Proxy:             nil,
 	}
 	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr}).Do(req)
+	// Redirects are followed on the same host only; one elsewhere ends
+	// the probe with its 3xx, a success, as the kubelet does.
+	cl := &http.Client{Transport: tr, CheckRedirect: func(r *http.Request, via []*http.Request) error {
+		if len(via) >= 10 || r.URL.Host != via[0].URL.Host {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}}
+	resp, err := cl.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("get %q: timed out", u.String())

@@ -293,6 +293,10 @@ func TestRunProbe(t *testing.T) {
 			w.WriteHeader(http.StatusOK)
 		case r.URL.Path == "/moved":
 			w.WriteHeader(http.StatusFound) // 3xx counts as success without following
+		case r.URL.Path == "/elsewhere":
+			http.Redirect(w, r, "http://192.0.2.1:1/never", http.StatusFound) // not followed: another host
+		case r.URL.Path == "/here":
+			http.Redirect(w, r, "/broken", http.StatusFound) // followed: same host
 		default:
 			http.Error(w, "no", http.StatusInternalServerError)
 		}
@@ -330,6 +334,8 @@ func TestRunProbe(t *testing.T) {
 		{"http without header", &kplanev1.Probe{HttpGet: &kplanev1.HTTPGetAction{Path: "/healthz", Port: kplanev1.IntOrStringFromInt32(hport)}}, false},
 		{"http 500", &kplanev1.Probe{HttpGet: &kplanev1.HTTPGetAction{Path: "/broken", Port: kplanev1.IntOrStringFromInt32(hport), HttpHeaders: hdr}}, false},
 		{"http redirect", &kplanev1.Probe{HttpGet: &kplanev1.HTTPGetAction{Path: "/moved", Port: kplanev1.IntOrStringFromInt32(hport)}}, true},
+		{"http redirect to another host", &kplanev1.Probe{HttpGet: &kplanev1.HTTPGetAction{Path: "/elsewhere", Port: kplanev1.IntOrStringFromInt32(hport)}}, true},
+		{"http redirect on the same host", &kplanev1.Probe{HttpGet: &kplanev1.HTTPGetAction{Path: "/here", Port: kplanev1.IntOrStringFromInt32(hport)}}, false},
 		{"http closed port", &kplanev1.Probe{HttpGet: &kplanev1.HTTPGetAction{Port: kplanev1.IntOrStringFromInt32(closedPort)}}, false},
 		{"grpc serving", &kplanev1.Probe{Grpc: &kplanev1.GRPCAction{Port: gport}}, true},
 		{"grpc service not serving", &kplanev1.Probe{Grpc: &kplanev1.GRPCAction{Port: gport, Service: proto.String("db")}}, false},
