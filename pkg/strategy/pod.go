@@ -1,6 +1,7 @@
 package strategy
 
 import (
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -111,6 +112,36 @@ func defaultContainer(c *kplanev1.Container) {
 	}
 	defaultProbe(c.ReadinessProbe)
 	defaultProbe(c.LivenessProbe)
+	defaultProbe(c.StartupProbe)
+	if c.TerminationMessagePath == "" {
+		c.TerminationMessagePath = defaultTerminationMessagePath
+	}
+	if c.TerminationMessagePolicy == "" {
+		c.TerminationMessagePolicy = terminationMessageFile
+	}
+	if l := c.Lifecycle; l != nil {
+		defaultHTTPGet(l.PostStart.GetHttpGet())
+		defaultHTTPGet(l.PreStop.GetHttpGet())
+	}
+}
+
+// Termination message defaults and policies, as in Kubernetes.
+const (
+	defaultTerminationMessagePath = "/dev/termination-log"
+	terminationMessageFile        = "File"
+	terminationMessageFallback    = "FallbackToLogsOnError"
+)
+
+func defaultHTTPGet(h *kplanev1.HTTPGetAction) {
+	if h == nil {
+		return
+	}
+	if h.Path == "" {
+		h.Path = "/"
+	}
+	if h.Scheme == "" {
+		h.Scheme = "HTTP"
+	}
 }
 
 // pullPolicyFor returns Always for an image without a tag or tagged
@@ -146,14 +177,7 @@ func defaultProbe(p *kplanev1.Probe) {
 	if p.FailureThreshold == 0 {
 		p.FailureThreshold = 3
 	}
-	if h := p.HttpGet; h != nil {
-		if h.Path == "" {
-			h.Path = "/"
-		}
-		if h.Scheme == "" {
-			h.Scheme = "HTTP"
-		}
-	}
+	defaultHTTPGet(p.HttpGet)
 }
 
 // qosClass classifies a pod as Kubernetes does: Guaranteed when every
@@ -242,6 +266,19 @@ func validatePodSpec(s *kplanev1.PodSpec, path string) validation.ErrorList {
 	}
 	for i, c := range s.InitContainers {
 		validateContainer(c, index(child(path, "initContainers"), i), names, volumes, true, &errs)
+	}
+	// A resourceFieldRef may name any container of the pod.
+	for _, group := range []struct {
+		field string
+		list  []*kplanev1.Container
+	}{{"containers", s.Containers}, {"initContainers", s.InitContainers}} {
+		for i, c := range group.list {
+			for j, e := range c.GetEnv() {
+				if n := e.GetValueFrom().GetResourceFieldRef().GetContainerName(); n != "" && !names[n] {
+					errs.NotFound(child(index(child(index(child(path, group.field), i), "env"), j), "valueFrom.resourceFieldRef.containerName"), n)
+				}
+			}
+		}
 	}
 
 	oneOf(&errs, child(path, "restartPolicy"), s.RestartPolicy, restartPolicies...)
@@ -359,26 +396,74 @@ func validateContainer(c *kplanev1.Container, path string, names, volumes map[st
 
 	// Duplicate names are allowed, as in Kubernetes: the last one wins.
 	for i, e := range c.Env {
-		ep := child(index(child(path, "env"), i), "name")
+		ep := index(child(path, "env"), i)
 		if e.GetName() == "" {
-			errs.Required(ep, "")
+			errs.Required(child(ep, "name"), "")
 		} else {
-			errs.InvalidMsgs(ep, e.GetName(), validation.IsEnvVarName(e.GetName()))
+			errs.InvalidMsgs(child(ep, "name"), e.GetName(), validation.IsEnvVarName(e.GetName()))
+		}
+		if e.ValueFrom != nil {
+			validateEnvSource(e, child(ep, "valueFrom"), errs)
+		}
+	}
+	for i, from := range c.EnvFrom {
+		fp := index(child(path, "envFrom"), i)
+		if from.GetPrefix() != "" {
+			errs.InvalidMsgs(child(fp, "prefix"), from.GetPrefix(), validation.IsEnvVarName(from.GetPrefix()))
+		}
+		if from.SecretRef == nil {
+			errs.Required(fp, "must specify one of: `configMapRef` or `secretRef`")
+			continue
+		}
+		if from.SecretRef.GetName() == "" {
+			errs.Required(child(fp, "secretRef.name"), "")
+		} else {
+			errs.InvalidMsgs(child(fp, "secretRef.name"), from.SecretRef.GetName(), validation.IsDNS1123Subdomain(from.SecretRef.GetName()))
 		}
 	}
 
 	validateContainerResources(c.Resources, child(path, "resources"), errs)
 
-	if init {
+	sidecar := init && c.GetRestartPolicy() == defaultRestartPolicy
+	if c.RestartPolicy != nil {
+		switch {
+		case !init:
+			errs.Forbidden(child(path, "restartPolicy"), "may not be set for non-init containers")
+		case !sidecar:
+			errs.NotSupported(child(path, "restartPolicy"), c.GetRestartPolicy(), []string{defaultRestartPolicy})
+		}
+	}
+	if c.TerminationMessagePath != "" {
+		tp := c.TerminationMessagePath
+		if !strings.HasPrefix(tp, "/") || slices.Contains(strings.Split(tp, "/"), "..") {
+			errs.Invalid(child(path, "terminationMessagePath"), tp, "must be an absolute path without '..'")
+		}
+	}
+	if c.TerminationMessagePolicy != "" {
+		oneOf(errs, child(path, "terminationMessagePolicy"), c.TerminationMessagePolicy, terminationMessageFile, terminationMessageFallback)
+	}
+	if l := c.Lifecycle; l != nil {
+		if init && !sidecar {
+			errs.Forbidden(child(path, "lifecycle"), "may not be set for init containers without restartPolicy=Always")
+		}
+		validateHandler(l.PostStart, child(path, "lifecycle.postStart"), errs)
+		validateHandler(l.PreStop, child(path, "lifecycle.preStop"), errs)
+	}
+
+	if init && !sidecar {
 		if c.ReadinessProbe != nil {
 			errs.Forbidden(child(path, "readinessProbe"), "may not be set for init containers")
 		}
 		if c.LivenessProbe != nil {
 			errs.Forbidden(child(path, "livenessProbe"), "may not be set for init containers")
 		}
+		if c.StartupProbe != nil {
+			errs.Forbidden(child(path, "startupProbe"), "may not be set for init containers")
+		}
 	} else {
 		validateProbe(c.ReadinessProbe, child(path, "readinessProbe"), false, errs)
 		validateProbe(c.LivenessProbe, child(path, "livenessProbe"), true, errs)
+		validateProbe(c.StartupProbe, child(path, "startupProbe"), true, errs)
 	}
 
 	mountPaths := map[string]bool{}
@@ -435,7 +520,115 @@ func validateContainerResources(r *kplanev1.ResourceRequirements, path string, e
 	}
 }
 
-func validateProbe(p *kplanev1.Probe, path string, liveness bool, errs *validation.ErrorList) {
+// validateHandler checks a lifecycle hook: one action, well formed.
+func validateHandler(h *kplanev1.LifecycleHandler, path string, errs *validation.ErrorList) {
+	if h == nil {
+		return
+	}
+	n := 0
+	if h.Exec != nil {
+		n++
+		if len(h.Exec.Command) == 0 {
+			errs.Required(child(path, "exec.command"), "")
+		}
+	}
+	if g := h.HttpGet; g != nil {
+		n++
+		validatePortNumOrName(errs, child(path, "httpGet.port"), g.Port)
+		if g.Scheme != "" {
+			oneOf(errs, child(path, "httpGet.scheme"), g.Scheme, httpSchemes...)
+		}
+		for i, hd := range g.HttpHeaders {
+			hp := index(child(path, "httpGet.httpHeaders"), i)
+			if hd.GetName() == "" {
+				errs.Required(child(hp, "name"), "")
+				continue
+			}
+			errs.InvalidMsgs(child(hp, "name"), hd.GetName(), validation.IsHTTPHeaderName(hd.GetName()))
+		}
+	}
+	switch {
+	case n == 0:
+		errs.Required(path, "must specify a handler type")
+	case n > 1:
+		errs.Forbidden(path, "may not specify more than 1 handler type")
+	}
+}
+
+// Downward-API fields an env var may take, and resources a
+// resourceFieldRef may read, as the node agent supports them.
+var (
+	envFieldPaths     = []string{"metadata.name", "metadata.namespace", "metadata.uid", "metadata.labels", "metadata.annotations", "spec.nodeName", "spec.serviceAccountName", "status.hostIP", "status.hostIPs", "status.podIP", "status.podIPs"}
+	envResourceFields = []string{"limits.cpu", "limits.memory", "requests.cpu", "requests.memory"}
+)
+
+// validateEnvSource checks env[i].valueFrom: one source, and a value
+// beside it is an error.
+func validateEnvSource(e *kplanev1.EnvVar, path string, errs *validation.ErrorList) {
+	src := e.ValueFrom
+	if e.GetValue() != "" {
+		errs.Invalid(path, "", "may not be specified when `value` is not empty")
+	}
+	n := 0
+	if f := src.FieldRef; f != nil {
+		n++
+		fp := child(path, "fieldRef.fieldPath")
+		if v := f.GetApiVersion(); v != "" && v != "v1" {
+			errs.NotSupported(child(path, "fieldRef.apiVersion"), v, []string{"v1"})
+		}
+		p := f.GetFieldPath()
+		switch base, rest, subscripted := strings.Cut(p, "['"); {
+		case p == "":
+			errs.Required(fp, "")
+		case subscripted && (base == "metadata.labels" || base == "metadata.annotations"):
+			key, ok := strings.CutSuffix(rest, "']")
+			if !ok {
+				errs.Invalid(fp, p, "a subscript must look like ['key']")
+				break
+			}
+			errs.InvalidMsgs(fp, key, validation.IsQualifiedName(key))
+		case p == "metadata.labels" || p == "metadata.annotations" || !slices.Contains(envFieldPaths, p):
+			errs.NotSupported(fp, p, envFieldPaths)
+		}
+	}
+	if r := src.ResourceFieldRef; r != nil {
+		n++
+		if r.GetResource() == "" {
+			errs.Required(child(path, "resourceFieldRef.resource"), "")
+		} else {
+			oneOf(errs, child(path, "resourceFieldRef.resource"), r.GetResource(), envResourceFields...)
+		}
+		if d := r.GetDivisor(); d != "" {
+			if q, ok := validateQuantity(d, child(path, "resourceFieldRef.divisor"), errs); ok && q.MilliValue() <= 0 {
+				errs.Invalid(child(path, "resourceFieldRef.divisor"), d, "must be at least 1m")
+			}
+		}
+	}
+	if s := src.SecretKeyRef; s != nil {
+		n++
+		if s.GetName() == "" {
+			errs.Required(child(path, "secretKeyRef.name"), "")
+		} else {
+			errs.InvalidMsgs(child(path, "secretKeyRef.name"), s.GetName(), validation.IsDNS1123Subdomain(s.GetName()))
+		}
+		if s.GetKey() == "" {
+			errs.Required(child(path, "secretKeyRef.key"), "")
+		} else {
+			errs.InvalidMsgs(child(path, "secretKeyRef.key"), s.GetKey(), validation.IsConfigKey(s.GetKey()))
+		}
+	}
+	switch {
+	case n == 0:
+		errs.Invalid(path, "", "must specify one of: `fieldRef`, `resourceFieldRef` or `secretKeyRef`")
+	case n > 1:
+		errs.Invalid(path, "", "may not have more than one field specified at a time")
+	}
+}
+
+// validateProbe checks one probe; restarts is true for the probes whose
+// failure restarts the container (liveness, startup), which must succeed
+// once to count and may carry their own grace period.
+func validateProbe(p *kplanev1.Probe, path string, restarts bool, errs *validation.ErrorList) {
 	if p == nil {
 		return
 	}
@@ -456,6 +649,18 @@ func validateProbe(p *kplanev1.Probe, path string, liveness bool, errs *validati
 		if h.Scheme != "" {
 			oneOf(errs, child(path, "httpGet.scheme"), h.Scheme, httpSchemes...)
 		}
+		for i, hd := range h.HttpHeaders {
+			hp := index(child(path, "httpGet.httpHeaders"), i)
+			if hd.GetName() == "" {
+				errs.Required(child(hp, "name"), "")
+				continue
+			}
+			errs.InvalidMsgs(child(hp, "name"), hd.GetName(), validation.IsHTTPHeaderName(hd.GetName()))
+		}
+	}
+	if g := p.Grpc; g != nil {
+		handlers++
+		errs.InvalidMsgs(child(path, "grpc.port"), g.GetPort(), validation.IsValidPortNum(g.GetPort()))
 	}
 	switch {
 	case handlers == 0:
@@ -468,8 +673,15 @@ func validateProbe(p *kplanev1.Probe, path string, liveness bool, errs *validati
 	errs.NonNegative(child(path, "periodSeconds"), int64(p.PeriodSeconds))
 	errs.NonNegative(child(path, "successThreshold"), int64(p.SuccessThreshold))
 	errs.NonNegative(child(path, "failureThreshold"), int64(p.FailureThreshold))
-	if liveness && p.SuccessThreshold > 1 {
+	if restarts && p.SuccessThreshold > 1 {
 		errs.Invalid(child(path, "successThreshold"), p.SuccessThreshold, "must be 1")
+	}
+	if p.TerminationGracePeriodSeconds != nil {
+		if !restarts {
+			errs.Invalid(child(path, "terminationGracePeriodSeconds"), p.GetTerminationGracePeriodSeconds(), "must not be set for readinessProbes")
+		} else {
+			errs.Positive(child(path, "terminationGracePeriodSeconds"), p.GetTerminationGracePeriodSeconds())
+		}
 	}
 }
 

@@ -203,6 +203,86 @@ func TestPodValidate(t *testing.T) {
 			[]string{`spec.containers[0].livenessProbe.tcpSocket.port: Invalid value: "-http": a port name must consist of lower case alphanumeric characters or '-', contain at least one letter, and must not start or end with '-' or contain '--' (e.g. 'http' or 'web-80')`}},
 		{"probe scheme", func(p *kplanev1.Pod) { c0(p).ReadinessProbe.HttpGet.Scheme = "FTP" },
 			[]string{`spec.containers[0].readinessProbe.httpGet.scheme: Unsupported value: "FTP": supported values: "HTTP", "HTTPS"`}},
+		{"grpc probe port", func(p *kplanev1.Pod) { c0(p).LivenessProbe = &kplanev1.Probe{Grpc: &kplanev1.GRPCAction{Port: 70000}} },
+			[]string{"spec.containers[0].livenessProbe.grpc.port: Invalid value: 70000: must be between 1 and 65535, inclusive"}},
+		{"grpc probe beside tcp", func(p *kplanev1.Pod) { c0(p).LivenessProbe.Grpc = &kplanev1.GRPCAction{Port: 9000} },
+			[]string{"spec.containers[0].livenessProbe: Forbidden: may not specify more than 1 handler type"}},
+		{"http probe header name", func(p *kplanev1.Pod) {
+			c0(p).ReadinessProbe.HttpGet.HttpHeaders = []*kplanev1.HTTPHeader{{Name: "X-Ok", Value: "1"}, {Name: "bad header"}, {Value: "v"}}
+		}, []string{
+			`spec.containers[0].readinessProbe.httpGet.httpHeaders[1].name: Invalid value: "bad header": an HTTP header name must consist of letters, digits or '-' (e.g. 'X-Header-Name')`,
+			"spec.containers[0].readinessProbe.httpGet.httpHeaders[2].name: Required value",
+		}},
+		{"startup success threshold", func(p *kplanev1.Pod) {
+			c0(p).StartupProbe = &kplanev1.Probe{Exec: &kplanev1.ExecAction{Command: []string{"x"}}, SuccessThreshold: 3}
+		}, []string{"spec.containers[0].startupProbe.successThreshold: Invalid value: 3: must be 1"}},
+		{"readiness probe grace period", func(p *kplanev1.Pod) { c0(p).ReadinessProbe.TerminationGracePeriodSeconds = ptr[int64](5) },
+			[]string{"spec.containers[0].readinessProbe.terminationGracePeriodSeconds: Invalid value: 5: must not be set for readinessProbes"}},
+		{"liveness probe grace period zero", func(p *kplanev1.Pod) { c0(p).LivenessProbe.TerminationGracePeriodSeconds = ptr[int64](0) },
+			[]string{"spec.containers[0].livenessProbe.terminationGracePeriodSeconds: must be greater than 0"}},
+		{"liveness probe grace period", func(p *kplanev1.Pod) { c0(p).LivenessProbe.TerminationGracePeriodSeconds = ptr[int64](3) }, nil},
+		{"init container startup probe", func(p *kplanev1.Pod) {
+			p.Spec.InitContainers[0].StartupProbe = &kplanev1.Probe{Exec: &kplanev1.ExecAction{Command: []string{"x"}}}
+		}, []string{"spec.initContainers[0].startupProbe: Forbidden: may not be set for init containers"}},
+		{"env from a secret, fields and resources", func(p *kplanev1.Pod) {
+			c0(p).Env = append(c0(p).Env,
+				&kplanev1.EnvVar{Name: "PW", ValueFrom: &kplanev1.EnvVarSource{SecretKeyRef: &kplanev1.SecretKeySelector{Name: "db", Key: "password"}}},
+				&kplanev1.EnvVar{Name: "POD", ValueFrom: &kplanev1.EnvVarSource{FieldRef: &kplanev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+				&kplanev1.EnvVar{Name: "APP", ValueFrom: &kplanev1.EnvVarSource{FieldRef: &kplanev1.ObjectFieldSelector{FieldPath: "metadata.labels['app']"}}},
+				&kplanev1.EnvVar{Name: "MEM", ValueFrom: &kplanev1.EnvVarSource{ResourceFieldRef: &kplanev1.ResourceFieldSelector{ContainerName: "web", Resource: "limits.memory", Divisor: "1Mi"}}})
+			c0(p).EnvFrom = []*kplanev1.EnvFromSource{{Prefix: "DB_", SecretRef: &kplanev1.SecretEnvSource{Name: "db"}}}
+		}, nil},
+		{"env value and valueFrom", func(p *kplanev1.Pod) {
+			c0(p).Env[0].ValueFrom = &kplanev1.EnvVarSource{FieldRef: &kplanev1.ObjectFieldSelector{FieldPath: "metadata.name"}}
+		}, []string{"spec.containers[0].env[0].valueFrom: Invalid value: \"\": may not be specified when `value` is not empty"}},
+		{"env valueFrom without source", func(p *kplanev1.Pod) {
+			c0(p).Env = []*kplanev1.EnvVar{{Name: "X", ValueFrom: &kplanev1.EnvVarSource{}}}
+		}, []string{"spec.containers[0].env[0].valueFrom: Invalid value: \"\": must specify one of: `fieldRef`, `resourceFieldRef` or `secretKeyRef`"}},
+		{"env valueFrom with two sources", func(p *kplanev1.Pod) {
+			c0(p).Env = []*kplanev1.EnvVar{{Name: "X", ValueFrom: &kplanev1.EnvVarSource{
+				FieldRef:     &kplanev1.ObjectFieldSelector{FieldPath: "metadata.name"},
+				SecretKeyRef: &kplanev1.SecretKeySelector{Name: "s", Key: "k"}}}}
+		}, []string{"spec.containers[0].env[0].valueFrom: Invalid value: \"\": may not have more than one field specified at a time"}},
+		{"env fieldRef path", func(p *kplanev1.Pod) {
+			c0(p).Env = []*kplanev1.EnvVar{{Name: "X", ValueFrom: &kplanev1.EnvVarSource{FieldRef: &kplanev1.ObjectFieldSelector{FieldPath: "spec.restartPolicy"}}}}
+		}, []string{`spec.containers[0].env[0].valueFrom.fieldRef.fieldPath: Unsupported value: "spec.restartPolicy": supported values: "metadata.name", "metadata.namespace", "metadata.uid", "metadata.labels", "metadata.annotations", "spec.nodeName", "spec.serviceAccountName", "status.hostIP", "status.hostIPs", "status.podIP", "status.podIPs"`}},
+		{"env secretKeyRef without key", func(p *kplanev1.Pod) {
+			c0(p).Env = []*kplanev1.EnvVar{{Name: "X", ValueFrom: &kplanev1.EnvVarSource{SecretKeyRef: &kplanev1.SecretKeySelector{Name: "s"}}}}
+		}, []string{"spec.containers[0].env[0].valueFrom.secretKeyRef.key: Required value"}},
+		{"env resourceFieldRef", func(p *kplanev1.Pod) {
+			c0(p).Env = []*kplanev1.EnvVar{{Name: "X", ValueFrom: &kplanev1.EnvVarSource{ResourceFieldRef: &kplanev1.ResourceFieldSelector{
+				ContainerName: "nope", Resource: "limits.gpu"}}}}
+		}, []string{
+			`spec.containers[0].env[0].valueFrom.resourceFieldRef.resource: Unsupported value: "limits.gpu": supported values: "limits.cpu", "limits.memory", "requests.cpu", "requests.memory"`,
+			`spec.containers[0].env[0].valueFrom.resourceFieldRef.containerName: Not found: "nope"`,
+		}},
+		{"envFrom without source", func(p *kplanev1.Pod) { c0(p).EnvFrom = []*kplanev1.EnvFromSource{{Prefix: "P_"}} },
+			[]string{"spec.containers[0].envFrom[0]: Required value: must specify one of: `configMapRef` or `secretRef`"}},
+		{"envFrom prefix", func(p *kplanev1.Pod) {
+			c0(p).EnvFrom = []*kplanev1.EnvFromSource{{Prefix: "1X", SecretRef: &kplanev1.SecretEnvSource{Name: "s"}}}
+		}, []string{`spec.containers[0].envFrom[0].prefix: Invalid value: "1X": a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit (e.g. 'my.env-name' or 'MY_ENV.NAME')`}},
+		{"sidecar with probes and hooks", func(p *kplanev1.Pod) {
+			ic := p.Spec.InitContainers[0]
+			ic.RestartPolicy = ptr("Always")
+			ic.ReadinessProbe = &kplanev1.Probe{Exec: &kplanev1.ExecAction{Command: []string{"x"}}}
+			ic.Lifecycle = &kplanev1.Lifecycle{PreStop: &kplanev1.LifecycleHandler{Exec: &kplanev1.ExecAction{Command: []string{"x"}}}}
+		}, nil},
+		{"restartPolicy on an app container", func(p *kplanev1.Pod) { c0(p).RestartPolicy = ptr("Always") },
+			[]string{"spec.containers[0].restartPolicy: Forbidden: may not be set for non-init containers"}},
+		{"init container restartPolicy", func(p *kplanev1.Pod) { p.Spec.InitContainers[0].RestartPolicy = ptr("Never") },
+			[]string{`spec.initContainers[0].restartPolicy: Unsupported value: "Never": supported values: "Always"`}},
+		{"init container lifecycle", func(p *kplanev1.Pod) {
+			p.Spec.InitContainers[0].Lifecycle = &kplanev1.Lifecycle{PostStart: &kplanev1.LifecycleHandler{Exec: &kplanev1.ExecAction{Command: []string{"x"}}}}
+		}, []string{"spec.initContainers[0].lifecycle: Forbidden: may not be set for init containers without restartPolicy=Always"}},
+		{"hook without handler", func(p *kplanev1.Pod) { c0(p).Lifecycle = &kplanev1.Lifecycle{PreStop: &kplanev1.LifecycleHandler{}} },
+			[]string{"spec.containers[0].lifecycle.preStop: Required value: must specify a handler type"}},
+		{"hook httpGet port", func(p *kplanev1.Pod) {
+			c0(p).Lifecycle = &kplanev1.Lifecycle{PostStart: &kplanev1.LifecycleHandler{HttpGet: &kplanev1.HTTPGetAction{Port: kplanev1.IntOrStringFromInt32(0)}}}
+		}, []string{"spec.containers[0].lifecycle.postStart.httpGet.port: Invalid value: 0: must be between 1 and 65535, inclusive"}},
+		{"termination message policy", func(p *kplanev1.Pod) { c0(p).TerminationMessagePolicy = "Always" },
+			[]string{`spec.containers[0].terminationMessagePolicy: Unsupported value: "Always": supported values: "File", "FallbackToLogsOnError"`}},
+		{"termination message path", func(p *kplanev1.Pod) { c0(p).TerminationMessagePath = "../x" },
+			[]string{`spec.containers[0].terminationMessagePath: Invalid value: "../x": must be an absolute path without '..'`}},
 		{"exec without command", func(p *kplanev1.Pod) {
 			c0(p).ReadinessProbe = &kplanev1.Probe{Exec: &kplanev1.ExecAction{}}
 		}, []string{"spec.containers[0].readinessProbe.exec.command: Required value"}},

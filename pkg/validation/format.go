@@ -232,3 +232,16 @@ func IsValidCIDR(s string) []string {
 	}
 	return nil
 }
+
+// IsHTTPHeaderName checks a header name a probe or hook sends: one or more
+// letters, digits and '-'.
+func IsHTTPHeaderName(s string) []string {
+	ok := s != ""
+	for i := 0; i < len(s) && ok; i++ {
+		ok = isAlnum(s[i]) || s[i] == '-'
+	}
+	if !ok {
+		return []string{"an HTTP header name must consist of letters, digits or '-' (e.g. 'X-Header-Name')"}
+	}
+	return nil
+}

@@ -1031,8 +1031,26 @@ type Container struct {
 	LivenessProbe   *Probe                 `protobuf:"bytes,10,opt,name=liveness_probe,json=livenessProbe,proto3" json:"liveness_probe,omitempty"`
 	ImagePullPolicy string                 `protobuf:"bytes,11,opt,name=image_pull_policy,json=imagePullPolicy,proto3" json:"image_pull_policy,omitempty"`
 	VolumeMounts    []*VolumeMount         `protobuf:"bytes,12,rep,name=volume_mounts,json=volumeMounts,proto3" json:"volume_mounts,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// startup_probe holds the liveness and readiness probes back until it
+	// succeeds; when it fails failure_threshold times the container is restarted.
+	StartupProbe *Probe `protobuf:"bytes,13,opt,name=startup_probe,json=startupProbe,proto3" json:"startup_probe,omitempty"`
+	// env_from adds every key of a source as a variable (before env, which
+	// wins on a clash).
+	EnvFrom []*EnvFromSource `protobuf:"bytes,14,rep,name=env_from,json=envFrom,proto3" json:"env_from,omitempty"`
+	// restart_policy, only on an init container and only "Always", makes it
+	// a sidecar: started in order with the other init containers, kept
+	// running beside the app containers and stopped after them.
+	RestartPolicy *string `protobuf:"bytes,15,opt,name=restart_policy,json=restartPolicy,proto3,oneof" json:"restart_policy,omitempty"`
+	// termination_message_path is where the container may write why it
+	// ended (default /dev/termination-log); it becomes the terminated
+	// state's message.
+	TerminationMessagePath string `protobuf:"bytes,16,opt,name=termination_message_path,json=terminationMessagePath,proto3" json:"termination_message_path,omitempty"`
+	// termination_message_policy is File (default) or FallbackToLogsOnError
+	// (the log's tail when the file is empty and the container failed).
+	TerminationMessagePolicy string     `protobuf:"bytes,17,opt,name=termination_message_policy,json=terminationMessagePolicy,proto3" json:"termination_message_policy,omitempty"`
+	Lifecycle                *Lifecycle `protobuf:"bytes,18,opt,name=lifecycle,proto3" json:"lifecycle,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *Container) Reset() {
@@ -1149,18 +1167,172 @@ func (x *Container) GetVolumeMounts() []*VolumeMount {
 	return nil
 }
 
+func (x *Container) GetStartupProbe() *Probe {
+	if x != nil {
+		return x.StartupProbe
+	}
+	return nil
+}
+
+func (x *Container) GetEnvFrom() []*EnvFromSource {
+	if x != nil {
+		return x.EnvFrom
+	}
+	return nil
+}
+
+func (x *Container) GetRestartPolicy() string {
+	if x != nil && x.RestartPolicy != nil {
+		return *x.RestartPolicy
+	}
+	return ""
+}
+
+func (x *Container) GetTerminationMessagePath() string {
+	if x != nil {
+		return x.TerminationMessagePath
+	}
+	return ""
+}
+
+func (x *Container) GetTerminationMessagePolicy() string {
+	if x != nil {
+		return x.TerminationMessagePolicy
+	}
+	return ""
+}
+
+func (x *Container) GetLifecycle() *Lifecycle {
+	if x != nil {
+		return x.Lifecycle
+	}
+	return nil
+}
+
+// Lifecycle holds the hooks run after a container starts and before it
+// is stopped.
+type Lifecycle struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PostStart     *LifecycleHandler      `protobuf:"bytes,1,opt,name=post_start,json=postStart,proto3" json:"post_start,omitempty"`
+	PreStop       *LifecycleHandler      `protobuf:"bytes,2,opt,name=pre_stop,json=preStop,proto3" json:"pre_stop,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Lifecycle) Reset() {
+	*x = Lifecycle{}
+	mi := &file_kplane_v1_core_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Lifecycle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Lifecycle) ProtoMessage() {}
+
+func (x *Lifecycle) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Lifecycle.ProtoReflect.Descriptor instead.
+func (*Lifecycle) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Lifecycle) GetPostStart() *LifecycleHandler {
+	if x != nil {
+		return x.PostStart
+	}
+	return nil
+}
+
+func (x *Lifecycle) GetPreStop() *LifecycleHandler {
+	if x != nil {
+		return x.PreStop
+	}
+	return nil
+}
+
+// LifecycleHandler is one hook; exactly one action is set.
+type LifecycleHandler struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Exec          *ExecAction            `protobuf:"bytes,1,opt,name=exec,proto3" json:"exec,omitempty"`
+	HttpGet       *HTTPGetAction         `protobuf:"bytes,2,opt,name=http_get,json=httpGet,proto3" json:"http_get,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LifecycleHandler) Reset() {
+	*x = LifecycleHandler{}
+	mi := &file_kplane_v1_core_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LifecycleHandler) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LifecycleHandler) ProtoMessage() {}
+
+func (x *LifecycleHandler) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LifecycleHandler.ProtoReflect.Descriptor instead.
+func (*LifecycleHandler) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *LifecycleHandler) GetExec() *ExecAction {
+	if x != nil {
+		return x.Exec
+	}
+	return nil
+}
+
+func (x *LifecycleHandler) GetHttpGet() *HTTPGetAction {
+	if x != nil {
+		return x.HttpGet
+	}
+	return nil
+}
+
 // EnvVar is one environment variable of a container.
 type EnvVar struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// value may refer to variables defined before it as $(NAME); $$ is a
+	// literal $.
+	Value string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// value_from takes the value from a Secret or the pod itself; value must
+	// then be empty.
+	ValueFrom     *EnvVarSource `protobuf:"bytes,3,opt,name=value_from,json=valueFrom,proto3" json:"value_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EnvVar) Reset() {
 	*x = EnvVar{}
-	mi := &file_kplane_v1_core_proto_msgTypes[15]
+	mi := &file_kplane_v1_core_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1344,7 @@ func (x *EnvVar) String() string {
 func (*EnvVar) ProtoMessage() {}
 
 func (x *EnvVar) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[15]
+	mi := &file_kplane_v1_core_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1357,7 @@ func (x *EnvVar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvVar.ProtoReflect.Descriptor instead.
 func (*EnvVar) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{15}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EnvVar) GetName() string {
@@ -1202,6 +1374,362 @@ func (x *EnvVar) GetValue() string {
 	return ""
 }
 
+func (x *EnvVar) GetValueFrom() *EnvVarSource {
+	if x != nil {
+		return x.ValueFrom
+	}
+	return nil
+}
+
+// EnvVarSource is where a variable's value comes from; exactly one is set.
+type EnvVarSource struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	FieldRef         *ObjectFieldSelector   `protobuf:"bytes,1,opt,name=field_ref,json=fieldRef,proto3" json:"field_ref,omitempty"`
+	ResourceFieldRef *ResourceFieldSelector `protobuf:"bytes,2,opt,name=resource_field_ref,json=resourceFieldRef,proto3" json:"resource_field_ref,omitempty"`
+	SecretKeyRef     *SecretKeySelector     `protobuf:"bytes,3,opt,name=secret_key_ref,json=secretKeyRef,proto3" json:"secret_key_ref,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *EnvVarSource) Reset() {
+	*x = EnvVarSource{}
+	mi := &file_kplane_v1_core_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnvVarSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnvVarSource) ProtoMessage() {}
+
+func (x *EnvVarSource) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnvVarSource.ProtoReflect.Descriptor instead.
+func (*EnvVarSource) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *EnvVarSource) GetFieldRef() *ObjectFieldSelector {
+	if x != nil {
+		return x.FieldRef
+	}
+	return nil
+}
+
+func (x *EnvVarSource) GetResourceFieldRef() *ResourceFieldSelector {
+	if x != nil {
+		return x.ResourceFieldRef
+	}
+	return nil
+}
+
+func (x *EnvVarSource) GetSecretKeyRef() *SecretKeySelector {
+	if x != nil {
+		return x.SecretKeyRef
+	}
+	return nil
+}
+
+// ObjectFieldSelector picks a field of the pod: metadata.name,
+// metadata.namespace, metadata.uid, metadata.labels['KEY'],
+// metadata.annotations['KEY'], spec.nodeName, spec.serviceAccountName,
+// status.podIP, status.podIPs, status.hostIP, status.hostIPs.
+type ObjectFieldSelector struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ApiVersion    string                 `protobuf:"bytes,1,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	FieldPath     string                 `protobuf:"bytes,2,opt,name=field_path,json=fieldPath,proto3" json:"field_path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObjectFieldSelector) Reset() {
+	*x = ObjectFieldSelector{}
+	mi := &file_kplane_v1_core_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObjectFieldSelector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObjectFieldSelector) ProtoMessage() {}
+
+func (x *ObjectFieldSelector) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObjectFieldSelector.ProtoReflect.Descriptor instead.
+func (*ObjectFieldSelector) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ObjectFieldSelector) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *ObjectFieldSelector) GetFieldPath() string {
+	if x != nil {
+		return x.FieldPath
+	}
+	return ""
+}
+
+// ResourceFieldSelector picks a container's limit or request
+// (limits.cpu, requests.memory, ...), divided by divisor (default 1) and
+// rounded up.
+type ResourceFieldSelector struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ContainerName string                 `protobuf:"bytes,1,opt,name=container_name,json=containerName,proto3" json:"container_name,omitempty"`
+	Resource      string                 `protobuf:"bytes,2,opt,name=resource,proto3" json:"resource,omitempty"`
+	Divisor       string                 `protobuf:"bytes,3,opt,name=divisor,proto3" json:"divisor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceFieldSelector) Reset() {
+	*x = ResourceFieldSelector{}
+	mi := &file_kplane_v1_core_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceFieldSelector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceFieldSelector) ProtoMessage() {}
+
+func (x *ResourceFieldSelector) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceFieldSelector.ProtoReflect.Descriptor instead.
+func (*ResourceFieldSelector) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ResourceFieldSelector) GetContainerName() string {
+	if x != nil {
+		return x.ContainerName
+	}
+	return ""
+}
+
+func (x *ResourceFieldSelector) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *ResourceFieldSelector) GetDivisor() string {
+	if x != nil {
+		return x.Divisor
+	}
+	return ""
+}
+
+// SecretKeySelector is one key of a Secret in the pod's namespace.
+type SecretKeySelector struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Key   string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// optional: a missing Secret or key leaves the variable unset instead of
+	// failing the container.
+	Optional      *bool `protobuf:"varint,3,opt,name=optional,proto3,oneof" json:"optional,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecretKeySelector) Reset() {
+	*x = SecretKeySelector{}
+	mi := &file_kplane_v1_core_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretKeySelector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretKeySelector) ProtoMessage() {}
+
+func (x *SecretKeySelector) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretKeySelector.ProtoReflect.Descriptor instead.
+func (*SecretKeySelector) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SecretKeySelector) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SecretKeySelector) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *SecretKeySelector) GetOptional() bool {
+	if x != nil && x.Optional != nil {
+		return *x.Optional
+	}
+	return false
+}
+
+// EnvFromSource adds the keys of a Secret as variables, each name prefixed.
+type EnvFromSource struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Prefix        string                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	SecretRef     *SecretEnvSource       `protobuf:"bytes,2,opt,name=secret_ref,json=secretRef,proto3" json:"secret_ref,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnvFromSource) Reset() {
+	*x = EnvFromSource{}
+	mi := &file_kplane_v1_core_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnvFromSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnvFromSource) ProtoMessage() {}
+
+func (x *EnvFromSource) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnvFromSource.ProtoReflect.Descriptor instead.
+func (*EnvFromSource) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *EnvFromSource) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *EnvFromSource) GetSecretRef() *SecretEnvSource {
+	if x != nil {
+		return x.SecretRef
+	}
+	return nil
+}
+
+// SecretEnvSource names the Secret of an EnvFromSource.
+type SecretEnvSource struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Optional      *bool                  `protobuf:"varint,2,opt,name=optional,proto3,oneof" json:"optional,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecretEnvSource) Reset() {
+	*x = SecretEnvSource{}
+	mi := &file_kplane_v1_core_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretEnvSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretEnvSource) ProtoMessage() {}
+
+func (x *SecretEnvSource) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretEnvSource.ProtoReflect.Descriptor instead.
+func (*SecretEnvSource) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *SecretEnvSource) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SecretEnvSource) GetOptional() bool {
+	if x != nil && x.Optional != nil {
+		return *x.Optional
+	}
+	return false
+}
+
 // ContainerPort is a port a container listens on; protocol is TCP (default), UDP or SCTP.
 type ContainerPort struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1215,7 +1743,7 @@ type ContainerPort struct {
 
 func (x *ContainerPort) Reset() {
 	*x = ContainerPort{}
-	mi := &file_kplane_v1_core_proto_msgTypes[16]
+	mi := &file_kplane_v1_core_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1755,7 @@ func (x *ContainerPort) String() string {
 func (*ContainerPort) ProtoMessage() {}
 
 func (x *ContainerPort) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[16]
+	mi := &file_kplane_v1_core_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1768,7 @@ func (x *ContainerPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerPort.ProtoReflect.Descriptor instead.
 func (*ContainerPort) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{16}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ContainerPort) GetName() string {
@@ -1285,7 +1813,7 @@ type VolumeMount struct {
 
 func (x *VolumeMount) Reset() {
 	*x = VolumeMount{}
-	mi := &file_kplane_v1_core_proto_msgTypes[17]
+	mi := &file_kplane_v1_core_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1825,7 @@ func (x *VolumeMount) String() string {
 func (*VolumeMount) ProtoMessage() {}
 
 func (x *VolumeMount) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[17]
+	mi := &file_kplane_v1_core_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1838,7 @@ func (x *VolumeMount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeMount.ProtoReflect.Descriptor instead.
 func (*VolumeMount) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{17}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *VolumeMount) GetName() string {
@@ -1352,13 +1880,18 @@ type Probe struct {
 	PeriodSeconds       int32                  `protobuf:"varint,6,opt,name=period_seconds,json=periodSeconds,proto3" json:"period_seconds,omitempty"`
 	SuccessThreshold    int32                  `protobuf:"varint,7,opt,name=success_threshold,json=successThreshold,proto3" json:"success_threshold,omitempty"`
 	FailureThreshold    int32                  `protobuf:"varint,8,opt,name=failure_threshold,json=failureThreshold,proto3" json:"failure_threshold,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	Grpc                *GRPCAction            `protobuf:"bytes,9,opt,name=grpc,proto3" json:"grpc,omitempty"`
+	// termination_grace_period_seconds, when set, replaces the pod's grace
+	// period for a container killed because this (liveness or startup)
+	// probe failed.
+	TerminationGracePeriodSeconds *int64 `protobuf:"varint,10,opt,name=termination_grace_period_seconds,json=terminationGracePeriodSeconds,proto3,oneof" json:"termination_grace_period_seconds,omitempty"`
+	unknownFields                 protoimpl.UnknownFields
+	sizeCache                     protoimpl.SizeCache
 }
 
 func (x *Probe) Reset() {
 	*x = Probe{}
-	mi := &file_kplane_v1_core_proto_msgTypes[18]
+	mi := &file_kplane_v1_core_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1370,7 +1903,7 @@ func (x *Probe) String() string {
 func (*Probe) ProtoMessage() {}
 
 func (x *Probe) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[18]
+	mi := &file_kplane_v1_core_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1383,7 +1916,7 @@ func (x *Probe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Probe.ProtoReflect.Descriptor instead.
 func (*Probe) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{18}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Probe) GetExec() *ExecAction {
@@ -1442,6 +1975,127 @@ func (x *Probe) GetFailureThreshold() int32 {
 	return 0
 }
 
+func (x *Probe) GetGrpc() *GRPCAction {
+	if x != nil {
+		return x.Grpc
+	}
+	return nil
+}
+
+func (x *Probe) GetTerminationGracePeriodSeconds() int64 {
+	if x != nil && x.TerminationGracePeriodSeconds != nil {
+		return *x.TerminationGracePeriodSeconds
+	}
+	return 0
+}
+
+// GRPCAction calls grpc.health.v1.Health/Check; SERVING is success.
+type GRPCAction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Port  int32                  `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
+	// service is the name sent in the HealthCheckRequest ("" when unset).
+	Service       *string `protobuf:"bytes,2,opt,name=service,proto3,oneof" json:"service,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GRPCAction) Reset() {
+	*x = GRPCAction{}
+	mi := &file_kplane_v1_core_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GRPCAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GRPCAction) ProtoMessage() {}
+
+func (x *GRPCAction) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GRPCAction.ProtoReflect.Descriptor instead.
+func (*GRPCAction) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *GRPCAction) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *GRPCAction) GetService() string {
+	if x != nil && x.Service != nil {
+		return *x.Service
+	}
+	return ""
+}
+
+// HTTPHeader is one header an HTTP probe sends.
+type HTTPHeader struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HTTPHeader) Reset() {
+	*x = HTTPHeader{}
+	mi := &file_kplane_v1_core_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HTTPHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HTTPHeader) ProtoMessage() {}
+
+func (x *HTTPHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HTTPHeader.ProtoReflect.Descriptor instead.
+func (*HTTPHeader) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *HTTPHeader) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *HTTPHeader) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 // ExecAction runs a command; exit code 0 is success.
 type ExecAction struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1452,7 +2106,7 @@ type ExecAction struct {
 
 func (x *ExecAction) Reset() {
 	*x = ExecAction{}
-	mi := &file_kplane_v1_core_proto_msgTypes[19]
+	mi := &file_kplane_v1_core_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +2118,7 @@ func (x *ExecAction) String() string {
 func (*ExecAction) ProtoMessage() {}
 
 func (x *ExecAction) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[19]
+	mi := &file_kplane_v1_core_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +2131,7 @@ func (x *ExecAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecAction.ProtoReflect.Descriptor instead.
 func (*ExecAction) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{19}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ExecAction) GetCommand() []string {
@@ -1499,7 +2153,7 @@ type TCPSocketAction struct {
 
 func (x *TCPSocketAction) Reset() {
 	*x = TCPSocketAction{}
-	mi := &file_kplane_v1_core_proto_msgTypes[20]
+	mi := &file_kplane_v1_core_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1511,7 +2165,7 @@ func (x *TCPSocketAction) String() string {
 func (*TCPSocketAction) ProtoMessage() {}
 
 func (x *TCPSocketAction) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[20]
+	mi := &file_kplane_v1_core_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1524,7 +2178,7 @@ func (x *TCPSocketAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TCPSocketAction.ProtoReflect.Descriptor instead.
 func (*TCPSocketAction) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{20}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TCPSocketAction) GetPort() *IntOrString {
@@ -1546,16 +2200,17 @@ type HTTPGetAction struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	// port is a number or the name of one of the container's ports.
-	Port          *IntOrString `protobuf:"bytes,5,opt,name=port,proto3" json:"port,omitempty"`
-	Host          string       `protobuf:"bytes,3,opt,name=host,proto3" json:"host,omitempty"`
-	Scheme        string       `protobuf:"bytes,4,opt,name=scheme,proto3" json:"scheme,omitempty"`
+	Port          *IntOrString  `protobuf:"bytes,5,opt,name=port,proto3" json:"port,omitempty"`
+	Host          string        `protobuf:"bytes,3,opt,name=host,proto3" json:"host,omitempty"`
+	Scheme        string        `protobuf:"bytes,4,opt,name=scheme,proto3" json:"scheme,omitempty"`
+	HttpHeaders   []*HTTPHeader `protobuf:"bytes,6,rep,name=http_headers,json=httpHeaders,proto3" json:"http_headers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HTTPGetAction) Reset() {
 	*x = HTTPGetAction{}
-	mi := &file_kplane_v1_core_proto_msgTypes[21]
+	mi := &file_kplane_v1_core_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1567,7 +2222,7 @@ func (x *HTTPGetAction) String() string {
 func (*HTTPGetAction) ProtoMessage() {}
 
 func (x *HTTPGetAction) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[21]
+	mi := &file_kplane_v1_core_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1580,7 +2235,7 @@ func (x *HTTPGetAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPGetAction.ProtoReflect.Descriptor instead.
 func (*HTTPGetAction) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{21}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *HTTPGetAction) GetPath() string {
@@ -1611,6 +2266,13 @@ func (x *HTTPGetAction) GetScheme() string {
 	return ""
 }
 
+func (x *HTTPGetAction) GetHttpHeaders() []*HTTPHeader {
+	if x != nil {
+		return x.HttpHeaders
+	}
+	return nil
+}
+
 // Volume is storage available to a pod's containers; exactly one source must be set.
 type Volume struct {
 	state                 protoimpl.MessageState             `protogen:"open.v1"`
@@ -1625,7 +2287,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_kplane_v1_core_proto_msgTypes[22]
+	mi := &file_kplane_v1_core_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1637,7 +2299,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[22]
+	mi := &file_kplane_v1_core_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1650,7 +2312,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{22}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Volume) GetName() string {
@@ -1699,7 +2361,7 @@ type PersistentVolumeClaimVolumeSource struct {
 
 func (x *PersistentVolumeClaimVolumeSource) Reset() {
 	*x = PersistentVolumeClaimVolumeSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[23]
+	mi := &file_kplane_v1_core_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1711,7 +2373,7 @@ func (x *PersistentVolumeClaimVolumeSource) String() string {
 func (*PersistentVolumeClaimVolumeSource) ProtoMessage() {}
 
 func (x *PersistentVolumeClaimVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[23]
+	mi := &file_kplane_v1_core_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1724,7 +2386,7 @@ func (x *PersistentVolumeClaimVolumeSource) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use PersistentVolumeClaimVolumeSource.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaimVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{23}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PersistentVolumeClaimVolumeSource) GetClaimName() string {
@@ -1752,7 +2414,7 @@ type EmptyDirVolumeSource struct {
 
 func (x *EmptyDirVolumeSource) Reset() {
 	*x = EmptyDirVolumeSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[24]
+	mi := &file_kplane_v1_core_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1764,7 +2426,7 @@ func (x *EmptyDirVolumeSource) String() string {
 func (*EmptyDirVolumeSource) ProtoMessage() {}
 
 func (x *EmptyDirVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[24]
+	mi := &file_kplane_v1_core_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1777,7 +2439,7 @@ func (x *EmptyDirVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmptyDirVolumeSource.ProtoReflect.Descriptor instead.
 func (*EmptyDirVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{24}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *EmptyDirVolumeSource) GetMedium() string {
@@ -1807,7 +2469,7 @@ type SecretVolumeSource struct {
 
 func (x *SecretVolumeSource) Reset() {
 	*x = SecretVolumeSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[25]
+	mi := &file_kplane_v1_core_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1819,7 +2481,7 @@ func (x *SecretVolumeSource) String() string {
 func (*SecretVolumeSource) ProtoMessage() {}
 
 func (x *SecretVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[25]
+	mi := &file_kplane_v1_core_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1832,7 +2494,7 @@ func (x *SecretVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretVolumeSource.ProtoReflect.Descriptor instead.
 func (*SecretVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{25}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SecretVolumeSource) GetSecretName() string {
@@ -1867,7 +2529,7 @@ type HostPathVolumeSource struct {
 
 func (x *HostPathVolumeSource) Reset() {
 	*x = HostPathVolumeSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[26]
+	mi := &file_kplane_v1_core_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1879,7 +2541,7 @@ func (x *HostPathVolumeSource) String() string {
 func (*HostPathVolumeSource) ProtoMessage() {}
 
 func (x *HostPathVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[26]
+	mi := &file_kplane_v1_core_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1892,7 +2554,7 @@ func (x *HostPathVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostPathVolumeSource.ProtoReflect.Descriptor instead.
 func (*HostPathVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{26}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *HostPathVolumeSource) GetPath() string {
@@ -1935,7 +2597,7 @@ type PodStatus struct {
 
 func (x *PodStatus) Reset() {
 	*x = PodStatus{}
-	mi := &file_kplane_v1_core_proto_msgTypes[27]
+	mi := &file_kplane_v1_core_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1947,7 +2609,7 @@ func (x *PodStatus) String() string {
 func (*PodStatus) ProtoMessage() {}
 
 func (x *PodStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[27]
+	mi := &file_kplane_v1_core_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1960,7 +2622,7 @@ func (x *PodStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodStatus.ProtoReflect.Descriptor instead.
 func (*PodStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{27}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PodStatus) GetPhase() string {
@@ -2064,7 +2726,7 @@ type PodIP struct {
 
 func (x *PodIP) Reset() {
 	*x = PodIP{}
-	mi := &file_kplane_v1_core_proto_msgTypes[28]
+	mi := &file_kplane_v1_core_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2076,7 +2738,7 @@ func (x *PodIP) String() string {
 func (*PodIP) ProtoMessage() {}
 
 func (x *PodIP) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[28]
+	mi := &file_kplane_v1_core_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2089,7 +2751,7 @@ func (x *PodIP) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodIP.ProtoReflect.Descriptor instead.
 func (*PodIP) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{28}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PodIP) GetIp() string {
@@ -2109,7 +2771,7 @@ type HostIP struct {
 
 func (x *HostIP) Reset() {
 	*x = HostIP{}
-	mi := &file_kplane_v1_core_proto_msgTypes[29]
+	mi := &file_kplane_v1_core_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2121,7 +2783,7 @@ func (x *HostIP) String() string {
 func (*HostIP) ProtoMessage() {}
 
 func (x *HostIP) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[29]
+	mi := &file_kplane_v1_core_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2134,7 +2796,7 @@ func (x *HostIP) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostIP.ProtoReflect.Descriptor instead.
 func (*HostIP) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{29}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *HostIP) GetIp() string {
@@ -2162,7 +2824,7 @@ type ContainerStatus struct {
 
 func (x *ContainerStatus) Reset() {
 	*x = ContainerStatus{}
-	mi := &file_kplane_v1_core_proto_msgTypes[30]
+	mi := &file_kplane_v1_core_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2174,7 +2836,7 @@ func (x *ContainerStatus) String() string {
 func (*ContainerStatus) ProtoMessage() {}
 
 func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[30]
+	mi := &file_kplane_v1_core_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2187,7 +2849,7 @@ func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStatus.ProtoReflect.Descriptor instead.
 func (*ContainerStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{30}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ContainerStatus) GetName() string {
@@ -2265,7 +2927,7 @@ type ContainerState struct {
 
 func (x *ContainerState) Reset() {
 	*x = ContainerState{}
-	mi := &file_kplane_v1_core_proto_msgTypes[31]
+	mi := &file_kplane_v1_core_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2277,7 +2939,7 @@ func (x *ContainerState) String() string {
 func (*ContainerState) ProtoMessage() {}
 
 func (x *ContainerState) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[31]
+	mi := &file_kplane_v1_core_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2290,7 +2952,7 @@ func (x *ContainerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerState.ProtoReflect.Descriptor instead.
 func (*ContainerState) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{31}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ContainerState) GetWaiting() *ContainerStateWaiting {
@@ -2325,7 +2987,7 @@ type ContainerStateWaiting struct {
 
 func (x *ContainerStateWaiting) Reset() {
 	*x = ContainerStateWaiting{}
-	mi := &file_kplane_v1_core_proto_msgTypes[32]
+	mi := &file_kplane_v1_core_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2337,7 +2999,7 @@ func (x *ContainerStateWaiting) String() string {
 func (*ContainerStateWaiting) ProtoMessage() {}
 
 func (x *ContainerStateWaiting) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[32]
+	mi := &file_kplane_v1_core_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2350,7 +3012,7 @@ func (x *ContainerStateWaiting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateWaiting.ProtoReflect.Descriptor instead.
 func (*ContainerStateWaiting) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{32}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ContainerStateWaiting) GetReason() string {
@@ -2377,7 +3039,7 @@ type ContainerStateRunning struct {
 
 func (x *ContainerStateRunning) Reset() {
 	*x = ContainerStateRunning{}
-	mi := &file_kplane_v1_core_proto_msgTypes[33]
+	mi := &file_kplane_v1_core_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2389,7 +3051,7 @@ func (x *ContainerStateRunning) String() string {
 func (*ContainerStateRunning) ProtoMessage() {}
 
 func (x *ContainerStateRunning) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[33]
+	mi := &file_kplane_v1_core_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2402,7 +3064,7 @@ func (x *ContainerStateRunning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateRunning.ProtoReflect.Descriptor instead.
 func (*ContainerStateRunning) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{33}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ContainerStateRunning) GetStartedAt() *timestamppb.Timestamp {
@@ -2428,7 +3090,7 @@ type ContainerStateTerminated struct {
 
 func (x *ContainerStateTerminated) Reset() {
 	*x = ContainerStateTerminated{}
-	mi := &file_kplane_v1_core_proto_msgTypes[34]
+	mi := &file_kplane_v1_core_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2440,7 +3102,7 @@ func (x *ContainerStateTerminated) String() string {
 func (*ContainerStateTerminated) ProtoMessage() {}
 
 func (x *ContainerStateTerminated) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[34]
+	mi := &file_kplane_v1_core_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2453,7 +3115,7 @@ func (x *ContainerStateTerminated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateTerminated.ProtoReflect.Descriptor instead.
 func (*ContainerStateTerminated) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{34}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ContainerStateTerminated) GetExitCode() int32 {
@@ -2516,7 +3178,7 @@ type PodTemplateSpec struct {
 
 func (x *PodTemplateSpec) Reset() {
 	*x = PodTemplateSpec{}
-	mi := &file_kplane_v1_core_proto_msgTypes[35]
+	mi := &file_kplane_v1_core_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2528,7 +3190,7 @@ func (x *PodTemplateSpec) String() string {
 func (*PodTemplateSpec) ProtoMessage() {}
 
 func (x *PodTemplateSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[35]
+	mi := &file_kplane_v1_core_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2541,7 +3203,7 @@ func (x *PodTemplateSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodTemplateSpec.ProtoReflect.Descriptor instead.
 func (*PodTemplateSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{35}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PodTemplateSpec) GetMetadata() *ObjectMeta {
@@ -2570,7 +3232,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_kplane_v1_core_proto_msgTypes[36]
+	mi := &file_kplane_v1_core_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2582,7 +3244,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[36]
+	mi := &file_kplane_v1_core_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2595,7 +3257,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{36}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Service) GetMetadata() *ObjectMeta {
@@ -2640,7 +3302,7 @@ type ServiceSpec struct {
 
 func (x *ServiceSpec) Reset() {
 	*x = ServiceSpec{}
-	mi := &file_kplane_v1_core_proto_msgTypes[37]
+	mi := &file_kplane_v1_core_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2652,7 +3314,7 @@ func (x *ServiceSpec) String() string {
 func (*ServiceSpec) ProtoMessage() {}
 
 func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[37]
+	mi := &file_kplane_v1_core_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2665,7 +3327,7 @@ func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceSpec.ProtoReflect.Descriptor instead.
 func (*ServiceSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{37}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ServiceSpec) GetSelector() map[string]string {
@@ -2740,7 +3402,7 @@ type ServicePort struct {
 
 func (x *ServicePort) Reset() {
 	*x = ServicePort{}
-	mi := &file_kplane_v1_core_proto_msgTypes[38]
+	mi := &file_kplane_v1_core_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2752,7 +3414,7 @@ func (x *ServicePort) String() string {
 func (*ServicePort) ProtoMessage() {}
 
 func (x *ServicePort) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[38]
+	mi := &file_kplane_v1_core_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2765,7 +3427,7 @@ func (x *ServicePort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePort.ProtoReflect.Descriptor instead.
 func (*ServicePort) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{38}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ServicePort) GetName() string {
@@ -2813,7 +3475,7 @@ type ServiceStatus struct {
 
 func (x *ServiceStatus) Reset() {
 	*x = ServiceStatus{}
-	mi := &file_kplane_v1_core_proto_msgTypes[39]
+	mi := &file_kplane_v1_core_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2825,7 +3487,7 @@ func (x *ServiceStatus) String() string {
 func (*ServiceStatus) ProtoMessage() {}
 
 func (x *ServiceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[39]
+	mi := &file_kplane_v1_core_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2838,7 +3500,7 @@ func (x *ServiceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceStatus.ProtoReflect.Descriptor instead.
 func (*ServiceStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{39}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ServiceStatus) GetConditions() []*Condition {
@@ -2859,7 +3521,7 @@ type Endpoints struct {
 
 func (x *Endpoints) Reset() {
 	*x = Endpoints{}
-	mi := &file_kplane_v1_core_proto_msgTypes[40]
+	mi := &file_kplane_v1_core_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2871,7 +3533,7 @@ func (x *Endpoints) String() string {
 func (*Endpoints) ProtoMessage() {}
 
 func (x *Endpoints) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[40]
+	mi := &file_kplane_v1_core_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2884,7 +3546,7 @@ func (x *Endpoints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoints.ProtoReflect.Descriptor instead.
 func (*Endpoints) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{40}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Endpoints) GetMetadata() *ObjectMeta {
@@ -2913,7 +3575,7 @@ type EndpointSubset struct {
 
 func (x *EndpointSubset) Reset() {
 	*x = EndpointSubset{}
-	mi := &file_kplane_v1_core_proto_msgTypes[41]
+	mi := &file_kplane_v1_core_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2925,7 +3587,7 @@ func (x *EndpointSubset) String() string {
 func (*EndpointSubset) ProtoMessage() {}
 
 func (x *EndpointSubset) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[41]
+	mi := &file_kplane_v1_core_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2938,7 +3600,7 @@ func (x *EndpointSubset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointSubset.ProtoReflect.Descriptor instead.
 func (*EndpointSubset) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{41}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *EndpointSubset) GetAddresses() []*EndpointAddress {
@@ -2975,7 +3637,7 @@ type EndpointAddress struct {
 
 func (x *EndpointAddress) Reset() {
 	*x = EndpointAddress{}
-	mi := &file_kplane_v1_core_proto_msgTypes[42]
+	mi := &file_kplane_v1_core_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2987,7 +3649,7 @@ func (x *EndpointAddress) String() string {
 func (*EndpointAddress) ProtoMessage() {}
 
 func (x *EndpointAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[42]
+	mi := &file_kplane_v1_core_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3000,7 +3662,7 @@ func (x *EndpointAddress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointAddress.ProtoReflect.Descriptor instead.
 func (*EndpointAddress) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{42}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *EndpointAddress) GetIp() string {
@@ -3043,7 +3705,7 @@ type EndpointPort struct {
 
 func (x *EndpointPort) Reset() {
 	*x = EndpointPort{}
-	mi := &file_kplane_v1_core_proto_msgTypes[43]
+	mi := &file_kplane_v1_core_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3055,7 +3717,7 @@ func (x *EndpointPort) String() string {
 func (*EndpointPort) ProtoMessage() {}
 
 func (x *EndpointPort) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[43]
+	mi := &file_kplane_v1_core_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3068,7 +3730,7 @@ func (x *EndpointPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointPort.ProtoReflect.Descriptor instead.
 func (*EndpointPort) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{43}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *EndpointPort) GetName() string {
@@ -3105,7 +3767,7 @@ type ServiceAccount struct {
 
 func (x *ServiceAccount) Reset() {
 	*x = ServiceAccount{}
-	mi := &file_kplane_v1_core_proto_msgTypes[44]
+	mi := &file_kplane_v1_core_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3117,7 +3779,7 @@ func (x *ServiceAccount) String() string {
 func (*ServiceAccount) ProtoMessage() {}
 
 func (x *ServiceAccount) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[44]
+	mi := &file_kplane_v1_core_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3130,7 +3792,7 @@ func (x *ServiceAccount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceAccount.ProtoReflect.Descriptor instead.
 func (*ServiceAccount) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{44}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ServiceAccount) GetMetadata() *ObjectMeta {
@@ -3176,7 +3838,7 @@ type Secret struct {
 
 func (x *Secret) Reset() {
 	*x = Secret{}
-	mi := &file_kplane_v1_core_proto_msgTypes[45]
+	mi := &file_kplane_v1_core_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3188,7 +3850,7 @@ func (x *Secret) String() string {
 func (*Secret) ProtoMessage() {}
 
 func (x *Secret) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[45]
+	mi := &file_kplane_v1_core_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3201,7 +3863,7 @@ func (x *Secret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Secret.ProtoReflect.Descriptor instead.
 func (*Secret) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{45}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Secret) GetMetadata() *ObjectMeta {
@@ -3264,7 +3926,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_kplane_v1_core_proto_msgTypes[46]
+	mi := &file_kplane_v1_core_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3276,7 +3938,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[46]
+	mi := &file_kplane_v1_core_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3289,7 +3951,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{46}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Event) GetMetadata() *ObjectMeta {
@@ -3394,7 +4056,7 @@ type EventSource struct {
 
 func (x *EventSource) Reset() {
 	*x = EventSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[47]
+	mi := &file_kplane_v1_core_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3406,7 +4068,7 @@ func (x *EventSource) String() string {
 func (*EventSource) ProtoMessage() {}
 
 func (x *EventSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[47]
+	mi := &file_kplane_v1_core_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3419,7 +4081,7 @@ func (x *EventSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventSource.ProtoReflect.Descriptor instead.
 func (*EventSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{47}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *EventSource) GetComponent() string {
@@ -3537,7 +4199,7 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B#\n" +
 	"!_termination_grace_period_secondsB\x1a\n" +
 	"\x18_active_deadline_secondsB\"\n" +
-	" _automount_service_account_token\"\xf5\x03\n" +
+	" _automount_service_account_token\"\xcc\x06\n" +
 	"\tContainer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x18\n" +
@@ -3552,10 +4214,52 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x0eliveness_probe\x18\n" +
 	" \x01(\v2\x10.kplane.v1.ProbeR\rlivenessProbe\x12*\n" +
 	"\x11image_pull_policy\x18\v \x01(\tR\x0fimagePullPolicy\x12;\n" +
-	"\rvolume_mounts\x18\f \x03(\v2\x16.kplane.v1.VolumeMountR\fvolumeMounts\"2\n" +
+	"\rvolume_mounts\x18\f \x03(\v2\x16.kplane.v1.VolumeMountR\fvolumeMounts\x125\n" +
+	"\rstartup_probe\x18\r \x01(\v2\x10.kplane.v1.ProbeR\fstartupProbe\x123\n" +
+	"\benv_from\x18\x0e \x03(\v2\x18.kplane.v1.EnvFromSourceR\aenvFrom\x12*\n" +
+	"\x0erestart_policy\x18\x0f \x01(\tH\x00R\rrestartPolicy\x88\x01\x01\x128\n" +
+	"\x18termination_message_path\x18\x10 \x01(\tR\x16terminationMessagePath\x12<\n" +
+	"\x1atermination_message_policy\x18\x11 \x01(\tR\x18terminationMessagePolicy\x122\n" +
+	"\tlifecycle\x18\x12 \x01(\v2\x14.kplane.v1.LifecycleR\tlifecycleB\x11\n" +
+	"\x0f_restart_policy\"\x7f\n" +
+	"\tLifecycle\x12:\n" +
+	"\n" +
+	"post_start\x18\x01 \x01(\v2\x1b.kplane.v1.LifecycleHandlerR\tpostStart\x126\n" +
+	"\bpre_stop\x18\x02 \x01(\v2\x1b.kplane.v1.LifecycleHandlerR\apreStop\"r\n" +
+	"\x10LifecycleHandler\x12)\n" +
+	"\x04exec\x18\x01 \x01(\v2\x15.kplane.v1.ExecActionR\x04exec\x123\n" +
+	"\bhttp_get\x18\x02 \x01(\v2\x18.kplane.v1.HTTPGetActionR\ahttpGet\"j\n" +
 	"\x06EnvVar\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x83\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x126\n" +
+	"\n" +
+	"value_from\x18\x03 \x01(\v2\x17.kplane.v1.EnvVarSourceR\tvalueFrom\"\xdf\x01\n" +
+	"\fEnvVarSource\x12;\n" +
+	"\tfield_ref\x18\x01 \x01(\v2\x1e.kplane.v1.ObjectFieldSelectorR\bfieldRef\x12N\n" +
+	"\x12resource_field_ref\x18\x02 \x01(\v2 .kplane.v1.ResourceFieldSelectorR\x10resourceFieldRef\x12B\n" +
+	"\x0esecret_key_ref\x18\x03 \x01(\v2\x1c.kplane.v1.SecretKeySelectorR\fsecretKeyRef\"U\n" +
+	"\x13ObjectFieldSelector\x12\x1f\n" +
+	"\vapi_version\x18\x01 \x01(\tR\n" +
+	"apiVersion\x12\x1d\n" +
+	"\n" +
+	"field_path\x18\x02 \x01(\tR\tfieldPath\"t\n" +
+	"\x15ResourceFieldSelector\x12%\n" +
+	"\x0econtainer_name\x18\x01 \x01(\tR\rcontainerName\x12\x1a\n" +
+	"\bresource\x18\x02 \x01(\tR\bresource\x12\x18\n" +
+	"\adivisor\x18\x03 \x01(\tR\adivisor\"g\n" +
+	"\x11SecretKeySelector\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1f\n" +
+	"\boptional\x18\x03 \x01(\bH\x00R\boptional\x88\x01\x01B\v\n" +
+	"\t_optional\"b\n" +
+	"\rEnvFromSource\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x129\n" +
+	"\n" +
+	"secret_ref\x18\x02 \x01(\v2\x1a.kplane.v1.SecretEnvSourceR\tsecretRef\"S\n" +
+	"\x0fSecretEnvSource\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
+	"\boptional\x18\x02 \x01(\bH\x00R\boptional\x88\x01\x01B\v\n" +
+	"\t_optional\"\x83\x01\n" +
 	"\rContainerPort\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
 	"\x0econtainer_port\x18\x02 \x01(\x05R\rcontainerPort\x12\x1a\n" +
@@ -3566,7 +4270,7 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\n" +
 	"mount_path\x18\x02 \x01(\tR\tmountPath\x12\x1b\n" +
 	"\tread_only\x18\x03 \x01(\bR\breadOnly\x12\x19\n" +
-	"\bsub_path\x18\x04 \x01(\tR\asubPath\"\x80\x03\n" +
+	"\bsub_path\x18\x04 \x01(\tR\asubPath\"\x9e\x04\n" +
 	"\x05Probe\x12)\n" +
 	"\x04exec\x18\x01 \x01(\v2\x15.kplane.v1.ExecActionR\x04exec\x129\n" +
 	"\n" +
@@ -3576,18 +4280,33 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x0ftimeout_seconds\x18\x05 \x01(\x05R\x0etimeoutSeconds\x12%\n" +
 	"\x0eperiod_seconds\x18\x06 \x01(\x05R\rperiodSeconds\x12+\n" +
 	"\x11success_threshold\x18\a \x01(\x05R\x10successThreshold\x12+\n" +
-	"\x11failure_threshold\x18\b \x01(\x05R\x10failureThreshold\"&\n" +
+	"\x11failure_threshold\x18\b \x01(\x05R\x10failureThreshold\x12)\n" +
+	"\x04grpc\x18\t \x01(\v2\x15.kplane.v1.GRPCActionR\x04grpc\x12L\n" +
+	" termination_grace_period_seconds\x18\n" +
+	" \x01(\x03H\x00R\x1dterminationGracePeriodSeconds\x88\x01\x01B#\n" +
+	"!_termination_grace_period_seconds\"K\n" +
+	"\n" +
+	"GRPCAction\x12\x12\n" +
+	"\x04port\x18\x01 \x01(\x05R\x04port\x12\x1d\n" +
+	"\aservice\x18\x02 \x01(\tH\x00R\aservice\x88\x01\x01B\n" +
+	"\n" +
+	"\b_service\"6\n" +
+	"\n" +
+	"HTTPHeader\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"&\n" +
 	"\n" +
 	"ExecAction\x12\x18\n" +
 	"\acommand\x18\x01 \x03(\tR\acommand\"W\n" +
 	"\x0fTCPSocketAction\x12*\n" +
 	"\x04port\x18\x03 \x01(\v2\x16.kplane.v1.IntOrStringR\x04port\x12\x12\n" +
-	"\x04host\x18\x02 \x01(\tR\x04hostJ\x04\b\x01\x10\x02\"\x81\x01\n" +
+	"\x04host\x18\x02 \x01(\tR\x04hostJ\x04\b\x01\x10\x02\"\xbb\x01\n" +
 	"\rHTTPGetAction\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12*\n" +
 	"\x04port\x18\x05 \x01(\v2\x16.kplane.v1.IntOrStringR\x04port\x12\x12\n" +
 	"\x04host\x18\x03 \x01(\tR\x04host\x12\x16\n" +
-	"\x06scheme\x18\x04 \x01(\tR\x06schemeJ\x04\b\x02\x10\x03\"\xb5\x02\n" +
+	"\x06scheme\x18\x04 \x01(\tR\x06scheme\x128\n" +
+	"\fhttp_headers\x18\x06 \x03(\v2\x15.kplane.v1.HTTPHeaderR\vhttpHeadersJ\x04\b\x02\x10\x03\"\xb5\x02\n" +
 	"\x06Volume\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12d\n" +
 	"\x17persistent_volume_claim\x18\x02 \x01(\v2,.kplane.v1.PersistentVolumeClaimVolumeSourceR\x15persistentVolumeClaim\x12<\n" +
@@ -3771,7 +4490,7 @@ func file_kplane_v1_core_proto_rawDescGZIP() []byte {
 	return file_kplane_v1_core_proto_rawDescData
 }
 
-var file_kplane_v1_core_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_kplane_v1_core_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_kplane_v1_core_proto_goTypes = []any{
 	(*Namespace)(nil),                         // 0: kplane.v1.Namespace
 	(*NamespaceSpec)(nil),                     // 1: kplane.v1.NamespaceSpec
@@ -3788,138 +4507,162 @@ var file_kplane_v1_core_proto_goTypes = []any{
 	(*Pod)(nil),                               // 12: kplane.v1.Pod
 	(*PodSpec)(nil),                           // 13: kplane.v1.PodSpec
 	(*Container)(nil),                         // 14: kplane.v1.Container
-	(*EnvVar)(nil),                            // 15: kplane.v1.EnvVar
-	(*ContainerPort)(nil),                     // 16: kplane.v1.ContainerPort
-	(*VolumeMount)(nil),                       // 17: kplane.v1.VolumeMount
-	(*Probe)(nil),                             // 18: kplane.v1.Probe
-	(*ExecAction)(nil),                        // 19: kplane.v1.ExecAction
-	(*TCPSocketAction)(nil),                   // 20: kplane.v1.TCPSocketAction
-	(*HTTPGetAction)(nil),                     // 21: kplane.v1.HTTPGetAction
-	(*Volume)(nil),                            // 22: kplane.v1.Volume
-	(*PersistentVolumeClaimVolumeSource)(nil), // 23: kplane.v1.PersistentVolumeClaimVolumeSource
-	(*EmptyDirVolumeSource)(nil),              // 24: kplane.v1.EmptyDirVolumeSource
-	(*SecretVolumeSource)(nil),                // 25: kplane.v1.SecretVolumeSource
-	(*HostPathVolumeSource)(nil),              // 26: kplane.v1.HostPathVolumeSource
-	(*PodStatus)(nil),                         // 27: kplane.v1.PodStatus
-	(*PodIP)(nil),                             // 28: kplane.v1.PodIP
-	(*HostIP)(nil),                            // 29: kplane.v1.HostIP
-	(*ContainerStatus)(nil),                   // 30: kplane.v1.ContainerStatus
-	(*ContainerState)(nil),                    // 31: kplane.v1.ContainerState
-	(*ContainerStateWaiting)(nil),             // 32: kplane.v1.ContainerStateWaiting
-	(*ContainerStateRunning)(nil),             // 33: kplane.v1.ContainerStateRunning
-	(*ContainerStateTerminated)(nil),          // 34: kplane.v1.ContainerStateTerminated
-	(*PodTemplateSpec)(nil),                   // 35: kplane.v1.PodTemplateSpec
-	(*Service)(nil),                           // 36: kplane.v1.Service
-	(*ServiceSpec)(nil),                       // 37: kplane.v1.ServiceSpec
-	(*ServicePort)(nil),                       // 38: kplane.v1.ServicePort
-	(*ServiceStatus)(nil),                     // 39: kplane.v1.ServiceStatus
-	(*Endpoints)(nil),                         // 40: kplane.v1.Endpoints
-	(*EndpointSubset)(nil),                    // 41: kplane.v1.EndpointSubset
-	(*EndpointAddress)(nil),                   // 42: kplane.v1.EndpointAddress
-	(*EndpointPort)(nil),                      // 43: kplane.v1.EndpointPort
-	(*ServiceAccount)(nil),                    // 44: kplane.v1.ServiceAccount
-	(*Secret)(nil),                            // 45: kplane.v1.Secret
-	(*Event)(nil),                             // 46: kplane.v1.Event
-	(*EventSource)(nil),                       // 47: kplane.v1.EventSource
-	nil,                                       // 48: kplane.v1.NodeStatus.CapacityEntry
-	nil,                                       // 49: kplane.v1.NodeStatus.AllocatableEntry
-	nil,                                       // 50: kplane.v1.PodSpec.NodeSelectorEntry
-	nil,                                       // 51: kplane.v1.ServiceSpec.SelectorEntry
-	nil,                                       // 52: kplane.v1.Secret.DataEntry
-	nil,                                       // 53: kplane.v1.Secret.StringDataEntry
-	(*ObjectMeta)(nil),                        // 54: kplane.v1.ObjectMeta
-	(*timestamppb.Timestamp)(nil),             // 55: google.protobuf.Timestamp
-	(*Condition)(nil),                         // 56: kplane.v1.Condition
-	(*ResourceRequirements)(nil),              // 57: kplane.v1.ResourceRequirements
-	(*IntOrString)(nil),                       // 58: kplane.v1.IntOrString
-	(*ObjectReference)(nil),                   // 59: kplane.v1.ObjectReference
-	(*LocalObjectReference)(nil),              // 60: kplane.v1.LocalObjectReference
+	(*Lifecycle)(nil),                         // 15: kplane.v1.Lifecycle
+	(*LifecycleHandler)(nil),                  // 16: kplane.v1.LifecycleHandler
+	(*EnvVar)(nil),                            // 17: kplane.v1.EnvVar
+	(*EnvVarSource)(nil),                      // 18: kplane.v1.EnvVarSource
+	(*ObjectFieldSelector)(nil),               // 19: kplane.v1.ObjectFieldSelector
+	(*ResourceFieldSelector)(nil),             // 20: kplane.v1.ResourceFieldSelector
+	(*SecretKeySelector)(nil),                 // 21: kplane.v1.SecretKeySelector
+	(*EnvFromSource)(nil),                     // 22: kplane.v1.EnvFromSource
+	(*SecretEnvSource)(nil),                   // 23: kplane.v1.SecretEnvSource
+	(*ContainerPort)(nil),                     // 24: kplane.v1.ContainerPort
+	(*VolumeMount)(nil),                       // 25: kplane.v1.VolumeMount
+	(*Probe)(nil),                             // 26: kplane.v1.Probe
+	(*GRPCAction)(nil),                        // 27: kplane.v1.GRPCAction
+	(*HTTPHeader)(nil),                        // 28: kplane.v1.HTTPHeader
+	(*ExecAction)(nil),                        // 29: kplane.v1.ExecAction
+	(*TCPSocketAction)(nil),                   // 30: kplane.v1.TCPSocketAction
+	(*HTTPGetAction)(nil),                     // 31: kplane.v1.HTTPGetAction
+	(*Volume)(nil),                            // 32: kplane.v1.Volume
+	(*PersistentVolumeClaimVolumeSource)(nil), // 33: kplane.v1.PersistentVolumeClaimVolumeSource
+	(*EmptyDirVolumeSource)(nil),              // 34: kplane.v1.EmptyDirVolumeSource
+	(*SecretVolumeSource)(nil),                // 35: kplane.v1.SecretVolumeSource
+	(*HostPathVolumeSource)(nil),              // 36: kplane.v1.HostPathVolumeSource
+	(*PodStatus)(nil),                         // 37: kplane.v1.PodStatus
+	(*PodIP)(nil),                             // 38: kplane.v1.PodIP
+	(*HostIP)(nil),                            // 39: kplane.v1.HostIP
+	(*ContainerStatus)(nil),                   // 40: kplane.v1.ContainerStatus
+	(*ContainerState)(nil),                    // 41: kplane.v1.ContainerState
+	(*ContainerStateWaiting)(nil),             // 42: kplane.v1.ContainerStateWaiting
+	(*ContainerStateRunning)(nil),             // 43: kplane.v1.ContainerStateRunning
+	(*ContainerStateTerminated)(nil),          // 44: kplane.v1.ContainerStateTerminated
+	(*PodTemplateSpec)(nil),                   // 45: kplane.v1.PodTemplateSpec
+	(*Service)(nil),                           // 46: kplane.v1.Service
+	(*ServiceSpec)(nil),                       // 47: kplane.v1.ServiceSpec
+	(*ServicePort)(nil),                       // 48: kplane.v1.ServicePort
+	(*ServiceStatus)(nil),                     // 49: kplane.v1.ServiceStatus
+	(*Endpoints)(nil),                         // 50: kplane.v1.Endpoints
+	(*EndpointSubset)(nil),                    // 51: kplane.v1.EndpointSubset
+	(*EndpointAddress)(nil),                   // 52: kplane.v1.EndpointAddress
+	(*EndpointPort)(nil),                      // 53: kplane.v1.EndpointPort
+	(*ServiceAccount)(nil),                    // 54: kplane.v1.ServiceAccount
+	(*Secret)(nil),                            // 55: kplane.v1.Secret
+	(*Event)(nil),                             // 56: kplane.v1.Event
+	(*EventSource)(nil),                       // 57: kplane.v1.EventSource
+	nil,                                       // 58: kplane.v1.NodeStatus.CapacityEntry
+	nil,                                       // 59: kplane.v1.NodeStatus.AllocatableEntry
+	nil,                                       // 60: kplane.v1.PodSpec.NodeSelectorEntry
+	nil,                                       // 61: kplane.v1.ServiceSpec.SelectorEntry
+	nil,                                       // 62: kplane.v1.Secret.DataEntry
+	nil,                                       // 63: kplane.v1.Secret.StringDataEntry
+	(*ObjectMeta)(nil),                        // 64: kplane.v1.ObjectMeta
+	(*timestamppb.Timestamp)(nil),             // 65: google.protobuf.Timestamp
+	(*Condition)(nil),                         // 66: kplane.v1.Condition
+	(*ResourceRequirements)(nil),              // 67: kplane.v1.ResourceRequirements
+	(*IntOrString)(nil),                       // 68: kplane.v1.IntOrString
+	(*ObjectReference)(nil),                   // 69: kplane.v1.ObjectReference
+	(*LocalObjectReference)(nil),              // 70: kplane.v1.LocalObjectReference
 }
 var file_kplane_v1_core_proto_depIdxs = []int32{
-	54, // 0: kplane.v1.Namespace.metadata:type_name -> kplane.v1.ObjectMeta
+	64, // 0: kplane.v1.Namespace.metadata:type_name -> kplane.v1.ObjectMeta
 	1,  // 1: kplane.v1.Namespace.spec:type_name -> kplane.v1.NamespaceSpec
 	2,  // 2: kplane.v1.Namespace.status:type_name -> kplane.v1.NamespaceStatus
-	54, // 3: kplane.v1.Node.metadata:type_name -> kplane.v1.ObjectMeta
+	64, // 3: kplane.v1.Node.metadata:type_name -> kplane.v1.ObjectMeta
 	4,  // 4: kplane.v1.Node.spec:type_name -> kplane.v1.NodeSpec
 	7,  // 5: kplane.v1.Node.status:type_name -> kplane.v1.NodeStatus
 	5,  // 6: kplane.v1.NodeSpec.taints:type_name -> kplane.v1.Taint
-	55, // 7: kplane.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
-	48, // 8: kplane.v1.NodeStatus.capacity:type_name -> kplane.v1.NodeStatus.CapacityEntry
-	49, // 9: kplane.v1.NodeStatus.allocatable:type_name -> kplane.v1.NodeStatus.AllocatableEntry
-	56, // 10: kplane.v1.NodeStatus.conditions:type_name -> kplane.v1.Condition
+	65, // 7: kplane.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
+	58, // 8: kplane.v1.NodeStatus.capacity:type_name -> kplane.v1.NodeStatus.CapacityEntry
+	59, // 9: kplane.v1.NodeStatus.allocatable:type_name -> kplane.v1.NodeStatus.AllocatableEntry
+	66, // 10: kplane.v1.NodeStatus.conditions:type_name -> kplane.v1.Condition
 	8,  // 11: kplane.v1.NodeStatus.addresses:type_name -> kplane.v1.NodeAddress
 	9,  // 12: kplane.v1.NodeStatus.daemon_endpoints:type_name -> kplane.v1.NodeDaemonEndpoints
 	11, // 13: kplane.v1.NodeStatus.node_info:type_name -> kplane.v1.NodeSystemInfo
 	10, // 14: kplane.v1.NodeDaemonEndpoints.kubelet_endpoint:type_name -> kplane.v1.DaemonEndpoint
-	54, // 15: kplane.v1.Pod.metadata:type_name -> kplane.v1.ObjectMeta
+	64, // 15: kplane.v1.Pod.metadata:type_name -> kplane.v1.ObjectMeta
 	13, // 16: kplane.v1.Pod.spec:type_name -> kplane.v1.PodSpec
-	27, // 17: kplane.v1.Pod.status:type_name -> kplane.v1.PodStatus
+	37, // 17: kplane.v1.Pod.status:type_name -> kplane.v1.PodStatus
 	14, // 18: kplane.v1.PodSpec.containers:type_name -> kplane.v1.Container
 	14, // 19: kplane.v1.PodSpec.init_containers:type_name -> kplane.v1.Container
-	50, // 20: kplane.v1.PodSpec.node_selector:type_name -> kplane.v1.PodSpec.NodeSelectorEntry
+	60, // 20: kplane.v1.PodSpec.node_selector:type_name -> kplane.v1.PodSpec.NodeSelectorEntry
 	6,  // 21: kplane.v1.PodSpec.tolerations:type_name -> kplane.v1.Toleration
-	22, // 22: kplane.v1.PodSpec.volumes:type_name -> kplane.v1.Volume
-	15, // 23: kplane.v1.Container.env:type_name -> kplane.v1.EnvVar
-	16, // 24: kplane.v1.Container.ports:type_name -> kplane.v1.ContainerPort
-	57, // 25: kplane.v1.Container.resources:type_name -> kplane.v1.ResourceRequirements
-	18, // 26: kplane.v1.Container.readiness_probe:type_name -> kplane.v1.Probe
-	18, // 27: kplane.v1.Container.liveness_probe:type_name -> kplane.v1.Probe
-	17, // 28: kplane.v1.Container.volume_mounts:type_name -> kplane.v1.VolumeMount
-	19, // 29: kplane.v1.Probe.exec:type_name -> kplane.v1.ExecAction
-	20, // 30: kplane.v1.Probe.tcp_socket:type_name -> kplane.v1.TCPSocketAction
-	21, // 31: kplane.v1.Probe.http_get:type_name -> kplane.v1.HTTPGetAction
-	58, // 32: kplane.v1.TCPSocketAction.port:type_name -> kplane.v1.IntOrString
-	58, // 33: kplane.v1.HTTPGetAction.port:type_name -> kplane.v1.IntOrString
-	23, // 34: kplane.v1.Volume.persistent_volume_claim:type_name -> kplane.v1.PersistentVolumeClaimVolumeSource
-	24, // 35: kplane.v1.Volume.empty_dir:type_name -> kplane.v1.EmptyDirVolumeSource
-	25, // 36: kplane.v1.Volume.secret:type_name -> kplane.v1.SecretVolumeSource
-	26, // 37: kplane.v1.Volume.host_path:type_name -> kplane.v1.HostPathVolumeSource
-	56, // 38: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
-	55, // 39: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
-	30, // 40: kplane.v1.PodStatus.container_statuses:type_name -> kplane.v1.ContainerStatus
-	30, // 41: kplane.v1.PodStatus.init_container_statuses:type_name -> kplane.v1.ContainerStatus
-	28, // 42: kplane.v1.PodStatus.pod_ips:type_name -> kplane.v1.PodIP
-	29, // 43: kplane.v1.PodStatus.host_ips:type_name -> kplane.v1.HostIP
-	31, // 44: kplane.v1.ContainerStatus.state:type_name -> kplane.v1.ContainerState
-	31, // 45: kplane.v1.ContainerStatus.last_state:type_name -> kplane.v1.ContainerState
-	32, // 46: kplane.v1.ContainerState.waiting:type_name -> kplane.v1.ContainerStateWaiting
-	33, // 47: kplane.v1.ContainerState.running:type_name -> kplane.v1.ContainerStateRunning
-	34, // 48: kplane.v1.ContainerState.terminated:type_name -> kplane.v1.ContainerStateTerminated
-	55, // 49: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
-	55, // 50: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
-	55, // 51: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
-	54, // 52: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
-	13, // 53: kplane.v1.PodTemplateSpec.spec:type_name -> kplane.v1.PodSpec
-	54, // 54: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
-	37, // 55: kplane.v1.Service.spec:type_name -> kplane.v1.ServiceSpec
-	39, // 56: kplane.v1.Service.status:type_name -> kplane.v1.ServiceStatus
-	51, // 57: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
-	38, // 58: kplane.v1.ServiceSpec.ports:type_name -> kplane.v1.ServicePort
-	58, // 59: kplane.v1.ServicePort.target_port:type_name -> kplane.v1.IntOrString
-	56, // 60: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
-	54, // 61: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
-	41, // 62: kplane.v1.Endpoints.subsets:type_name -> kplane.v1.EndpointSubset
-	42, // 63: kplane.v1.EndpointSubset.addresses:type_name -> kplane.v1.EndpointAddress
-	42, // 64: kplane.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.v1.EndpointAddress
-	43, // 65: kplane.v1.EndpointSubset.ports:type_name -> kplane.v1.EndpointPort
-	59, // 66: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
-	54, // 67: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
-	59, // 68: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
-	60, // 69: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
-	54, // 70: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
-	52, // 71: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
-	53, // 72: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
-	54, // 73: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
-	59, // 74: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
-	47, // 75: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
-	55, // 76: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
-	55, // 77: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
-	55, // 78: kplane.v1.Event.event_time:type_name -> google.protobuf.Timestamp
-	79, // [79:79] is the sub-list for method output_type
-	79, // [79:79] is the sub-list for method input_type
-	79, // [79:79] is the sub-list for extension type_name
-	79, // [79:79] is the sub-list for extension extendee
-	0,  // [0:79] is the sub-list for field type_name
+	32, // 22: kplane.v1.PodSpec.volumes:type_name -> kplane.v1.Volume
+	17, // 23: kplane.v1.Container.env:type_name -> kplane.v1.EnvVar
+	24, // 24: kplane.v1.Container.ports:type_name -> kplane.v1.ContainerPort
+	67, // 25: kplane.v1.Container.resources:type_name -> kplane.v1.ResourceRequirements
+	26, // 26: kplane.v1.Container.readiness_probe:type_name -> kplane.v1.Probe
+	26, // 27: kplane.v1.Container.liveness_probe:type_name -> kplane.v1.Probe
+	25, // 28: kplane.v1.Container.volume_mounts:type_name -> kplane.v1.VolumeMount
+	26, // 29: kplane.v1.Container.startup_probe:type_name -> kplane.v1.Probe
+	22, // 30: kplane.v1.Container.env_from:type_name -> kplane.v1.EnvFromSource
+	15, // 31: kplane.v1.Container.lifecycle:type_name -> kplane.v1.Lifecycle
+	16, // 32: kplane.v1.Lifecycle.post_start:type_name -> kplane.v1.LifecycleHandler
+	16, // 33: kplane.v1.Lifecycle.pre_stop:type_name -> kplane.v1.LifecycleHandler
+	29, // 34: kplane.v1.LifecycleHandler.exec:type_name -> kplane.v1.ExecAction
+	31, // 35: kplane.v1.LifecycleHandler.http_get:type_name -> kplane.v1.HTTPGetAction
+	18, // 36: kplane.v1.EnvVar.value_from:type_name -> kplane.v1.EnvVarSource
+	19, // 37: kplane.v1.EnvVarSource.field_ref:type_name -> kplane.v1.ObjectFieldSelector
+	20, // 38: kplane.v1.EnvVarSource.resource_field_ref:type_name -> kplane.v1.ResourceFieldSelector
+	21, // 39: kplane.v1.EnvVarSource.secret_key_ref:type_name -> kplane.v1.SecretKeySelector
+	23, // 40: kplane.v1.EnvFromSource.secret_ref:type_name -> kplane.v1.SecretEnvSource
+	29, // 41: kplane.v1.Probe.exec:type_name -> kplane.v1.ExecAction
+	30, // 42: kplane.v1.Probe.tcp_socket:type_name -> kplane.v1.TCPSocketAction
+	31, // 43: kplane.v1.Probe.http_get:type_name -> kplane.v1.HTTPGetAction
+	27, // 44: kplane.v1.Probe.grpc:type_name -> kplane.v1.GRPCAction
+	68, // 45: kplane.v1.TCPSocketAction.port:type_name -> kplane.v1.IntOrString
+	68, // 46: kplane.v1.HTTPGetAction.port:type_name -> kplane.v1.IntOrString
+	28, // 47: kplane.v1.HTTPGetAction.http_headers:type_name -> kplane.v1.HTTPHeader
+	33, // 48: kplane.v1.Volume.persistent_volume_claim:type_name -> kplane.v1.PersistentVolumeClaimVolumeSource
+	34, // 49: kplane.v1.Volume.empty_dir:type_name -> kplane.v1.EmptyDirVolumeSource
+	35, // 50: kplane.v1.Volume.secret:type_name -> kplane.v1.SecretVolumeSource
+	36, // 51: kplane.v1.Volume.host_path:type_name -> kplane.v1.HostPathVolumeSource
+	66, // 52: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
+	65, // 53: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
+	40, // 54: kplane.v1.PodStatus.container_statuses:type_name -> kplane.v1.ContainerStatus
+	40, // 55: kplane.v1.PodStatus.init_container_statuses:type_name -> kplane.v1.ContainerStatus
+	38, // 56: kplane.v1.PodStatus.pod_ips:type_name -> kplane.v1.PodIP
+	39, // 57: kplane.v1.PodStatus.host_ips:type_name -> kplane.v1.HostIP
+	41, // 58: kplane.v1.ContainerStatus.state:type_name -> kplane.v1.ContainerState
+	41, // 59: kplane.v1.ContainerStatus.last_state:type_name -> kplane.v1.ContainerState
+	42, // 60: kplane.v1.ContainerState.waiting:type_name -> kplane.v1.ContainerStateWaiting
+	43, // 61: kplane.v1.ContainerState.running:type_name -> kplane.v1.ContainerStateRunning
+	44, // 62: kplane.v1.ContainerState.terminated:type_name -> kplane.v1.ContainerStateTerminated
+	65, // 63: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
+	65, // 64: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
+	65, // 65: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
+	64, // 66: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
+	13, // 67: kplane.v1.PodTemplateSpec.spec:type_name -> kplane.v1.PodSpec
+	64, // 68: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
+	47, // 69: kplane.v1.Service.spec:type_name -> kplane.v1.ServiceSpec
+	49, // 70: kplane.v1.Service.status:type_name -> kplane.v1.ServiceStatus
+	61, // 71: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
+	48, // 72: kplane.v1.ServiceSpec.ports:type_name -> kplane.v1.ServicePort
+	68, // 73: kplane.v1.ServicePort.target_port:type_name -> kplane.v1.IntOrString
+	66, // 74: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
+	64, // 75: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
+	51, // 76: kplane.v1.Endpoints.subsets:type_name -> kplane.v1.EndpointSubset
+	52, // 77: kplane.v1.EndpointSubset.addresses:type_name -> kplane.v1.EndpointAddress
+	52, // 78: kplane.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.v1.EndpointAddress
+	53, // 79: kplane.v1.EndpointSubset.ports:type_name -> kplane.v1.EndpointPort
+	69, // 80: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
+	64, // 81: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
+	69, // 82: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
+	70, // 83: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
+	64, // 84: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
+	62, // 85: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
+	63, // 86: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
+	64, // 87: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
+	69, // 88: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
+	57, // 89: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
+	65, // 90: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
+	65, // 91: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
+	65, // 92: kplane.v1.Event.event_time:type_name -> google.protobuf.Timestamp
+	93, // [93:93] is the sub-list for method output_type
+	93, // [93:93] is the sub-list for method input_type
+	93, // [93:93] is the sub-list for extension type_name
+	93, // [93:93] is the sub-list for extension extendee
+	0,  // [0:93] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_core_proto_init() }
@@ -3931,17 +4674,22 @@ func file_kplane_v1_core_proto_init() {
 	file_kplane_v1_options_proto_init()
 	file_kplane_v1_core_proto_msgTypes[6].OneofWrappers = []any{}
 	file_kplane_v1_core_proto_msgTypes[13].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[25].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[30].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[44].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[45].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[14].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[21].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[23].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[26].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[27].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[35].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[40].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[54].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[55].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_v1_core_proto_rawDesc), len(file_kplane_v1_core_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   54,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -193,7 +193,19 @@ var kubernetesTypes = map[string]string{
 		volumeMounts []VolumeMount
 		livenessProbe Probe
 		readinessProbe Probe
+		startupProbe Probe
+		envFrom []EnvFromSource
+		restartPolicy string
+		terminationMessagePath string
+		terminationMessagePolicy string
+		lifecycle Lifecycle
 		imagePullPolicy string`,
+	"Lifecycle": `
+		postStart LifecycleHandler
+		preStop LifecycleHandler`,
+	"LifecycleHandler": `
+		exec ExecAction
+		httpGet HTTPGetAction`,
 	"ContainerPort": `
 		name string
 		hostPort int32
@@ -201,7 +213,29 @@ var kubernetesTypes = map[string]string{
 		protocol string`,
 	"EnvVar": `
 		name string
-		value string`,
+		value string
+		valueFrom EnvVarSource`,
+	"EnvVarSource": `
+		fieldRef ObjectFieldSelector
+		resourceFieldRef ResourceFieldSelector
+		secretKeyRef SecretKeySelector`,
+	"ObjectFieldSelector": `
+		apiVersion string
+		fieldPath string`,
+	"ResourceFieldSelector": `
+		containerName string
+		resource string
+		divisor Quantity`,
+	"SecretKeySelector": `
+		name string
+		key string
+		optional bool`,
+	"EnvFromSource": `
+		prefix string
+		secretRef SecretEnvSource`,
+	"SecretEnvSource": `
+		name string
+		optional bool`,
 	"VolumeMount": `
 		name string
 		readOnly bool
@@ -215,14 +249,23 @@ var kubernetesTypes = map[string]string{
 		timeoutSeconds int32
 		periodSeconds int32
 		successThreshold int32
-		failureThreshold int32`,
+		failureThreshold int32
+		grpc GRPCAction
+		terminationGracePeriodSeconds int64`,
+	"GRPCAction": `
+		port int32
+		service string`,
+	"HTTPHeader": `
+		name string
+		value string`,
 	"ExecAction": `
 		command []string`,
 	"HTTPGetAction": `
 		path string
 		port IntOrString
 		host string
-		scheme string`,
+		scheme string
+		httpHeaders []HTTPHeader`,
 	"TCPSocketAction": `
 		port IntOrString
 		host string`,

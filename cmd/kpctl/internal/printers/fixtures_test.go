@@ -80,6 +80,25 @@ func fixtures() map[string][]*kplanev1.Object {
 				}},
 			}),
 			kplanev1.MustWrap(&kplanev1.Pod{
+				Metadata: meta("default", "sidecar", time.Minute),
+				Spec: &kplanev1.PodSpec{InitContainers: []*kplanev1.Container{func() *kplanev1.Container {
+					c := container("proxy", "envoy")
+					c.RestartPolicy = ptr("Always")
+					return c
+				}()}, Containers: []*kplanev1.Container{container("c", "busybox")}},
+				Status: &kplanev1.PodStatus{Phase: "Running", InitContainerStatuses: []*kplanev1.ContainerStatus{
+					{Name: "proxy", Ready: true, Started: ptr(true), RestartCount: 2, State: &kplanev1.ContainerState{Running: &kplanev1.ContainerStateRunning{}}},
+				}, ContainerStatuses: []*kplanev1.ContainerStatus{running("c", true, 1)}},
+			}),
+			kplanev1.MustWrap(&kplanev1.Pod{
+				Metadata: meta("default", "init-crash", time.Minute),
+				Spec: &kplanev1.PodSpec{InitContainers: []*kplanev1.Container{container("setup", "busybox")},
+					Containers: []*kplanev1.Container{container("c", "busybox")}},
+				Status: &kplanev1.PodStatus{Phase: "Pending", InitContainerStatuses: []*kplanev1.ContainerStatus{
+					{Name: "setup", RestartCount: 3, State: &kplanev1.ContainerState{Waiting: &kplanev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}},
+				}},
+			}),
+			kplanev1.MustWrap(&kplanev1.Pod{
 				Metadata: meta("default", "oom", 2*time.Minute+5*time.Second),
 				Spec:     &kplanev1.PodSpec{Containers: []*kplanev1.Container{container("c", "busybox")}},
 				Status: &kplanev1.PodStatus{Phase: "Failed", ContainerStatuses: []*kplanev1.ContainerStatus{{

@@ -28,9 +28,20 @@ func podRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
 		}
 		restarts += cs.GetRestartCount()
 	}
+	// Sidecars (restartable init containers) count as containers, as in
+	// kubectl; every init container's restarts count.
+	total := len(p.GetSpec().GetContainers())
+	sidecars := sidecarNames(p)
+	for _, cs := range p.GetStatus().GetInitContainerStatuses() {
+		restarts += cs.GetRestartCount()
+		if sidecars[cs.GetName()] && cs.GetReady() {
+			ready++
+		}
+	}
+	total += len(sidecars)
 	cells := []string{
 		p.GetMetadata().GetName(),
-		fmt.Sprintf("%d/%d", ready, len(p.GetSpec().GetContainers())),
+		fmt.Sprintf("%d/%d", ready, total),
 		PodStatus(p),
 		strconv.Itoa(int(restarts)),
 		Age(p.GetMetadata().GetCreationTimestamp(), now),
@@ -51,9 +62,13 @@ func PodStatus(p *kplanev1.Pod) string {
 	}
 	initializing := false
 	inits := st.GetInitContainerStatuses()
+	sidecars := sidecarNames(p)
 	for i, cs := range inits {
 		if t := cs.GetState().GetTerminated(); t != nil && t.GetExitCode() == 0 {
 			continue
+		}
+		if sidecars[cs.GetName()] && cs.GetStarted() {
+			continue // a started sidecar lets initialization go on
 		}
 		initializing = true
 		switch {
@@ -89,6 +104,17 @@ func PodStatus(p *kplanev1.Pod) string {
 		reason = "Terminating"
 	}
 	return reason
+}
+
+// sidecarNames are the pod's init containers with restartPolicy Always.
+func sidecarNames(p *kplanev1.Pod) map[string]bool {
+	out := map[string]bool{}
+	for _, c := range p.GetSpec().GetInitContainers() {
+		if c.GetRestartPolicy() == "Always" {
+			out[c.GetName()] = true
+		}
+	}
+	return out
 }
 
 func terminatedReason(t *kplanev1.ContainerStateTerminated) string {

@@ -17,11 +17,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/time/rate"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kplane/kplane/pkg/apiutil"
@@ -29,6 +32,7 @@ import (
 	"github.com/kplane/kplane/pkg/client"
 	"github.com/kplane/kplane/pkg/controller"
 	"github.com/kplane/kplane/pkg/informer"
+	"github.com/kplane/kplane/pkg/quantity"
 	"github.com/kplane/kplane/pkg/record"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
@@ -75,6 +79,7 @@ type Agent struct {
 	backoff Backoff
 	nodes   map[string]bool
 	hostIP  string
+	nodeRes nodeResources // stand in for limits containers do not set
 
 	logsPort int // set by Run before nodes register
 
@@ -95,13 +100,22 @@ type Agent struct {
 // concurrently).
 type podState struct {
 	startTime    time.Time
-	probes       map[string]*probeState
-	createErr    map[string]string
-	backoffSeen  map[string]int // attempt whose BackOff event was recorded
+	probes       map[string]*probeState // by probe kind + "/" + container
+	kills        map[string]*killState  // by container
+	probeEvents  *rate.Limiter
+	createErr    map[string]createFailure
+	resolved     map[string]*kplanev1.Container // by name: the spec its current run started with
+	backoffSeen  map[string]int                 // attempt whose BackOff event was recorded
 	termStart    time.Time
 	termSignaled bool
-	killed       bool
-	volumesReady bool // volumes.go: set up for this run of the agent
+	// sidecarsSignaled: on deletion, the sidecars were sent SIGTERM (after
+	// the other containers had stopped).
+	sidecarsSignaled bool
+	killed           bool
+	volumesReady     bool // volumes.go: set up for this run of the agent
+	// initialized: the init containers are through and the app containers
+	// were started; it stays so.
+	initialized bool
 }
 
 // New builds the agent: the runtime (re-adopting what a previous agent
@@ -122,6 +136,12 @@ func New(c *app.Context, cfg *Config) (*Agent, error) {
 		a.nodes[n] = true
 	}
 	var err error
+	if a.nodeRes.cpu, err = quantity.Parse(cfg.CPU); err != nil {
+		return nil, fmt.Errorf("--cpu: %w", err)
+	}
+	if a.nodeRes.memory, err = quantity.Parse(cfg.Memory); err != nil {
+		return nil, fmt.Errorf("--memory: %w", err)
+	}
 	if a.m, err = newMetrics(c.Registry); err != nil {
 		return nil, err
 	}
@@ -301,7 +321,7 @@ func (a *Agent) state(uid string) *podState {
 	defer a.mu.Unlock()
 	s, ok := a.states[uid]
 	if !ok {
-		s = &podState{probes: map[string]*probeState{}, createErr: map[string]string{}, backoffSeen: map[string]int{}}
+		s = &podState{probes: map[string]*probeState{}, kills: map[string]*killState{}, createErr: map[string]createFailure{}, resolved: map[string]*kplanev1.Container{}, backoffSeen: map[string]int{}}
 		a.states[uid] = s
 	}
 	return s
@@ -442,56 +462,40 @@ func (a *Agent) syncPod(ctx context.Context, cached *kplanev1.Pod) (time.Time, e
 			return now.Add(volumeRetry), err
 		}
 	}
-	policy := pod.GetSpec().GetRestartPolicy()
 	var next time.Time
 	wake := func(t time.Time) {
 		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
 			next = t
 		}
 	}
-	inputs := make([]containerInput, 0, len(pod.GetSpec().GetContainers()))
+	sc := &syncCtx{pod: pod, uid: uid, ip: ip.String(), st: st, now: now, wake: wake}
+	in := statusInput{Pod: pod, Runtime: a.rt.Name(), PodIP: ip.String(), HostIP: a.hostIP, StartTime: st.startTime, Now: now}
+	if !terminal {
+		in.Failure = a.checkDeadline(ctx, sc)
+		terminal = in.Failure != nil
+	}
+	var initDone bool
+	in.InitContainers, initDone, in.InitFailed = a.syncInitContainers(ctx, sc, terminal)
+	in.InitPending = !initDone
+	terminal = terminal || in.InitFailed
+	policy := pod.GetSpec().GetRestartPolicy()
+	in.Containers = make([]containerInput, 0, len(pod.GetSpec().GetContainers()))
 	for _, c := range pod.GetSpec().GetContainers() {
-		cs := a.rt.State(uid, c.GetName(), now)
-		in := containerInput{Spec: c, Ready: true}
-		if !terminal {
-			switch {
-			case !cs.Created:
-				a.start(ctx, pod, c, 0, ip.String(), st)
-				cs = a.rt.State(uid, c.GetName(), now)
-				if !cs.Created {
-					wake(now.Add(a.backoff.Base))
-				}
-			case cs.Exit != nil && shouldRestart(policy, cs.Exit):
-				delay := a.backoff.Delay(cs.Attempt, cs.Exit.FinishedAt.Sub(cs.Exit.StartedAt))
-				at := cs.Exit.FinishedAt.Add(delay)
-				if now.Before(at) {
-					in.BackOff, in.BackOffDelay = true, delay
-					wake(at)
-					if st.backoffSeen[c.GetName()] != cs.Attempt+1 && a.rt.Name() == "exec" {
-						st.backoffSeen[c.GetName()] = cs.Attempt + 1
-						a.event(ctx, pod, record.Warning, "BackOff", "Back-off %s restarting failed container %s", delay, c.GetName())
-					}
-					break
-				}
-				a.m.containerRestarts.Inc()
-				a.start(ctx, pod, c, cs.Attempt+1, ip.String(), st)
-				cs = a.rt.State(uid, c.GetName(), now)
-			}
+		if !initDone {
+			in.Containers = append(in.Containers, containerInput{Spec: c, State: a.rt.State(uid, c.GetName(), now), Initializing: true})
+			continue
 		}
-		in.State = cs
-		in.CreateError = st.createErr[c.GetName()]
-		if p := c.GetReadinessProbe(); p != nil && cs.Running && a.exec != nil {
-			in.Ready = a.probe(ctx, pod, c, cs, ip.String(), st, now)
-			wake(st.probes[c.GetName()].next)
-		}
-		inputs = append(inputs, in)
+		in.Containers = append(in.Containers, a.syncContainer(ctx, sc, c, policy, terminal))
+	}
+	if terminal {
+		a.stopContainers(ctx, sc, allContainers(pod.GetSpec()))
+	} else if initDone && appsFinished(in.Containers, policy) {
+		// The app is done: its sidecars stop, and are not restarted.
+		a.stopContainers(ctx, sc, sidecars(pod.GetSpec()))
 	}
 	wake(a.rt.NextChange(uid, now))
 
-	status := buildStatus(statusInput{
-		Pod: pod, Containers: inputs, Runtime: a.rt.Name(), PodIP: ip.String(), HostIP: a.hostIP,
-		StartTime: st.startTime, Now: now,
-	})
+	status := buildStatus(in)
 	volumeStatus(pod.GetStatus(), status, st.volumesReady, now)
 	if err := a.writeStatus(ctx, pod, status); err != nil {
 		return time.Time{}, err
@@ -499,16 +503,100 @@ func (a *Agent) syncPod(ctx context.Context, cached *kplanev1.Pod) (time.Time, e
 	return next, nil
 }
 
-// start starts one run of a container, recording a failure to create it
-// (shown as CreateContainerError until a start succeeds).
+// syncCtx is what one sync of a pod passes around.
+type syncCtx struct {
+	pod  *kplanev1.Pod
+	uid  string
+	ip   string
+	st   *podState
+	now  time.Time
+	wake func(time.Time)
+}
+
+// syncContainer drives one container under policy: started when it never
+// ran, restarted after its back-off when it exited and the policy says so
+// (not when hold: the pod is terminal or the container is being stopped),
+// probed while running. It returns what its status depends on.
+func (a *Agent) syncContainer(ctx context.Context, sc *syncCtx, c *kplanev1.Container, policy string, hold bool) containerInput {
+	pod, uid, st, now, wake := sc.pod, sc.uid, sc.st, sc.now, sc.wake
+	cs := a.rt.State(uid, c.GetName(), now)
+	in := containerInput{Spec: c, Ready: true}
+	if k := st.kills[c.GetName()]; k != nil && k.attempt == cs.Attempt && k.final {
+		hold = true
+	}
+	if !hold {
+		switch {
+		case !cs.Created:
+			a.start(ctx, pod, c, 0, sc.ip, st)
+			cs = a.rt.State(uid, c.GetName(), now)
+			if !cs.Created {
+				wake(now.Add(a.backoff.Base))
+			}
+		case cs.Exit != nil && shouldRestart(policy, cs.Exit):
+			delay := a.backoff.Delay(cs.Attempt, cs.Exit.FinishedAt.Sub(cs.Exit.StartedAt))
+			at := cs.Exit.FinishedAt.Add(delay)
+			if now.Before(at) {
+				in.BackOff, in.BackOffDelay = true, delay
+				wake(at)
+				if st.backoffSeen[c.GetName()] != cs.Attempt+1 && a.rt.Name() == "exec" {
+					st.backoffSeen[c.GetName()] = cs.Attempt + 1
+					a.event(ctx, pod, record.Warning, "BackOff", "Back-off %s restarting failed container %s", delay, c.GetName())
+				}
+				break
+			}
+			a.m.containerRestarts.Inc()
+			a.start(ctx, pod, c, cs.Attempt+1, sc.ip, st)
+			cs = a.rt.State(uid, c.GetName(), now)
+			if !cs.Running && !cs.Waiting {
+				wake(now.Add(a.backoff.Base)) // the start failed: retry
+			}
+		}
+	}
+	in.State = cs
+	if f, ok := st.createErr[c.GetName()]; ok {
+		in.CreateReason, in.CreateError = f.reason, f.message
+	}
+	if cs.Running && !hold {
+		pr := a.probeContainer(ctx, pod, c, cs, sc.ip, st, now, wake)
+		in.Ready, in.NotStarted = pr.ready, !pr.started
+	} else if cs.Running {
+		a.finishStop(sc, c, cs)
+		in.Ready = false
+	}
+	return in
+}
+
+// createFailure is why the last start of a container failed before any
+// process ran.
+type createFailure struct{ reason, message string }
+
+// start starts one run of a container, its environment resolved and its
+// command expanded, recording a failure to create it (shown as
+// CreateContainerConfigError or CreateContainerError until a start
+// succeeds).
 func (a *Agent) start(ctx context.Context, pod *kplanev1.Pod, c *kplanev1.Container, attempt int, ip string, st *podState) {
-	if err := a.rt.StartContainer(ctx, pod, c, attempt, ip); err != nil {
-		if st.createErr[c.GetName()] != err.Error() {
+	res := &envResolver{api: a.api, pod: pod, podIP: ip, hostIP: a.hostIP, node: a.nodeRes}
+	spec, err := res.resolve(ctx, c)
+	if len(res.invalid) > 0 {
+		a.event(ctx, pod, record.Warning, "InvalidEnvironmentVariableNames",
+			"Keys [%s] from the envFrom of container %s were skipped since they are not valid environment variable names",
+			strings.Join(res.invalid, ", "), c.GetName())
+	}
+	if err == nil {
+		st.resolved[c.GetName()] = spec
+		err = a.rt.StartContainer(ctx, pod, spec, attempt, ip)
+	}
+	if err != nil {
+		f := createFailure{reason: ReasonCreateError, message: err.Error()}
+		if isConfigError(err) {
+			f.reason = ReasonCreateConfigError
+		}
+		if st.createErr[c.GetName()] != f {
 			a.log.Warn("could not start container", "pod", pod.GetMetadata().GetNamespace()+"/"+pod.GetMetadata().GetName(),
-				"container", c.GetName(), "error", err)
+				"container", c.GetName(), "reason", f.reason, "error", err)
 			a.event(ctx, pod, record.Warning, "Failed", "Error: %v", err)
 		}
-		st.createErr[c.GetName()] = err.Error()
+		st.createErr[c.GetName()] = f
 		return
 	}
 	delete(st.createErr, c.GetName())
@@ -516,36 +604,165 @@ func (a *Agent) start(ctx context.Context, pod *kplanev1.Pod, c *kplanev1.Contai
 	if a.rt.Name() == "exec" {
 		a.event(ctx, pod, record.Normal, "Started", "Started container %s", c.GetName())
 	}
+	a.postStart(ctx, pod, spec, ip, st)
 }
 
-// probe runs the readiness probe of a running container when it is due
-// and returns the container's readiness.
-func (a *Agent) probe(ctx context.Context, pod *kplanev1.Pod, c *kplanev1.Container, cs ContainerState, ip string, st *podState, now time.Time) bool {
-	p := c.GetReadinessProbe()
-	ps := st.probes[c.GetName()]
+// Probe events are rate-limited per pod as the kubelet's event spam
+// filter does: a burst, then one per interval, on top of the recorder
+// folding identical repeats into one Event.
+const (
+	probeEventBurst = 25
+	probeEventEvery = 5 * time.Minute
+)
+
+// killState is a container being stopped because a probe failed.
+type killState struct {
+	attempt  int
+	deadline time.Time // SIGKILL then
+	killed   bool
+	// final: stopped for good (the pod is over, or a sidecar whose app
+	// finished), not restarted.
+	final bool
+}
+
+// probeResult is what the probes of a running container decided.
+type probeResult struct {
+	started bool // the startup probe succeeded (or there is none)
+	ready   bool
+}
+
+// probeContainer runs the due probes of a running container: the startup
+// probe first, holding back the others until it succeeds; then readiness
+// and liveness. A startup or liveness probe that reaches its failure
+// threshold stops the container (SIGTERM, SIGKILL after the grace
+// period); the restart policy and back-off then apply to its exit. The
+// next time a probe is due goes to wake.
+func (a *Agent) probeContainer(ctx context.Context, pod *kplanev1.Pod, c *kplanev1.Container, cs ContainerState, ip string,
+	st *podState, now time.Time, wake func(time.Time)) probeResult {
+	res := probeResult{started: true, ready: true}
+	if k := st.kills[c.GetName()]; k != nil && k.attempt == cs.Attempt {
+		// Being stopped: no more probing, not ready.
+		a.finishKill(pod, c, k, now, wake)
+		return probeResult{started: true}
+	}
+	if p := c.GetStartupProbe(); p != nil {
+		ps := a.runDueProbe(ctx, pod, c, cs, probeStartup, p, ip, st, now)
+		if !ps.everOK {
+			wake(ps.next)
+			if ps.failed(p) {
+				a.killUnhealthy(ctx, pod, c, cs, probeStartup, p, ip, st, now, wake)
+			}
+			return probeResult{}
+		}
+	}
+	if p := c.GetReadinessProbe(); p != nil {
+		ps := a.runDueProbe(ctx, pod, c, cs, probeReadiness, p, ip, st, now)
+		res.ready = ps.ok
+		wake(ps.next)
+	}
+	if p := c.GetLivenessProbe(); p != nil {
+		ps := a.runDueProbe(ctx, pod, c, cs, probeLiveness, p, ip, st, now)
+		wake(ps.next)
+		if ps.failed(p) {
+			a.killUnhealthy(ctx, pod, c, cs, probeLiveness, p, ip, st, now, wake)
+			res.ready = false
+		}
+	}
+	return res
+}
+
+// runDueProbe runs one probe when it is due and returns its state.
+func (a *Agent) runDueProbe(ctx context.Context, pod *kplanev1.Pod, c *kplanev1.Container, cs ContainerState, kind probeKind,
+	p *kplanev1.Probe, ip string, st *podState, now time.Time) *probeState {
+	key := string(kind) + "/" + c.GetName()
+	ps := st.probes[key]
 	if ps == nil || ps.attempt != cs.Attempt {
 		started := cs.StartedAt
 		if started.IsZero() {
 			started = now
 		}
-		ps = newProbeState(p, cs.Attempt, started)
-		st.probes[c.GetName()] = ps
+		ps = newProbeState(kind, p, cs.Attempt, started)
+		st.probes[key] = ps
 	}
 	if now.Before(ps.next) {
-		return ps.ready
+		return ps
 	}
-	dir := a.exec.containerDir(pod.GetMetadata().GetUid(), c.GetName())
-	err := runProbe(ctx, p, probeTarget{Container: c, PodIP: ip, Dir: dir, Env: containerEnv(pod, c, ip, dir)})
-	was := ps.ready
+	var err error
+	if a.exec != nil {
+		err = runProbe(ctx, p, a.hookTarget(pod, c, ip, st))
+	} else {
+		err = fakeProbe(pod, kind)
+	}
+	was := ps.ok
 	ps.record(p, err == nil, time.Now())
-	if was != ps.ready {
-		a.log.Info("readiness changed", "pod", pod.GetMetadata().GetNamespace()+"/"+pod.GetMetadata().GetName(),
-			"container", c.GetName(), "ready", ps.ready, "probe_error", err)
-		if !ps.ready && err != nil {
-			a.event(ctx, pod, record.Warning, "Unhealthy", "Readiness probe failed: %v", err)
-		}
+	podKey := pod.GetMetadata().GetNamespace() + "/" + pod.GetMetadata().GetName()
+	if was != ps.ok {
+		a.log.Info("probe verdict changed", "pod", podKey, "container", c.GetName(), "probe", kind,
+			"success", ps.ok, "probe_error", err)
 	}
-	return ps.ready
+	if err != nil {
+		a.probeEvent(ctx, pod, st, record.Warning, "Unhealthy", "%s probe failed: %v", kind, err)
+	}
+	return ps
+}
+
+// killUnhealthy starts stopping a container whose liveness or startup
+// probe failed, with the probe's grace period if it has one, else the
+// pod's.
+func (a *Agent) killUnhealthy(ctx context.Context, pod *kplanev1.Pod, c *kplanev1.Container, cs ContainerState, kind probeKind,
+	p *kplanev1.Probe, ip string, st *podState, now time.Time, wake func(time.Time)) {
+	grace := int64(30)
+	switch {
+	case p.TerminationGracePeriodSeconds != nil:
+		grace = p.GetTerminationGracePeriodSeconds()
+	case pod.GetSpec().TerminationGracePeriodSeconds != nil:
+		grace = pod.GetSpec().GetTerminationGracePeriodSeconds()
+	}
+	k := &killState{attempt: cs.Attempt, deadline: now.Add(time.Duration(grace) * time.Second)}
+	st.kills[c.GetName()] = k
+	a.log.Info("container failed its probe; stopping it", "pod", pod.GetMetadata().GetNamespace()+"/"+pod.GetMetadata().GetName(),
+		"container", c.GetName(), "probe", kind, "attempt", cs.Attempt, "grace_period", time.Duration(grace)*time.Second)
+	a.probeEvent(ctx, pod, st, record.Normal, "Killing", "Container %s failed %s probe, will be restarted", c.GetName(), strings.ToLower(string(kind)))
+	a.preStop(ctx, pod, c, ip, st, k.deadline)
+	if err := a.rt.StopContainer(pod.GetMetadata().GetUid(), c.GetName(), grace == 0); err != nil {
+		a.log.Warn("could not stop container", "container", c.GetName(), "error", err)
+	}
+	k.killed = grace == 0
+	wake(k.deadline)
+}
+
+// finishKill sends SIGKILL to a container stopped for a failed probe that
+// outlived its grace period.
+func (a *Agent) finishKill(pod *kplanev1.Pod, c *kplanev1.Container, k *killState, now time.Time, wake func(time.Time)) {
+	if k.killed {
+		return
+	}
+	if now.Before(k.deadline) {
+		wake(k.deadline)
+		return
+	}
+	k.killed = true
+	a.log.Info("grace period over; killing container", "pod", pod.GetMetadata().GetNamespace()+"/"+pod.GetMetadata().GetName(),
+		"container", c.GetName())
+	if err := a.rt.StopContainer(pod.GetMetadata().GetUid(), c.GetName(), true); err != nil {
+		a.log.Warn("could not kill container", "container", c.GetName(), "error", err)
+	}
+}
+
+// probeEvent records a probe event unless the pod's probe events are
+// over their rate. Fake pods come by the thousand and get none, as for
+// their other events.
+func (a *Agent) probeEvent(ctx context.Context, pod *kplanev1.Pod, st *podState, typ, reason, format string, args ...any) {
+	if a.exec == nil {
+		return
+	}
+	if st.probeEvents == nil {
+		st.probeEvents = rate.NewLimiter(rate.Every(probeEventEvery), probeEventBurst)
+	}
+	if !st.probeEvents.Allow() {
+		return
+	}
+	a.event(ctx, pod, typ, reason, format, args...)
 }
 
 // writeStatus sends status when it differs from the pod's, with the
@@ -590,13 +807,38 @@ func (a *Agent) terminate(ctx context.Context, pod *kplanev1.Pod) (time.Time, er
 	case pod.GetSpec().TerminationGracePeriodSeconds != nil:
 		grace = pod.GetSpec().GetTerminationGracePeriodSeconds()
 	}
-	running := func() bool {
-		for _, c := range pod.GetSpec().GetContainers() {
-			if cs := a.rt.State(uid, c.GetName(), now); cs.Running || cs.Waiting {
+	// Sidecars stop after the other containers, in reverse order, as in
+	// Kubernetes: the app may need them while it shuts down.
+	side := sidecars(pod.GetSpec())
+	others := make([]*kplanev1.Container, 0, len(pod.GetSpec().GetContainers())+len(pod.GetSpec().GetInitContainers()))
+	for _, c := range allContainers(pod.GetSpec()) {
+		if !isSidecar(c) {
+			others = append(others, c)
+		}
+	}
+	slices.Reverse(side)
+	runningOf := func(cs []*kplanev1.Container) bool {
+		for _, c := range cs {
+			if s := a.rt.State(uid, c.GetName(), now); s.Running || s.Waiting {
 				return true
 			}
 		}
 		return false
+	}
+	running := func() bool { return runningOf(others) || runningOf(side) }
+	// stop runs the preStop hooks of the running ones of cs, each cut off
+	// at the end of the grace period, then sends them SIGTERM.
+	stop := func(cs []*kplanev1.Container, deadline time.Time) error {
+		ip := pod.GetStatus().GetPodIp()
+		for _, c := range cs {
+			if s := a.rt.State(uid, c.GetName(), now); s.Running {
+				a.preStop(ctx, pod, c, ip, st, deadline)
+			}
+			if err := a.rt.StopContainer(uid, c.GetName(), false); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	if running() {
 		if st.termStart.IsZero() {
@@ -609,7 +851,13 @@ func (a *Agent) terminate(ctx context.Context, pod *kplanev1.Pod) (time.Time, er
 			if a.exec != nil { // fake pods come by the thousand; no event each
 				a.event(ctx, pod, record.Normal, "Killing", "Stopping containers (grace period %ds)", grace)
 			}
-			if err := a.rt.Signal(uid, false); err != nil {
+			if err := stop(others, deadline); err != nil {
+				return time.Time{}, err
+			}
+		}
+		if st.termSignaled && !st.sidecarsSignaled && !runningOf(others) && now.Before(deadline) {
+			st.sidecarsSignaled = true
+			if err := stop(side, deadline); err != nil {
 				return time.Time{}, err
 			}
 		}
@@ -624,6 +872,8 @@ func (a *Agent) terminate(ctx context.Context, pod *kplanev1.Pod) (time.Time, er
 			if st.killed {
 				return now.Add(time.Second), nil // the monitor reports the exit sooner
 			}
+			// The monitor queues the pod when a container exits (then the
+			// sidecars' turn comes); the deadline brings SIGKILL.
 			return deadline, nil
 		}
 	}

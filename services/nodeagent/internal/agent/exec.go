@@ -72,15 +72,18 @@ type execPod struct {
 }
 
 type execContainer struct {
-	dir      string
-	attempt  int // current run; -1 before the first
-	shimPid  int // process group of the current run while it is alive
-	ownChild bool
-	running  bool
-	started  time.Time
-	pid      int
-	exit     *Exit
-	prev     *Exit
+	// msgPath is the host path of the run's termination message file;
+	// msgPolicy the container's terminationMessagePolicy.
+	msgPath, msgPolicy string
+	dir                string
+	attempt            int // current run; -1 before the first
+	shimPid            int // process group of the current run while it is alive
+	ownChild           bool
+	running            bool
+	started            time.Time
+	pid                int
+	exit               *Exit
+	prev               *Exit
 }
 
 // newExecRuntime opens root and re-adopts what a previous agent left
@@ -250,6 +253,9 @@ func recoverContainer(dir string, shims map[string]int, claimed map[string]bool)
 	if c.attempt < 0 {
 		return c
 	}
+	if b, err := os.ReadFile(filepath.Join(sd, terminationFile)); err == nil {
+		c.msgPolicy, c.msgPath, _ = strings.Cut(string(b), "\n")
+	}
 	if e, ok := readExit(c.exitFile(c.attempt - 1)); ok {
 		c.prev = e
 	}
@@ -260,7 +266,7 @@ func recoverContainer(dir string, shims map[string]int, claimed map[string]bool)
 		return c
 	}
 	if e, ok := readExit(c.exitFile(c.attempt)); ok {
-		c.exit = e
+		c.exit = c.withMessage(e)
 		return c
 	}
 	// The run started but its shim is gone without an exit status: the
@@ -388,6 +394,9 @@ func (r *execRuntime) StartContainer(_ context.Context, pod *kplanev1.Pod, spec 
 	// Keep the files of the previous run (lastState); older ones go.
 	_ = os.Remove(c.exitFile(attempt - 2))
 	_ = os.Remove(c.pidFile(attempt - 2))
+	if err := c.prepareMessage(spec); err != nil {
+		return err
+	}
 	workDir := c.dir
 	if wd := spec.GetWorkingDir(); wd != "" {
 		workDir = wd
@@ -403,7 +412,8 @@ func (r *execRuntime) StartContainer(_ context.Context, pod *kplanev1.Pod, spec 
 	args := append([]string{shim.Command, "--exit-file", c.exitFile(attempt), "--pid-file", c.pidFile(attempt),
 		"--log-file", logPath, "--dir", workDir, "--"}, argv...)
 	cmd := exec.Command(r.shim, args...)
-	cmd.Env = append(containerEnv(pod, spec, podIP, c.dir), r.volumeEnvOf(uid, spec.GetName())...)
+	cmd.Env = append(containerEnv(pod, spec, podIP, c.dir), EnvTerminationMessagePath+"="+c.msgPath)
+	cmd.Env = append(cmd.Env, r.volumeEnvOf(uid, spec.GetName())...)
 	cmd.Dir = c.dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group: signals reach the container and everything
@@ -468,6 +478,121 @@ func (r *execRuntime) Signal(uid string, kill bool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Termination messages. There is no mount namespace, so a container
+// cannot write to its terminationMessagePath itself; it writes to the
+// file named by $KPLANE_TERMINATION_MESSAGE_PATH, which is that path
+// under the container's root (<container dir>/root), emptied before each
+// run. When the run ends, the file's first 4 KiB become the terminated
+// state's message; with FallbackToLogsOnError an empty file and a failed
+// run take the log's last 80 lines (at most 2 KiB) instead.
+const (
+	// EnvTerminationMessagePath names the termination message file.
+	EnvTerminationMessagePath = "KPLANE_TERMINATION_MESSAGE_PATH"
+	terminationFile           = "termination"
+	defaultMessagePath        = "/dev/termination-log"
+	maxMessageBytes           = 4096
+	fallbackLogLines          = 80
+	fallbackLogBytes          = 2048
+)
+
+// prepareMessage creates the run's empty termination message file and
+// records where it is (in .state, for an agent that restarts).
+func (c *execContainer) prepareMessage(spec *kplanev1.Container) error {
+	rel := spec.GetTerminationMessagePath()
+	if rel == "" {
+		rel = defaultMessagePath
+	}
+	c.msgPath = filepath.Join(c.dir, "root", filepath.Clean("/"+rel))
+	c.msgPolicy = spec.GetTerminationMessagePolicy()
+	if err := os.MkdirAll(filepath.Dir(c.msgPath), 0o755); err != nil {
+		return fmt.Errorf("create termination message dir: %w", err)
+	}
+	if err := os.WriteFile(c.msgPath, nil, 0o666); err != nil {
+		return fmt.Errorf("create termination message file: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, stateDir, terminationFile), []byte(c.msgPolicy+"\n"+c.msgPath), 0o644); err != nil {
+		return fmt.Errorf("record termination message path: %w", err)
+	}
+	return nil
+}
+
+// withMessage sets e's message from the termination message file (or the
+// log, per policy) when there is one.
+func (c *execContainer) withMessage(e *Exit) *Exit {
+	if c.msgPath == "" {
+		return e
+	}
+	msg := readHead(c.msgPath, maxMessageBytes)
+	if msg == "" && c.msgPolicy == "FallbackToLogsOnError" && e.Code != 0 {
+		msg = logTail(filepath.Join(c.dir, logFileName), fallbackLogLines, fallbackLogBytes)
+	}
+	if msg != "" {
+		out := *e
+		out.Message = msg
+		return &out
+	}
+	return e
+}
+
+func readHead(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer func() { _ = f.Close() }() // read only
+	b, _ := io.ReadAll(io.LimitReader(f, int64(n)))
+	return string(b)
+}
+
+// logTail returns the last lines of the log, at most maxBytes.
+func logTail(path string, lines, maxBytes int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer func() { _ = f.Close() }() // read only
+	fi, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(fi.Size()-int64(maxBytes), 0)
+	b := make([]byte, fi.Size()-off)
+	if _, err := f.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
+		return ""
+	}
+	ls := strings.SplitAfter(string(b), "\n")
+	if len(ls) > 0 && ls[len(ls)-1] == "" {
+		ls = ls[:len(ls)-1]
+	}
+	if len(ls) > lines {
+		ls = ls[len(ls)-lines:]
+	}
+	return strings.Join(ls, "")
+}
+
+// StopContainer implements Runtime: the signal goes to the run's process
+// group, so whatever the container spawned stops with it.
+func (r *execRuntime) StopContainer(uid, name string, kill bool) error {
+	sig := syscall.SIGTERM
+	if kill {
+		sig = syscall.SIGKILL
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.pods[uid]
+	if !ok {
+		return nil
+	}
+	c, ok := p.containers[name]
+	if !ok || !c.running || c.shimPid <= 0 {
+		return nil
+	}
+	if err := syscall.Kill(-c.shimPid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("signal container %s: %w", name, err)
+	}
+	return nil
 }
 
 // RemovePod implements Runtime.
@@ -585,7 +710,7 @@ func (r *execRuntime) poll() []string {
 				// on the next round.
 				continue
 			}
-			c.running, c.shimPid, c.exit = false, 0, e
+			c.running, c.shimPid, c.exit = false, 0, c.withMessage(e)
 			podChanged = true
 			r.log.Info("container exited", "pod", p.meta.Namespace+"/"+p.meta.Name, "container", name,
 				"attempt", c.attempt, "exit_code", e.Code, "signal", e.Signal)

@@ -37,10 +37,13 @@ type fakePod struct {
 }
 
 type fakeContainer struct {
-	attempt int
-	created time.Time
-	prev    *Exit
-	stopped *Exit // set by Signal
+	// initExit: a regular init container, which completes (exit 0) as
+	// soon as it has started.
+	initExit bool
+	attempt  int
+	created  time.Time
+	prev     *Exit
+	stopped  *Exit // set by Signal
 }
 
 func newFakeRuntime() *fakeRuntime { return &fakeRuntime{pods: map[string]*fakePod{}} }
@@ -85,6 +88,11 @@ func (r *fakeRuntime) StartContainer(_ context.Context, pod *kplanev1.Pod, c *kp
 	}
 	now := time.Now()
 	fc := &fakeContainer{attempt: attempt, created: now}
+	for _, ic := range pod.GetSpec().GetInitContainers() {
+		if ic.GetName() == c.GetName() && !isSidecar(ic) {
+			fc.initExit = true
+		}
+	}
 	if old, ok := p.containers[c.GetName()]; ok {
 		fc.prev = r.stateLocked(p, old, now).Exit
 	} else {
@@ -123,6 +131,9 @@ func (r *fakeRuntime) stateLocked(p *fakePod, c *fakeContainer, now time.Time) C
 		st.StartedAt = started
 	case now.Before(started):
 		st.Waiting, st.Reason = true, ReasonContainerCreating
+	case c.initExit:
+		st.StartedAt = started
+		st.Exit = &Exit{StartedAt: started, FinishedAt: started}
 	case p.exitAfter > 0 && !now.Before(started.Add(p.exitAfter)):
 		st.StartedAt = started
 		st.Exit = &Exit{Code: p.exitCode, StartedAt: started, FinishedAt: started.Add(p.exitAfter)}
@@ -150,6 +161,8 @@ func (r *fakeRuntime) NextChange(uid string, now time.Time) time.Time {
 		switch {
 		case started.After(now):
 			t = started
+		case c.initExit:
+			continue
 		case p.exitAfter > 0 && started.Add(p.exitAfter).After(now):
 			t = started.Add(p.exitAfter)
 		default:
@@ -180,6 +193,29 @@ func (r *fakeRuntime) Signal(uid string, kill bool) error {
 		if st := r.stateLocked(p, c, now); st.Running || st.Waiting {
 			c.stopped = &Exit{Code: 128 + sig, Signal: sig, StartedAt: st.StartedAt, FinishedAt: now}
 		}
+	}
+	return nil
+}
+
+// StopContainer implements Runtime: the container stops at once.
+func (r *fakeRuntime) StopContainer(uid, name string, kill bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.pods[uid]
+	if !ok {
+		return nil
+	}
+	c, ok := p.containers[name]
+	if !ok {
+		return nil
+	}
+	now := time.Now()
+	sig := 15
+	if kill {
+		sig = 9
+	}
+	if st := r.stateLocked(p, c, now); st.Running || st.Waiting {
+		c.stopped = &Exit{Code: 128 + sig, Signal: sig, StartedAt: st.StartedAt, FinishedAt: now}
 	}
 	return nil
 }

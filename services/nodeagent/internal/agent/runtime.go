@@ -69,6 +69,9 @@ type Runtime interface {
 	// Signal sends SIGTERM (kill=false) or SIGKILL (kill=true) to every
 	// container of the pod.
 	Signal(uid string, kill bool) error
+	// StopContainer sends SIGTERM (kill=false) or SIGKILL (kill=true) to
+	// one container of the pod (a failed liveness probe restarts it).
+	StopContainer(uid, container string, kill bool) error
 	// RemovePod forgets the pod and deletes its files; its containers must
 	// have stopped.
 	RemovePod(uid string) error

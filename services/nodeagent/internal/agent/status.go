@@ -75,12 +75,17 @@ type containerInput struct {
 	State ContainerState
 	// Ready is the readiness probe's verdict (true when there is no probe).
 	Ready bool
+	// NotStarted: the startup probe has not succeeded yet.
+	NotStarted bool
+	// Initializing: the container waits for the init containers before it.
+	Initializing bool
 	// BackOff: the container exited, will be restarted, and waits until
 	// RestartAt; BackOffDelay is the delay it waits for the message.
 	BackOff      bool
 	BackOffDelay time.Duration
-	// CreateError is why the last start failed before any process ran.
-	CreateError string
+	// CreateError is why the last start failed before any process ran;
+	// CreateReason is CreateContainerError or CreateContainerConfigError.
+	CreateError, CreateReason string
 }
 
 // containerStatus renders one container's status.
@@ -90,15 +95,24 @@ func containerStatus(in containerInput, runtimeName, podUID, podName string) *kp
 		Name:         in.Spec.GetName(),
 		Image:        in.Spec.GetImage(),
 		RestartCount: int32(st.Attempt),
-		Started:      proto.Bool(st.Running),
-		Ready:        st.Running && in.Ready,
+		Started:      proto.Bool(st.Running && !in.NotStarted),
+		Ready:        st.Running && !in.NotStarted && in.Ready,
 	}
 	if st.Created {
 		cs.ContainerId = fmt.Sprintf("%s://%s/%s/%d", runtimeName, podUID, in.Spec.GetName(), st.Attempt)
 	}
 	switch {
-	case !st.Created && in.CreateError != "":
-		cs.State = waiting(ReasonCreateError, in.CreateError)
+	case in.Initializing:
+		cs.State = waiting(ReasonPodInitializing, "")
+	case !st.Running && in.CreateError != "":
+		reason := in.CreateReason
+		if reason == "" {
+			reason = ReasonCreateError
+		}
+		cs.State = waiting(reason, in.CreateError)
+		if st.Exit != nil {
+			cs.LastState = terminated(st.Exit, cs.ContainerId)
+		}
 	case !st.Created || st.Waiting:
 		cs.State = waiting(ReasonContainerCreating, "")
 		if st.Previous != nil {
@@ -192,13 +206,19 @@ func podPhase(policy string, statuses []*kplanev1.ContainerStatus) string {
 
 // statusInput is everything a pod's status depends on.
 type statusInput struct {
-	Pod        *kplanev1.Pod
-	Containers []containerInput
-	Runtime    string
-	PodIP      string
-	HostIP     string
-	StartTime  time.Time
-	Now        time.Time
+	Pod            *kplanev1.Pod
+	Containers     []containerInput
+	InitContainers []containerInput
+	// InitPending: an init container has not completed (or, a sidecar,
+	// started) yet; InitFailed: one failed under restartPolicy Never.
+	InitPending, InitFailed bool
+	// Failure fails the pod (activeDeadlineSeconds).
+	Failure   *podFailure
+	Runtime   string
+	PodIP     string
+	HostIP    string
+	StartTime time.Time
+	Now       time.Time
 }
 
 // buildStatus computes the pod's status from what the runtime observed,
@@ -215,6 +235,8 @@ func buildStatus(in statusInput) *kplanev1.PodStatus {
 		StartTime:         ts(in.StartTime),
 		QosClass:          old.GetQosClass(),
 		NominatedNodeName: old.GetNominatedNodeName(),
+		Reason:            old.GetReason(),
+		Message:           old.GetMessage(),
 	}
 	// The plural forms, as the kubelet writes them (the apiserver would
 	// fill them anyway; written here, the status compares equal to the
@@ -225,7 +247,27 @@ func buildStatus(in statusInput) *kplanev1.PodStatus {
 	if in.PodIP != "" {
 		st.PodIps = []*kplanev1.PodIP{{Ip: in.PodIP}}
 	}
-	var notReady []string
+	var notReady, notInit []string
+	sidecarRunning := false
+	for _, c := range in.InitContainers {
+		cs := containerStatus(c, in.Runtime, uid, name)
+		st.InitContainerStatuses = append(st.InitContainerStatuses, cs)
+		if isSidecar(c.Spec) {
+			// A sidecar's readiness counts toward the pod's, as in Kubernetes.
+			if !cs.Ready {
+				notReady = append(notReady, cs.Name)
+			}
+			sidecarRunning = sidecarRunning || cs.GetState().GetRunning() != nil
+			if !cs.GetStarted() {
+				notInit = append(notInit, cs.Name)
+			}
+		} else if cs.GetState().GetTerminated().GetExitCode() != 0 || cs.GetState().GetTerminated() == nil {
+			notInit = append(notInit, cs.Name)
+		}
+	}
+	if !in.InitPending {
+		notInit = nil
+	}
 	for _, c := range in.Containers {
 		cs := containerStatus(c, in.Runtime, uid, name)
 		st.ContainerStatuses = append(st.ContainerStatuses, cs)
@@ -233,7 +275,20 @@ func buildStatus(in statusInput) *kplanev1.PodStatus {
 			notReady = append(notReady, cs.Name)
 		}
 	}
-	st.Phase = podPhase(policy, st.ContainerStatuses)
+	switch {
+	case in.InitFailed:
+		st.Phase = kplanev1.PodFailed
+	case in.InitPending:
+		st.Phase = kplanev1.PodPending
+	default:
+		st.Phase = podPhase(policy, st.ContainerStatuses)
+		if (st.Phase == kplanev1.PodSucceeded || st.Phase == kplanev1.PodFailed) && sidecarRunning {
+			st.Phase = kplanev1.PodRunning // done once its sidecars have stopped too
+		}
+	}
+	if f := in.Failure; f != nil {
+		st.Phase, st.Reason, st.Message = kplanev1.PodFailed, f.reason, f.message
+	}
 	if p := old.GetPhase(); p == kplanev1.PodSucceeded || p == kplanev1.PodFailed {
 		st.Phase = p // terminal phases are final
 	}
@@ -249,8 +304,13 @@ func buildStatus(in statusInput) *kplanev1.PodStatus {
 	}
 	podReady := proto.Clone(ready).(*kplanev1.Condition)
 	podReady.Type = kplanev1.PodReady
+	initialized := &kplanev1.Condition{Type: kplanev1.PodInitialized, Status: kplanev1.ConditionTrue}
+	if len(notInit) > 0 {
+		initialized.Status, initialized.Reason = kplanev1.ConditionFalse, ReasonNotInitialized
+		initialized.Message = "containers with incomplete status: [" + strings.Join(notInit, " ") + "]"
+	}
 	owned := []*kplanev1.Condition{
-		{Type: kplanev1.PodInitialized, Status: kplanev1.ConditionTrue},
+		initialized,
 		podReady,
 		ready,
 		{Type: kplanev1.PodScheduled, Status: kplanev1.ConditionTrue},

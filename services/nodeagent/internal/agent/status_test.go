@@ -3,10 +3,14 @@ package agent
 import (
 	"context"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -227,8 +231,11 @@ func TestBuildStatusStableAndTerminal(t *testing.T) {
 func TestProbeThresholds(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	p := &kplanev1.Probe{InitialDelaySeconds: 5, PeriodSeconds: 2, SuccessThreshold: 2, FailureThreshold: 2}
-	s := newProbeState(p, 0, t0)
-	if s.ready || !s.next.Equal(t0.Add(5*time.Second)) {
+	if !newProbeState(probeLiveness, p, 0, t0).ok {
+		t.Fatal("a liveness probe must start out passing")
+	}
+	s := newProbeState(probeReadiness, p, 0, t0)
+	if s.ok || !s.next.Equal(t0.Add(5*time.Second)) {
 		t.Fatalf("initial state %+v", s)
 	}
 	steps := []struct {
@@ -248,8 +255,8 @@ func TestProbeThresholds(t *testing.T) {
 	for i, st := range steps {
 		now = now.Add(2 * time.Second)
 		s.record(p, st.ok, now)
-		if s.ready != st.ready {
-			t.Fatalf("step %d (ok=%v): ready = %v, want %v", i, st.ok, s.ready, st.ready)
+		if s.ok != st.ready {
+			t.Fatalf("step %d (ok=%v): ready = %v, want %v", i, st.ok, s.ok, st.ready)
 		}
 		if !s.next.Equal(now.Add(2 * time.Second)) {
 			t.Fatalf("step %d: next probe at %v, want period later", i, s.next)
@@ -273,6 +280,43 @@ func TestRunProbe(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = lis.Close() }() // the test is over; nothing to check
+
+	// A real HTTP server: /healthz wants the probe's header, /broken fails.
+	hlis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hport := int32(hlis.Addr().(*net.TCPAddr).Port)
+	hsrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/healthz" && r.Header.Get("X-Probe") == "yes":
+			w.WriteHeader(http.StatusOK)
+		case r.URL.Path == "/moved":
+			w.WriteHeader(http.StatusFound) // 3xx counts as success without following
+		case r.URL.Path == "/elsewhere":
+			http.Redirect(w, r, "http://192.0.2.1:1/never", http.StatusFound) // not followed: another host
+		case r.URL.Path == "/here":
+			http.Redirect(w, r, "/broken", http.StatusFound) // followed: same host
+		default:
+			http.Error(w, "no", http.StatusInternalServerError)
+		}
+	})}
+	go func() { _ = hsrv.Serve(hlis) }()
+	defer func() { _ = hsrv.Close() }()
+
+	// A real gRPC server with the standard health service.
+	glis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gport := int32(glis.Addr().(*net.TCPAddr).Port)
+	gsrv := grpc.NewServer()
+	hs := health.NewServer()
+	hs.SetServingStatus("db", healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(gsrv, hs)
+	go func() { _ = gsrv.Serve(glis) }()
+	defer gsrv.Stop()
+	hdr := []*kplanev1.HTTPHeader{{Name: "X-Probe", Value: "yes"}}
 	tests := []struct {
 		name string
 		p    *kplanev1.Probe
@@ -286,10 +330,20 @@ func TestRunProbe(t *testing.T) {
 		{"exec false", &kplanev1.Probe{Exec: &kplanev1.ExecAction{Command: []string{"false"}}}, false},
 		{"exec sees env", &kplanev1.Probe{Exec: &kplanev1.ExecAction{Command: []string{"sh", "-c", `test "$KPLANE_POD_IP" = 127.0.0.1`}}}, true},
 		{"exec missing", &kplanev1.Probe{Exec: &kplanev1.ExecAction{Command: []string{"/nonexistent/x"}}}, false},
-		{"http unsupported", &kplanev1.Probe{HttpGet: &kplanev1.HTTPGetAction{Port: kplanev1.IntOrStringFromInt32(port)}}, false},
+		{"http ok with header", &kplanev1.Probe{HttpGet: &kplanev1.HTTPGetAction{Path: "/healthz", Port: kplanev1.IntOrStringFromString("web"), HttpHeaders: hdr}}, true},
+		{"http without header", &kplanev1.Probe{HttpGet: &kplanev1.HTTPGetAction{Path: "/healthz", Port: kplanev1.IntOrStringFromInt32(hport)}}, false},
+		{"http 500", &kplanev1.Probe{HttpGet: &kplanev1.HTTPGetAction{Path: "/broken", Port: kplanev1.IntOrStringFromInt32(hport), HttpHeaders: hdr}}, false},
+		{"http redirect", &kplanev1.Probe{HttpGet: &kplanev1.HTTPGetAction{Path: "/moved", Port: kplanev1.IntOrStringFromInt32(hport)}}, true},
+		{"http redirect to another host", &kplanev1.Probe{HttpGet: &kplanev1.HTTPGetAction{Path: "/elsewhere", Port: kplanev1.IntOrStringFromInt32(hport)}}, true},
+		{"http redirect on the same host", &kplanev1.Probe{HttpGet: &kplanev1.HTTPGetAction{Path: "/here", Port: kplanev1.IntOrStringFromInt32(hport)}}, false},
+		{"http closed port", &kplanev1.Probe{HttpGet: &kplanev1.HTTPGetAction{Port: kplanev1.IntOrStringFromInt32(closedPort)}}, false},
+		{"grpc serving", &kplanev1.Probe{Grpc: &kplanev1.GRPCAction{Port: gport}}, true},
+		{"grpc service not serving", &kplanev1.Probe{Grpc: &kplanev1.GRPCAction{Port: gport, Service: proto.String("db")}}, false},
+		{"grpc unknown service", &kplanev1.Probe{Grpc: &kplanev1.GRPCAction{Port: gport, Service: proto.String("nope")}}, false},
+		{"grpc closed port", &kplanev1.Probe{Grpc: &kplanev1.GRPCAction{Port: closedPort}}, false},
 		{"no handler", &kplanev1.Probe{}, false},
 	}
-	ctr := &kplanev1.Container{Name: "c", Ports: []*kplanev1.ContainerPort{{Name: "http", ContainerPort: port}}}
+	ctr := &kplanev1.Container{Name: "c", Ports: []*kplanev1.ContainerPort{{Name: "http", ContainerPort: port}, {Name: "web", ContainerPort: hport}}}
 	target := probeTarget{Container: ctr, PodIP: "127.0.0.1", Dir: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin", "KPLANE_POD_IP=127.0.0.1"}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
