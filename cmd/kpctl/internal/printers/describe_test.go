@@ -2,11 +2,16 @@ package printers
 
 import (
 	"bytes"
+	"flag"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+
+	"github.com/kplane/kplane/pkg/printers/printerstest"
+	"github.com/kplane/kplane/pkg/testutil"
 )
 
 // TestDescribe renders one object of every kind, the pod with conditions,
@@ -80,4 +85,22 @@ func TestDescribe(t *testing.T) {
 	if strings.Contains(out, "pw") || strings.Contains(out, "cHc=") {
 		t.Error("describe shows secret contents")
 	}
+}
+
+// The fixtures are pkg/printers' table fixtures.
+var (
+	now = printerstest.Now
+	ago = printerstest.Ago
+)
+
+func fixtures() map[string][]*kplanev1.Object { return printerstest.Fixtures() }
+
+func ptr[T any](v T) *T { return &v }
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	testutil.Golden(t, filepath.Join("testdata", name), got, *update)
 }
