@@ -97,10 +97,18 @@ type watchStream struct {
 	broken            bool
 }
 
-func (s *watchStream) Context() context.Context     { return s.ctx }
-func (s *watchStream) SetHeader(metadata.MD) error  { return nil }
-func (s *watchStream) SendHeader(metadata.MD) error { return nil }
-func (s *watchStream) SetTrailer(metadata.MD)       {}
+func (s *watchStream) Context() context.Context    { return s.ctx }
+func (s *watchStream) SetHeader(metadata.MD) error { return nil }
+
+// SendHeader is the service saying the watch is established: the
+// response starts, so the client is not left waiting for the first event.
+func (s *watchStream) SendHeader(metadata.MD) error {
+	if !s.started {
+		s.start()
+	}
+	return nil
+}
+func (s *watchStream) SetTrailer(metadata.MD) {}
 
 func (s *watchStream) Send(r *kplanev1.WatchResponse) error { return s.SendMsg(r) }
 
