@@ -196,7 +196,12 @@ func deleteOptions(r *http.Request) (*metav1.DeleteOptions, *metav1.Status) {
 	if err != nil {
 		return nil, badRequest("read the request body: %v", err)
 	}
-	if len(bytes.TrimSpace(body)) > 0 {
+	if len(body) > 0 && isProtobuf(r.Header.Get("Content-Type")) {
+		// client-go sends DeleteOptions in Kubernetes' protobuf.
+		if _, _, err := protobufCodec.Decode(body, nil, opts); err != nil {
+			return nil, badRequest("decode DeleteOptions: %v", err)
+		}
+	} else if len(bytes.TrimSpace(body)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(opts); err != nil {
