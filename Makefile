@@ -129,6 +129,12 @@ bench-apiserver:
 # replicactl with real processes: 1000 pods created by replicactl alone
 # (pods/s), then 1000 pods Running on 100 fake nodes (scheduler and node
 # agent included). The e2e harness builds the binaries it needs.
+# REST/JSON against gRPC/protobuf for GET, LIST and Create, printed as
+# ratios (docs/benchmarks.md).
+.PHONY: bench-rest
+bench-rest:
+	cd services/apiserver && $(GO) test -run '^$$' -bench BenchmarkRESTvsGRPC -benchtime 1x -timeout 10m ./bench/
+
 .PHONY: bench-replicas
 bench-replicas:
 	cd test/e2e && $(GO) test -run '^$$' -bench BenchmarkReplicaSet1000 -benchtime 1x -timeout 30m .

@@ -11,8 +11,8 @@ import (
 
 	"github.com/kplane/kplane/cmd/kpctl/internal/kinds"
 	"github.com/kplane/kplane/cmd/kpctl/internal/manifest"
-	"github.com/kplane/kplane/cmd/kpctl/internal/printers"
 	"github.com/kplane/kplane/pkg/client"
+	tables "github.com/kplane/kplane/pkg/printers"
 )
 
 var getCommand = &command{
@@ -225,7 +225,7 @@ type objectPrinter struct {
 	// separators only between objects.
 	streamed int
 	// table keeps a watch's rows aligned with the rows before them.
-	table *printers.Stream
+	table *tables.Stream
 }
 
 // print prints one kind's objects; asList makes yaml/json a List even for
@@ -243,12 +243,12 @@ func (p *objectPrinter) print(kind string, objs []*kplanev1.Object, asList bool)
 		}
 		return w.err
 	default:
-		return printers.Table(w, kind, objs, p.tableOptions())
+		return tables.Table(w, kind, objs, p.tableOptions())
 	}
 }
 
-func (p *objectPrinter) tableOptions() printers.TableOptions {
-	return printers.TableOptions{Wide: p.output == "wide", WithNamespace: p.withNamespace, NoHeaders: p.noHeaders, Now: p.e.now}
+func (p *objectPrinter) tableOptions() tables.TableOptions {
+	return tables.TableOptions{Wide: p.output == "wide", WithNamespace: p.withNamespace, NoHeaders: p.noHeaders, Now: p.e.now}
 }
 
 // printMixed prints objects that may be of several kinds: one table per
@@ -281,7 +281,7 @@ func (p *objectPrinter) printMixed(objs []*kplanev1.Object, asList bool) error {
 func (p *objectPrinter) stream(kind string, objs []*kplanev1.Object) error {
 	if p.output == "" || p.output == "wide" {
 		if p.table == nil {
-			p.table = printers.NewStream(p.e.stdout, kind, p.tableOptions())
+			p.table = tables.NewStream(p.e.stdout, kind, p.tableOptions())
 		}
 		return p.table.Print(objs)
 	}

@@ -95,26 +95,6 @@ const (
 // (an empty name means the same).
 const DefaultSchedulerName = "default-scheduler"
 
-// apiVersions is the Kubernetes group/version each kind is served under;
-// kinds missing here belong to the core group, "v1".
-var apiVersions = map[string]string{
-	"ReplicaSet":   "apps/v1",
-	"Deployment":   "apps/v1",
-	"Job":          "batch/v1",
-	"CronJob":      "batch/v1",
-	"StorageClass": "storage.k8s.io/v1",
-	"Lease":        "coordination.k8s.io/v1",
-}
-
-// APIVersion returns the apiVersion Kubernetes serves kind under, e.g.
-// "apps/v1" for ReplicaSet and "v1" for Pod.
-func APIVersion(kind string) string {
-	if v, ok := apiVersions[kind]; ok {
-		return v
-	}
-	return "v1"
-}
-
 // Service types (spec.type), the headless clusterIP, session affinities
 // (spec.sessionAffinity) and port protocols.
 const (

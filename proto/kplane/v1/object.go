@@ -32,6 +32,10 @@ func (k *KindInfo) Wrap(m proto.Message) *Object {
 	return o
 }
 
+// OneofField is the Object oneof field holding this kind; its JSON name
+// is the key protojson reads the kind under.
+func (k *KindInfo) OneofField() protoreflect.FieldDescriptor { return k.field }
+
 // HasStatus reports whether the kind has a status field that UpdateStatus writes.
 func (k *KindInfo) HasStatus() bool {
 	return k.field.Message().Fields().ByName("status") != nil

@@ -11,33 +11,16 @@ import (
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
-// shortNames are the kubectl abbreviations. Kinds not listed here are still
-// reachable by their singular and plural names.
-var shortNames = map[string]string{
-	"Namespace":             "ns",
-	"Node":                  "no",
-	"Pod":                   "po",
-	"ReplicaSet":            "rs",
-	"ReplicationController": "rc",
-	"Service":               "svc",
-	"Endpoints":             "ep",
-	"PersistentVolume":      "pv",
-	"PersistentVolumeClaim": "pvc",
-	"StorageClass":          "sc",
-	"ServiceAccount":        "sa",
-	"Event":                 "ev",
-	"CronJob":               "cj",
-	"Deployment":            "deploy",
-}
-
 // aliases maps every lower-case name a user may type to the kind name.
 var aliases = map[string]string{}
 
 func init() {
 	for _, k := range kplanev1.KindNames() {
 		aliases[strings.ToLower(k)] = k
-		aliases[Plural(k)] = k
-		if s, ok := shortNames[k]; ok {
+		r := kplanev1.ResourceOf(k)
+		aliases[r.Plural] = k
+		aliases[r.Singular] = k
+		for _, s := range r.ShortNames {
 			aliases[s] = k
 		}
 	}
@@ -45,17 +28,7 @@ func init() {
 
 // Plural returns the lower-case plural resource name of a kind ("pods",
 // "storageclasses", "endpoints"), as used in messages and URLs.
-func Plural(kind string) string {
-	l := strings.ToLower(kind)
-	switch {
-	case kind == "Endpoints":
-		return l
-	case strings.HasSuffix(l, "s"):
-		return l + "es"
-	default:
-		return l + "s"
-	}
-}
+func Plural(kind string) string { return kplanev1.ResourceOf(kind).Plural }
 
 // Resolve returns the kind a user-typed name refers to, case-insensitively.
 func Resolve(name string) (*kplanev1.KindInfo, error) {
@@ -70,8 +43,8 @@ func Known() []string {
 	var out []string
 	for _, k := range kplanev1.KindNames() {
 		n := Plural(k)
-		if s, ok := shortNames[k]; ok {
-			n += " (" + s + ")"
+		if s := ShortNames(k); len(s) > 0 {
+			n += " (" + strings.Join(s, ",") + ")"
 		}
 		out = append(out, n)
 	}
@@ -89,9 +62,4 @@ func Ref(kind, name string) string {
 }
 
 // ShortNames returns the abbreviations of a kind ("po" for Pod), if any.
-func ShortNames(kind string) []string {
-	if s, ok := shortNames[kind]; ok {
-		return []string{s}
-	}
-	return nil
-}
+func ShortNames(kind string) []string { return kplanev1.ResourceOf(kind).ShortNames }

@@ -22,13 +22,12 @@ import (
 	"strconv"
 	"strings"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"sigs.k8s.io/yaml"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
 	"github.com/kplane/kplane/cmd/kpctl/internal/kinds"
+	"github.com/kplane/kplane/pkg/apijson"
 )
 
 // Stdin is the source name used for documents read from standard input.
@@ -210,30 +209,7 @@ func FromMap(m map[string]any) (*kplanev1.Object, error) {
 	}
 	delete(m, "apiVersion")
 	delete(m, "kind")
-	fd := oneofField(kind)
-	if err := normalize(m, fd.Message(), ""); err != nil {
-		return nil, err
-	}
-	raw, err := json.Marshal(map[string]any{fd.JSONName(): m})
-	if err != nil {
-		return nil, fmt.Errorf("encode %s: %w", kind, err)
-	}
-	obj := &kplanev1.Object{}
-	if err := protojson.Unmarshal(raw, obj); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", kind, err)
-	}
-	return obj, nil
-}
-
-// oneofField returns the Object oneof field that holds kind.
-func oneofField(kind string) protoreflect.FieldDescriptor {
-	od := (&kplanev1.Object{}).ProtoReflect().Descriptor().Oneofs().ByName("kind")
-	for i := 0; i < od.Fields().Len(); i++ {
-		if f := od.Fields().Get(i); string(f.Message().Name()) == kind {
-			return f
-		}
-	}
-	panic("manifest: kind " + kind + " is not in the Object oneof")
+	return apijson.ObjectFromMap(kind, m, apijson.DecodeOptions{})
 }
 
 type chunk struct {

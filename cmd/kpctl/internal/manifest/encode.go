@@ -9,27 +9,12 @@ import (
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
-	"github.com/kplane/kplane/cmd/kpctl/internal/kinds"
 	"github.com/kplane/kplane/pkg/apijson"
 )
 
 // ToMap renders an object in manifest form: apiVersion and kind next to the
 // kind message's own fields (metadata, spec, status, ...).
-func ToMap(obj *kplanev1.Object) (map[string]any, error) {
-	kind := obj.KindName()
-	if kind == "" {
-		return nil, fmt.Errorf("empty object")
-	}
-	// Kubernetes' field names come from the protos' json_name; apijson
-	// writes timestamps and integers as Kubernetes does.
-	m, err := apijson.ToMap(obj.Message())
-	if err != nil {
-		return nil, err
-	}
-	m["apiVersion"] = kinds.APIVersion(kind)
-	m["kind"] = kind
-	return m, nil
-}
+func ToMap(obj *kplanev1.Object) (map[string]any, error) { return apijson.ObjectToMap(obj) }
 
 // listOf renders objects as a single manifest, or as a List when asked to
 // (a List is what kubectl prints for a listing, even of one item).

@@ -1,3 +1,5 @@
+// Package printers is kpctl's describe view; the table columns are
+// the shared github.com/kplane/kplane/pkg/printers.
 package printers
 
 import (
@@ -14,6 +16,7 @@ import (
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
 	"github.com/kplane/kplane/cmd/kpctl/internal/manifest"
+	cols "github.com/kplane/kplane/pkg/printers"
 	"github.com/kplane/kplane/pkg/rollout"
 )
 
@@ -59,10 +62,10 @@ func (d *describer) section(level int, key string) {
 	d.printf("%s%s:\n", strings.Repeat("  ", level), key)
 }
 
-// multi prints one value per line under key, or <none>.
+// multi prints one value per line under key, or <cols.None>.
 func (d *describer) multi(level int, key string, values []string) {
 	if len(values) == 0 {
-		d.line(level, key, "%s", none)
+		d.line(level, key, "%s", cols.None)
 		return
 	}
 	d.line(level, key, "%s", values[0])
@@ -73,7 +76,7 @@ func (d *describer) multi(level int, key string, values []string) {
 
 func (d *describer) kv(level int, key string, m map[string]string) {
 	var vals []string
-	for _, k := range sortedKeys(m) {
+	for _, k := range cols.SortedKeys(m) {
 		vals = append(vals, k+"="+m[k])
 	}
 	d.multi(level, key, vals)
@@ -126,7 +129,7 @@ func Describe(w io.Writer, obj *kplanev1.Object, rel Related, now time.Time) err
 		d.line(0, "Namespace", "%s", m.GetNamespace())
 	}
 	if n := obj.GetNode(); n != nil {
-		d.line(0, "Roles", "%s", NodeRoles(n))
+		d.line(0, "Roles", "%s", cols.NodeRoles(n))
 	}
 	d.kv(0, "Labels", m.GetLabels())
 	d.kv(0, "Annotations", withoutLastApplied(m.GetAnnotations()))
@@ -147,11 +150,11 @@ func Describe(w io.Writer, obj *kplanev1.Object, rel Related, now time.Time) err
 		d.pod(obj.GetPod())
 	case obj.GetReplicaSet() != nil:
 		rs := obj.GetReplicaSet()
-		d.line(0, "Selector", "%s", LabelSelector(rs.GetSpec().GetSelector()))
+		d.line(0, "Selector", "%s", cols.LabelSelector(rs.GetSpec().GetSelector()))
 		d.replicas(rs.GetSpec().GetReplicas(), rs.GetStatus(), rs.GetSpec().GetTemplate())
 	case obj.GetReplicationController() != nil:
 		rc := obj.GetReplicationController()
-		d.line(0, "Selector", "%s", MapSelector(rc.GetSpec().GetSelector()))
+		d.line(0, "Selector", "%s", cols.MapSelector(rc.GetSpec().GetSelector()))
 		d.replicas(rc.GetSpec().GetReplicas(), rc.GetStatus(), rc.GetSpec().GetTemplate())
 	case obj.GetDeployment() != nil:
 		d.deployment(obj.GetDeployment(), rel.ReplicaSets)
@@ -185,21 +188,21 @@ func Describe(w io.Writer, obj *kplanev1.Object, rel Related, now time.Time) err
 
 func (d *describer) pod(p *kplanev1.Pod) {
 	spec, st := p.GetSpec(), p.GetStatus()
-	d.line(0, "Service Account", "%s", orNone(spec.GetServiceAccountName()))
-	node := orNone(spec.GetNodeName())
+	d.line(0, "Service Account", "%s", cols.OrNone(spec.GetServiceAccountName()))
+	node := cols.OrNone(spec.GetNodeName())
 	if st.GetHostIp() != "" {
 		node += "/" + st.GetHostIp()
 	}
 	d.line(0, "Node", "%s", node)
 	d.line(0, "Start Time", "%s", Timestamp(st.GetStartTime()))
-	d.line(0, "Status", "%s", PodStatus(p))
+	d.line(0, "Status", "%s", cols.PodStatus(p))
 	if st.GetReason() != "" {
 		d.line(0, "Reason", "%s", st.GetReason())
 	}
 	if st.GetMessage() != "" {
 		d.line(0, "Message", "%s", st.GetMessage())
 	}
-	d.line(0, "IP", "%s", orNone(st.GetPodIp()))
+	d.line(0, "IP", "%s", cols.OrNone(st.GetPodIp()))
 	statuses := map[string]*kplanev1.ContainerStatus{}
 	for _, cs := range append(st.GetInitContainerStatuses(), st.GetContainerStatuses()...) {
 		statuses[cs.GetName()] = cs
@@ -269,7 +272,7 @@ func (d *describer) container(level int, c *kplanev1.Container, cs *kplanev1.Con
 		}
 		ports = append(ports, fmt.Sprintf("%d/%s", p.GetContainerPort(), proto))
 	}
-	d.line(level, "Port", "%s", orNone(strings.Join(ports, ", ")))
+	d.line(level, "Port", "%s", cols.OrNone(strings.Join(ports, ", ")))
 	if len(c.GetCommand()) > 0 {
 		d.multi(level, "Command", c.GetCommand())
 	}
@@ -381,20 +384,20 @@ func (d *describer) node(n *kplanev1.Node) {
 
 func (d *describer) kvSection(name string, m map[string]string) {
 	d.section(0, name)
-	for _, k := range sortedKeys(m) {
+	for _, k := range cols.SortedKeys(m) {
 		d.line(1, k, "%s", m[k])
 	}
 }
 
 func (d *describer) service(s *kplanev1.Service, ep *kplanev1.Endpoints) {
 	spec := s.GetSpec()
-	d.line(0, "Selector", "%s", MapSelector(spec.GetSelector()))
+	d.line(0, "Selector", "%s", cols.MapSelector(spec.GetSelector()))
 	typ := spec.GetType()
 	if typ == "" {
 		typ = "ClusterIP"
 	}
 	d.line(0, "Type", "%s", typ)
-	d.line(0, "IP", "%s", orNone(spec.GetClusterIp()))
+	d.line(0, "IP", "%s", cols.OrNone(spec.GetClusterIp()))
 	if spec.GetExternalName() != "" {
 		d.line(0, "External Name", "%s", spec.GetExternalName())
 	}
@@ -407,16 +410,16 @@ func (d *describer) service(s *kplanev1.Service, ep *kplanev1.Endpoints) {
 		if p.GetTargetPort() == nil {
 			target = fmt.Sprint(p.GetPort())
 		}
-		d.line(0, "Port", "%s  %d/%s", orNone(p.GetName()), p.GetPort(), proto)
+		d.line(0, "Port", "%s  %d/%s", cols.OrNone(p.GetName()), p.GetPort(), proto)
 		d.line(0, "TargetPort", "%s/%s", target, proto)
 		if p.GetNodePort() != 0 {
-			d.line(0, "NodePort", "%s  %d/%s", orNone(p.GetName()), p.GetNodePort(), proto)
+			d.line(0, "NodePort", "%s  %d/%s", cols.OrNone(p.GetName()), p.GetNodePort(), proto)
 		}
 	}
 	if ep != nil {
-		d.line(0, "Endpoints", "%s", EndpointsSummary(ep, 1<<30))
+		d.line(0, "Endpoints", "%s", cols.EndpointsSummary(ep, 1<<30))
 	} else {
-		d.line(0, "Endpoints", "%s", none)
+		d.line(0, "Endpoints", "%s", cols.None)
 	}
 	affinity := spec.GetSessionAffinity()
 	if affinity == "" {
@@ -427,7 +430,7 @@ func (d *describer) service(s *kplanev1.Service, ep *kplanev1.Endpoints) {
 
 func (d *describer) job(j *kplanev1.Job) {
 	spec, st := j.GetSpec(), j.GetStatus()
-	d.line(0, "Selector", "%s", LabelSelector(spec.GetSelector()))
+	d.line(0, "Selector", "%s", cols.LabelSelector(spec.GetSelector()))
 	d.line(0, "Parallelism", "%d", spec.GetParallelism())
 	if spec.Completions != nil {
 		d.line(0, "Completions", "%d", spec.GetCompletions())
@@ -444,7 +447,7 @@ func (d *describer) job(j *kplanev1.Job) {
 	d.line(0, "Start Time", "%s", Timestamp(st.GetStartTime()))
 	if st.GetCompletionTime() != nil {
 		d.line(0, "Completed At", "%s", Timestamp(st.GetCompletionTime()))
-		d.line(0, "Duration", "%s", HumanDuration(st.GetCompletionTime().AsTime().Sub(st.GetStartTime().AsTime())))
+		d.line(0, "Duration", "%s", cols.HumanDuration(st.GetCompletionTime().AsTime().Sub(st.GetStartTime().AsTime())))
 	}
 	if spec.ActiveDeadlineSeconds != nil {
 		d.line(0, "Active Deadline Seconds", "%ds", spec.GetActiveDeadlineSeconds())
@@ -460,7 +463,7 @@ func (d *describer) cronJob(cj *kplanev1.CronJob) {
 	spec, st := cj.GetSpec(), cj.GetStatus()
 	d.line(0, "Schedule", "%s", spec.GetSchedule())
 	d.line(0, "Concurrency Policy", "%s", spec.GetConcurrencyPolicy())
-	d.line(0, "Suspend", "%s", boolPtr(spec.Suspend))
+	d.line(0, "Suspend", "%s", cols.BoolPtr(spec.Suspend))
 	optional := func(key string, set bool, v int64, unit string) {
 		if set {
 			d.line(0, key, "%d%s", v, unit)
@@ -476,7 +479,7 @@ func (d *describer) cronJob(cj *kplanev1.CronJob) {
 		js = &kplanev1.JobSpec{}
 	}
 	if js.GetSelector() != nil {
-		d.line(0, "Selector", "%s", LabelSelector(js.GetSelector()))
+		d.line(0, "Selector", "%s", cols.LabelSelector(js.GetSelector()))
 	} else {
 		d.line(0, "Selector", "<unset>")
 	}
@@ -495,7 +498,7 @@ func (d *describer) cronJob(cj *kplanev1.CronJob) {
 	for _, ref := range st.GetActive() {
 		active = append(active, ref.GetName())
 	}
-	d.line(0, "Active Jobs", "%s", orNone(strings.Join(active, ", ")))
+	d.line(0, "Active Jobs", "%s", cols.OrNone(strings.Join(active, ", ")))
 }
 
 // secret shows the sizes of the values, never the values.
@@ -506,7 +509,7 @@ func (d *describer) secret(s *kplanev1.Secret) {
 	}
 	d.line(0, "Type", "%s", typ)
 	d.section(0, "Data")
-	for _, k := range sortedKeys(s.GetData()) {
+	for _, k := range cols.SortedKeys(s.GetData()) {
 		d.line(0, k, "%d bytes", len(s.GetData()[k]))
 	}
 }
@@ -519,7 +522,7 @@ func (d *describer) endpoints(e *kplanev1.Endpoints) {
 			for _, a := range as {
 				out = append(out, a.GetIp())
 			}
-			return orNone(strings.Join(out, ","))
+			return cols.OrNone(strings.Join(out, ","))
 		}
 		d.line(1, "Addresses", "%s", ips(ss.GetAddresses()))
 		d.line(1, "NotReadyAddresses", "%s", ips(ss.GetNotReadyAddresses()))
@@ -530,7 +533,7 @@ func (d *describer) endpoints(e *kplanev1.Endpoints) {
 			if proto == "" {
 				proto = "TCP"
 			}
-			rows = append(rows, []string{orNone(p.GetName()), fmt.Sprint(p.GetPort()), proto})
+			rows = append(rows, []string{cols.OrNone(p.GetName()), fmt.Sprint(p.GetPort()), proto})
 		}
 		d.table(2, []string{"Name", "Port", "Protocol"}, rows)
 	}
@@ -550,8 +553,8 @@ func (d *describer) persistentVolume(pv *kplanev1.PersistentVolume) {
 		policy = "Retain"
 	}
 	d.line(0, "Reclaim Policy", "%s", policy)
-	d.line(0, "Access Modes", "%s", AccessModes(spec.GetAccessModes()))
-	d.line(0, "VolumeMode", "%s", volumeMode(spec.GetVolumeMode()))
+	d.line(0, "Access Modes", "%s", cols.AccessModes(spec.GetAccessModes()))
+	d.line(0, "VolumeMode", "%s", cols.VolumeMode(spec.GetVolumeMode()))
 	d.line(0, "Capacity", "%s", spec.GetCapacity()["storage"])
 	if terms := spec.GetNodeAffinity().GetRequired().GetNodeSelectorTerms(); len(terms) > 0 {
 		d.section(0, "Node Affinity")
@@ -568,7 +571,7 @@ func (d *describer) persistentVolume(pv *kplanev1.PersistentVolume) {
 			d.line(2, fmt.Sprintf("Term %d", i), "%s", strings.Join(reqs, ", "))
 		}
 	} else {
-		d.line(0, "Node Affinity", "%s", none)
+		d.line(0, "Node Affinity", "%s", cols.None)
 	}
 	d.line(0, "Message", "%s", st.GetMessage())
 	if hp := spec.GetHostPath(); hp != nil {
@@ -593,8 +596,8 @@ func (d *describer) persistentVolumeClaim(pvc *kplanev1.PersistentVolumeClaim, u
 	d.line(0, "Status", "%s", phase)
 	d.line(0, "Volume", "%s", spec.GetVolumeName())
 	d.line(0, "Capacity", "%s", st.GetCapacity()["storage"])
-	d.line(0, "Access Modes", "%s", AccessModes(st.GetAccessModes()))
-	d.line(0, "VolumeMode", "%s", volumeMode(spec.GetVolumeMode()))
+	d.line(0, "Access Modes", "%s", cols.AccessModes(st.GetAccessModes()))
+	d.line(0, "VolumeMode", "%s", cols.VolumeMode(spec.GetVolumeMode()))
 	d.kv(0, "Requests", spec.GetResources().GetRequests())
 	d.multi(0, "Used By", usedBy)
 	d.conditions(st.GetConditions(), false)
@@ -615,7 +618,7 @@ func (d *describer) generic(obj *kplanev1.Object) error {
 }
 
 func (d *describer) tree(level int, m map[string]any) {
-	for _, k := range sortedKeys(m) {
+	for _, k := range cols.SortedKeys(m) {
 		key := title(k)
 		switch v := m[k].(type) {
 		case map[string]any:
@@ -627,7 +630,7 @@ func (d *describer) tree(level int, m map[string]any) {
 				for i, e := range v {
 					parts[i] = fmt.Sprint(e)
 				}
-				d.line(level, key, "%s", orNone(strings.Join(parts, ", ")))
+				d.line(level, key, "%s", cols.OrNone(strings.Join(parts, ", ")))
 				continue
 			}
 			d.section(level, key)
@@ -688,7 +691,7 @@ func (d *describer) conditions(conds []*kplanev1.Condition, heartbeat bool) {
 
 func (d *describer) events(events []*kplanev1.Object) {
 	if len(events) == 0 {
-		d.line(0, "Events", "%s", none)
+		d.line(0, "Events", "%s", cols.None)
 		return
 	}
 	sort.SliceStable(events, func(i, j int) bool {
@@ -698,9 +701,9 @@ func (d *describer) events(events []*kplanev1.Object) {
 	var rows [][]string
 	for _, o := range events {
 		e := o.GetEvent()
-		age := HumanDuration(d.now.Sub(eventTime(o)))
+		age := cols.HumanDuration(d.now.Sub(eventTime(o)))
 		if e.GetCount() > 1 {
-			age = fmt.Sprintf("%s (x%d over %s)", age, e.GetCount(), Age(e.GetFirstTimestamp(), d.now))
+			age = fmt.Sprintf("%s (x%d over %s)", age, e.GetCount(), cols.Age(e.GetFirstTimestamp(), d.now))
 		}
 		from := e.GetSource().GetComponent()
 		if from == "" {
@@ -726,7 +729,7 @@ func eventTime(o *kplanev1.Object) time.Time {
 // old and new ReplicaSets.
 func (d *describer) deployment(dp *kplanev1.Deployment, sets []*kplanev1.ReplicaSet) {
 	spec, st := dp.GetSpec(), dp.GetStatus()
-	d.line(0, "Selector", "%s", LabelSelector(spec.GetSelector()))
+	d.line(0, "Selector", "%s", cols.LabelSelector(spec.GetSelector()))
 	d.line(0, "Replicas", "%d desired | %d updated | %d total | %d available | %d unavailable",
 		spec.GetReplicas(), st.GetUpdatedReplicas(), st.GetReplicas(), st.GetAvailableReplicas(), st.GetUnavailableReplicas())
 	d.line(0, "StrategyType", "%s", spec.GetStrategy().GetType())
@@ -744,7 +747,7 @@ func (d *describer) deployment(dp *kplanev1.Deployment, sets []*kplanev1.Replica
 		d.table(1, []string{"Type", "Status", "Reason"}, rows)
 	}
 	var olds []string
-	newSet := none
+	newSet := cols.None
 	for _, rs := range sets {
 		desc := fmt.Sprintf("%s (%d/%d replicas created)", rs.GetMetadata().GetName(), rs.GetStatus().GetReplicas(), rs.GetSpec().GetReplicas())
 		if rollout.TemplatesEqual(rs.GetSpec().GetTemplate(), spec.GetTemplate()) {
@@ -753,7 +756,7 @@ func (d *describer) deployment(dp *kplanev1.Deployment, sets []*kplanev1.Replica
 			olds = append(olds, desc)
 		}
 	}
-	d.line(0, "OldReplicaSets", "%s", orNone(strings.Join(olds, ", ")))
+	d.line(0, "OldReplicaSets", "%s", cols.OrNone(strings.Join(olds, ", ")))
 	d.line(0, "NewReplicaSet", "%s", newSet)
 }
 

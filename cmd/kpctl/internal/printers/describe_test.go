@@ -2,6 +2,8 @@ package printers
 
 import (
 	"bytes"
+	"flag"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +11,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+
+	"github.com/kplane/kplane/pkg/printers/printerstest"
+	"github.com/kplane/kplane/pkg/testutil"
 )
 
 // TestDescribe renders one object of every kind, the pod with conditions,
@@ -97,4 +102,22 @@ func deploymentSets(d *kplanev1.Deployment) []*kplanev1.ReplicaSet {
 		{Metadata: &kplanev1.ObjectMeta{Name: "web-7c9f6"}, Spec: &kplanev1.ReplicaSetSpec{Replicas: ptr[int32](2), Template: newTmpl},
 			Status: &kplanev1.ReplicaSetStatus{Replicas: 2}},
 	}
+}
+
+// The fixtures are pkg/printers' table fixtures.
+var (
+	now = printerstest.Now
+	ago = printerstest.Ago
+)
+
+func fixtures() map[string][]*kplanev1.Object { return printerstest.Fixtures() }
+
+func ptr[T any](v T) *T { return &v }
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	testutil.Golden(t, filepath.Join("testdata", name), got, *update)
 }

@@ -33,6 +33,7 @@ import (
 
 	"github.com/kplane/kplane/services/apiserver/internal/backend"
 	"github.com/kplane/kplane/services/apiserver/internal/proxy"
+	"github.com/kplane/kplane/services/apiserver/internal/rest"
 	"github.com/kplane/kplane/services/apiserver/internal/server"
 	"github.com/kplane/kplane/services/apiserver/internal/store"
 	"github.com/kplane/kplane/services/apiserver/internal/watchcache"
@@ -71,6 +72,8 @@ type Config struct {
 	// 0 repairs only at start.
 	AllocationRepairInterval time.Duration
 	Logger                   hclog.Logger
+	// Version is kplane's version, reported by GET /version as gitVersion.
+	Version string
 }
 
 // Defaults are the flag defaults DESIGN.md gives.
@@ -85,6 +88,7 @@ func Defaults() Config {
 		MaxRequestBytes:    3 << 20,
 		MaxObjectBytes:     store.DefaultMaxObjectBytes,
 		HealthAddr:         ":6444",
+		Version:            "v1.32.0-kplane",
 
 		ServiceClusterIPRange:    strategy.DefaultServiceClusterIPRange,
 		ServiceNodePortRange:     strategy.DefaultServiceNodePortRange,
@@ -139,6 +143,9 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	}
 	if cfg.EventTTL <= 0 {
 		cfg.EventTTL = d.EventTTL
+	}
+	if cfg.Version == "" {
+		cfg.Version = d.Version
 	}
 	if cfg.BookmarkInterval <= 0 {
 		cfg.BookmarkInterval = d.BookmarkInterval
@@ -238,7 +245,10 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 		grpc.ChainStreamInterceptor(m.stream),
 		server.CodecOption(),
 	)
-	kplanev1.RegisterResourcesServer(a.grpc, server.New(a.store, a.caches, cfg.BookmarkInterval, shutdownCtx, log.Named("server")))
+	resources := server.New(a.store, a.caches, cfg.BookmarkInterval, shutdownCtx, log.Named("server"))
+	kplanev1.RegisterResourcesServer(a.grpc, resources)
+	// The REST side calls the very service the gRPC clients reach, in process.
+	rest.New(resources, rest.Version{GitVersion: cfg.Version}, log.Named("rest")).Register(a.httpMux)
 	a.health = health.NewServer()
 	healthpb.RegisterHealthServer(a.grpc, a.health)
 	reflection.Register(a.grpc)

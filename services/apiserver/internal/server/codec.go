@@ -1,10 +1,13 @@
 package server
 
 import (
+	"fmt"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
@@ -51,4 +54,21 @@ func encodeWatchResponse(r *kplanev1.WatchResponse, object []byte) *encodedMessa
 	head = protowire.AppendTag(head, 2, protowire.BytesType)
 	head = protowire.AppendVarint(head, uint64(len(object)))
 	return &encodedMessage{parts: mem.BufferSlice{mem.SliceBuffer(head), mem.SliceBuffer(object)}}
+}
+
+// DecodeSent returns the WatchResponse a stream's SendMsg was given,
+// decoding the pre-encoded form; in-process callers of Watch (the REST
+// front end) use it to read what the server sent.
+func DecodeSent(m any) (*kplanev1.WatchResponse, error) {
+	switch v := m.(type) {
+	case *kplanev1.WatchResponse:
+		return v, nil
+	case *encodedMessage:
+		r := &kplanev1.WatchResponse{}
+		if err := proto.Unmarshal(v.parts.Materialize(), r); err != nil {
+			return nil, fmt.Errorf("decode watch event: %w", err)
+		}
+		return r, nil
+	}
+	return nil, fmt.Errorf("decode watch event: unexpected message %T", m)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -167,6 +168,11 @@ func (s *Server) Watch(req *kplanev1.WatchRequest, stream kplanev1.Resources_Wat
 			return stream.SendMsg(encodeWatchResponse(r, encoded))
 		}
 		return stream.Send(r)
+	}
+	// The watch is established: headers go out now, so a client learns
+	// that before the first event (REST clients wait for them).
+	if err := stream.SendHeader(metadata.MD{}); err != nil {
+		return err
 	}
 	err = cache.Watch(ctx, opts, send)
 	if err == nil && s.shutdown.Err() != nil {

@@ -3,8 +3,10 @@ package store
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -18,8 +20,42 @@ func invalid(format string, args ...any) error {
 	return status.Errorf(codes.InvalidArgument, format, args...)
 }
 
+// invalidObject also carries each invalid field as an
+// errdetails.BadRequest violation, whose reason is Kubernetes' cause type
+// (FieldValueRequired, ...), so the REST side answers 422 Invalid with
+// details.causes as Kubernetes does.
 func invalidObject(kind, name string, errs validation.ErrorList) error {
-	return status.Errorf(codes.InvalidArgument, "%s %q is invalid: %s", kind, name, errs.Error())
+	st := status.Newf(codes.InvalidArgument, "%s %q is invalid: %s", kind, name, errs.Error())
+	br := &errdetails.BadRequest{}
+	for _, e := range errs {
+		br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{
+			Field: e.Path, Description: e.Detail, Reason: causeType(e.Detail)})
+	}
+	if withDetails, err := st.WithDetails(br); err == nil {
+		st = withDetails
+	}
+	return st.Err()
+}
+
+// causeTypes maps the wording validation.ErrorList gives each kind of
+// problem to Kubernetes' cause type.
+var causeTypes = []struct{ prefix, cause string }{
+	{"Required value", "FieldValueRequired"},
+	{"Invalid value", "FieldValueInvalid"},
+	{"Unsupported value", "FieldValueNotSupported"},
+	{"Duplicate value", "FieldValueDuplicate"},
+	{"Forbidden", "FieldValueForbidden"},
+	{"Too long", "FieldValueTooLong"},
+	{"Not found", "FieldValueNotFound"},
+}
+
+func causeType(detail string) string {
+	for _, c := range causeTypes {
+		if strings.HasPrefix(detail, c.prefix) {
+			return c.cause
+		}
+	}
+	return "FieldValueInvalid"
 }
 
 func notFound(kind, namespace, name string) error {

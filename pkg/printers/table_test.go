@@ -10,6 +10,8 @@ import (
 
 	"github.com/kplane/kplane/pkg/testutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+
+	"github.com/kplane/kplane/pkg/printers/printerstest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -133,6 +135,27 @@ func TestJobStatus(t *testing.T) {
 		}
 		if got := JobStatus(j); got != c.want {
 			t.Errorf("%v deleting=%v: %s, want %s", c.conds, c.deleting, got, c.want)
+		}
+	}
+}
+
+// The fixtures are shared with kpctl's describe tests.
+var now = printerstest.Now
+
+func fixtures() map[string][]*kplanev1.Object { return printerstest.Fixtures() }
+
+var ago = printerstest.Ago
+
+// TestColumnsMatchRows: every kind's row has one cell per column, so the
+// server's Table and kpctl's table line up.
+func TestColumnsMatchRows(t *testing.T) {
+	for kind, objs := range fixtures() {
+		h, w := Columns(kind)
+		for _, o := range objs {
+			cells, wide := Row(o, now)
+			if len(cells) != len(h) || len(wide) != len(w) {
+				t.Errorf("%s: %d+%d cells for %d+%d columns", kind, len(cells), len(wide), len(h), len(w))
+			}
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package manifest
+package apijson
 
 import (
 	"encoding/base64"
@@ -9,13 +9,15 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/kplane/kplane/pkg/apijson"
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+
 	"github.com/kplane/kplane/pkg/validation"
 )
 
-// normalize checks a decoded manifest value against the message schema md
+// normalizer checks a decoded manifest value against the message schema md
 // and rewrites it into the form protojson accepts. It reports the first
 // problem with the field path a Kubernetes user writes, because protojson's
 // own errors point at offsets in JSON the user never saw.
@@ -23,7 +25,13 @@ import (
 // Beyond checking, it drops explicit nulls (Kubernetes treats them as
 // unset) and turns numbers into strings where a string is expected, so that
 // quantities written unquoted ("cpu: 1", "storage: 0.5") are accepted.
-func normalize(m map[string]any, md protoreflect.MessageDescriptor, path string) error {
+type normalizer struct {
+	// unknown, when set, is told of each unknown field, which is then
+	// dropped; when nil an unknown field is an error.
+	unknown func(path string)
+}
+
+func (n *normalizer) normalize(m map[string]any, md protoreflect.MessageDescriptor, path string) error {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -32,6 +40,11 @@ func normalize(m map[string]any, md protoreflect.MessageDescriptor, path string)
 	for _, k := range keys {
 		fp := validation.Child(path, k)
 		fd := md.Fields().ByJSONName(k)
+		if fd == nil && n.unknown != nil {
+			n.unknown(fp)
+			delete(m, k)
+			continue
+		}
 		if fd == nil {
 			return fmt.Errorf("%s: unknown field %q%s", fp, k, suggest(md, k))
 		}
@@ -39,7 +52,7 @@ func normalize(m map[string]any, md protoreflect.MessageDescriptor, path string)
 			delete(m, k)
 			continue
 		}
-		v, err := normalizeField(m[k], fd, fp)
+		v, err := n.normalizeField(m[k], fd, fp)
 		if err != nil {
 			return err
 		}
@@ -61,7 +74,7 @@ func suggest(md protoreflect.MessageDescriptor, k string) string {
 	return ""
 }
 
-func normalizeField(v any, fd protoreflect.FieldDescriptor, path string) (any, error) {
+func (n *normalizer) normalizeField(v any, fd protoreflect.FieldDescriptor, path string) (any, error) {
 	switch {
 	case fd.IsMap():
 		obj, ok := v.(map[string]any)
@@ -73,11 +86,11 @@ func normalizeField(v any, fd protoreflect.FieldDescriptor, path string) (any, e
 				delete(obj, k)
 				continue
 			}
-			n, err := normalizeValue(e, fd.MapValue(), validation.Key(path, k))
+			nv, err := n.normalizeValue(e, fd.MapValue(), validation.Key(path, k))
 			if err != nil {
 				return nil, err
 			}
-			obj[k] = n
+			obj[k] = nv
 		}
 		return obj, nil
 	case fd.IsList():
@@ -86,24 +99,24 @@ func normalizeField(v any, fd protoreflect.FieldDescriptor, path string) (any, e
 			return nil, typeError(path, "a list", v)
 		}
 		for i, e := range list {
-			n, err := normalizeValue(e, fd, validation.Index(path, i))
+			nv, err := n.normalizeValue(e, fd, validation.Index(path, i))
 			if err != nil {
 				return nil, err
 			}
-			list[i] = n
+			list[i] = nv
 		}
 		return list, nil
 	default:
-		return normalizeValue(v, fd, path)
+		return n.normalizeValue(v, fd, path)
 	}
 }
 
 // normalizeValue checks one singular value (a list element, a map value or
 // a plain field) of the field's kind.
-func normalizeValue(v any, fd protoreflect.FieldDescriptor, path string) (any, error) {
+func (n *normalizer) normalizeValue(v any, fd protoreflect.FieldDescriptor, path string) (any, error) {
 	switch fd.Kind() {
 	case protoreflect.MessageKind, protoreflect.GroupKind:
-		if apijson.IsTimestamp(fd) {
+		if IsTimestamp(fd) {
 			s, ok := v.(string)
 			if !ok {
 				return nil, typeError(path, "an RFC 3339 timestamp string", v)
@@ -113,8 +126,8 @@ func normalizeValue(v any, fd protoreflect.FieldDescriptor, path string) (any, e
 			}
 			return s, nil
 		}
-		if apijson.IsIntOrString(fd) {
-			out, ok := apijson.IntOrStringValue(v)
+		if IsIntOrString(fd) {
+			out, ok := IntOrStringValue(v)
 			if !ok {
 				return nil, typeError(path, "a 32-bit integer or a string", v)
 			}
@@ -124,7 +137,7 @@ func normalizeValue(v any, fd protoreflect.FieldDescriptor, path string) (any, e
 		if !ok {
 			return nil, typeError(path, "an object", v)
 		}
-		return obj, normalize(obj, fd.Message(), path)
+		return obj, n.normalize(obj, fd.Message(), path)
 	case protoreflect.StringKind:
 		switch t := v.(type) {
 		case string:
@@ -154,16 +167,16 @@ func normalizeValue(v any, fd protoreflect.FieldDescriptor, path string) (any, e
 		}
 		return s, nil
 	case protoreflect.FloatKind, protoreflect.DoubleKind:
-		n, ok := v.(json.Number)
+		num, ok := v.(json.Number)
 		if !ok {
 			return nil, typeError(path, "a number", v)
 		}
-		if _, err := n.Float64(); err != nil {
-			return nil, fmt.Errorf("%s: invalid number %s", path, n)
+		if _, err := num.Float64(); err != nil {
+			return nil, fmt.Errorf("%s: invalid number %s", path, num)
 		}
-		return n, nil
+		return num, nil
 	default: // the integer kinds
-		n, ok := v.(json.Number)
+		num, ok := v.(json.Number)
 		if !ok {
 			return nil, typeError(path, "an integer", v)
 		}
@@ -173,10 +186,10 @@ func normalizeValue(v any, fd protoreflect.FieldDescriptor, path string) (any, e
 			fd.Kind() == protoreflect.Fixed32Kind {
 			bits = 32
 		}
-		if _, err := strconv.ParseInt(n.String(), 10, bits); err != nil {
-			return nil, fmt.Errorf("%s: %s is not a %d-bit integer", path, n, bits)
+		if _, err := strconv.ParseInt(num.String(), 10, bits); err != nil {
+			return nil, fmt.Errorf("%s: %s is not a %d-bit integer", path, num, bits)
 		}
-		return n, nil
+		return num, nil
 	}
 }
 
@@ -197,4 +210,54 @@ func typeError(path, want string, got any) error {
 		desc = fmt.Sprintf("%v", t)
 	}
 	return fmt.Errorf("%s: expected %s, got %s", path, want, desc)
+}
+
+// DecodeOptions changes how ObjectFromMap treats a document.
+type DecodeOptions struct {
+	// UnknownField, when set, is called with the path of each field the
+	// kind does not have, which is then dropped (Kubernetes'
+	// fieldValidation Ignore and Warn); when nil such a field is an error
+	// (Strict).
+	UnknownField func(path string)
+}
+
+// ObjectFromMap converts one decoded document of kind (numbers as
+// json.Number, apiVersion and kind already removed) into an Object,
+// checking it against the kind's schema first so that an error names the
+// field path a Kubernetes user wrote. m is modified.
+func ObjectFromMap(kind string, m map[string]any, opts DecodeOptions) (*kplanev1.Object, error) {
+	info := kplanev1.LookupKind(kind)
+	if info == nil {
+		return nil, fmt.Errorf("kind: %s", kplanev1.UnknownKindError(kind))
+	}
+	fd := info.OneofField()
+	n := &normalizer{unknown: opts.UnknownField}
+	if err := n.normalize(m, fd.Message(), ""); err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(map[string]any{fd.JSONName(): m})
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", kind, err)
+	}
+	obj := &kplanev1.Object{}
+	if err := protojson.Unmarshal(raw, obj); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", kind, err)
+	}
+	return obj, nil
+}
+
+// ObjectToMap renders an object as Kubernetes shows it: apiVersion and
+// kind next to the kind message's own fields (metadata, spec, status).
+func ObjectToMap(obj *kplanev1.Object) (map[string]any, error) {
+	kind := obj.KindName()
+	if kind == "" {
+		return nil, fmt.Errorf("empty object")
+	}
+	m, err := ToMap(obj.Message())
+	if err != nil {
+		return nil, err
+	}
+	m["apiVersion"] = kplanev1.APIVersion(kind)
+	m["kind"] = kind
+	return m, nil
 }

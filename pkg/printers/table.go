@@ -1,5 +1,7 @@
-// Package printers renders objects for people: kubectl-style tables per
-// kind, and the describe view.
+// Package printers holds the table columns kubectl shows for each kind and
+// renders them: kpctl prints its tables with it and the apiserver's REST
+// side answers Table requests (kubectl get) with the same columns, so both
+// print alike.
 package printers
 
 import (
@@ -136,4 +138,17 @@ func (s *Stream) Print(objs []*kplanev1.Object) error {
 	}
 	_, err := io.WriteString(s.w, b.String())
 	return err
+}
+
+// Columns returns the column headers kubectl shows for kind, and the
+// extra ones of -o wide.
+func Columns(kind string) (headers, wide []string) {
+	c := tableFor(kind)
+	return c.headers, c.wide
+}
+
+// Row returns the cells of o for the headers and for the wide headers of
+// its kind, AGE columns counted from now.
+func Row(o *kplanev1.Object, now time.Time) (cells, wide []string) {
+	return tableFor(o.KindName()).row(o, now)
 }

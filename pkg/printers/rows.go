@@ -10,11 +10,13 @@ import (
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
-const none = "<none>"
+// None is what a table shows for an empty cell.
+const None = "<none>"
 
-func orNone(s string) string {
+// OrNone is s, or None when s is empty.
+func OrNone(s string) string {
 	if s == "" {
-		return none
+		return None
 	}
 	return s
 }
@@ -46,7 +48,7 @@ func podRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
 		strconv.Itoa(int(restarts)),
 		Age(p.GetMetadata().GetCreationTimestamp(), now),
 	}
-	return cells, []string{orNone(p.GetStatus().GetPodIp()), orNone(p.GetSpec().GetNodeName()), orNone(p.GetStatus().GetNominatedNodeName())}
+	return cells, []string{OrNone(p.GetStatus().GetPodIp()), OrNone(p.GetSpec().GetNodeName()), OrNone(p.GetStatus().GetNominatedNodeName())}
 }
 
 // PodStatus is the one-word state kubectl shows for a pod: the most telling
@@ -171,14 +173,14 @@ func containers(spec *kplanev1.PodSpec) (names, images string) {
 		n = append(n, c.GetName())
 		i = append(i, c.GetImage())
 	}
-	return orNone(strings.Join(n, ",")), orNone(strings.Join(i, ","))
+	return OrNone(strings.Join(n, ",")), OrNone(strings.Join(i, ","))
 }
 
 // LabelSelector formats a set-based selector in the selector syntax,
 // "app=web,tier in (a,b),!legacy", or "<none>" when it is empty.
 func LabelSelector(s *kplanev1.LabelSelector) string {
 	var parts []string
-	keys := sortedKeys(s.GetMatchLabels())
+	keys := SortedKeys(s.GetMatchLabels())
 	for _, k := range keys {
 		parts = append(parts, k+"="+s.GetMatchLabels()[k])
 	}
@@ -196,20 +198,21 @@ func LabelSelector(s *kplanev1.LabelSelector) string {
 			parts = append(parts, fmt.Sprintf("%s %s (%s)", r.GetKey(), r.GetOperator(), strings.Join(r.GetValues(), ",")))
 		}
 	}
-	return orNone(strings.Join(parts, ","))
+	return OrNone(strings.Join(parts, ","))
 }
 
 // MapSelector formats an equality selector or label map as "k=v,k2=v2"
 // (sorted), or "<none>" when empty.
 func MapSelector(m map[string]string) string {
 	var parts []string
-	for _, k := range sortedKeys(m) {
+	for _, k := range SortedKeys(m) {
 		parts = append(parts, k+"="+m[k])
 	}
-	return orNone(strings.Join(parts, ","))
+	return OrNone(strings.Join(parts, ","))
 }
 
-func sortedKeys[V any](m map[string]V) []string {
+// SortedKeys returns the keys of m in order.
+func SortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -221,7 +224,7 @@ func sortedKeys[V any](m map[string]V) []string {
 func nodeRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
 	n := o.GetNode()
 	info := n.GetStatus().GetNodeInfo()
-	cells := []string{n.GetMetadata().GetName(), NodeStatus(n), NodeRoles(n), Age(n.GetMetadata().GetCreationTimestamp(), now), orNone(info.GetKubeletVersion())}
+	cells := []string{n.GetMetadata().GetName(), NodeStatus(n), NodeRoles(n), Age(n.GetMetadata().GetCreationTimestamp(), now), OrNone(info.GetKubeletVersion())}
 	var internal, external []string
 	for _, a := range n.GetStatus().GetAddresses() {
 		switch a.GetType() {
@@ -232,8 +235,8 @@ func nodeRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
 		}
 	}
 	return cells, []string{
-		orNone(strings.Join(internal, ",")), orNone(strings.Join(external, ",")),
-		orNone(info.GetOsImage()), orNone(info.GetKernelVersion()), orNone(info.GetContainerRuntimeVersion()),
+		OrNone(strings.Join(internal, ",")), OrNone(strings.Join(external, ",")),
+		OrNone(info.GetOsImage()), OrNone(info.GetKernelVersion()), OrNone(info.GetContainerRuntimeVersion()),
 	}
 }
 
@@ -261,7 +264,7 @@ func NodeStatus(n *kplanev1.Node) string {
 // NodeRoles lists the roles named by node-role.kubernetes.io/<role> labels.
 func NodeRoles(n *kplanev1.Node) string {
 	var roles []string
-	for _, k := range sortedKeys(n.GetMetadata().GetLabels()) {
+	for _, k := range SortedKeys(n.GetMetadata().GetLabels()) {
 		if r, ok := strings.CutPrefix(k, "node-role.kubernetes.io/"); ok && r != "" {
 			roles = append(roles, r)
 		}
@@ -269,7 +272,7 @@ func NodeRoles(n *kplanev1.Node) string {
 	if r := n.GetMetadata().GetLabels()["kubernetes.io/role"]; r != "" {
 		roles = append(roles, r)
 	}
-	return orNone(strings.Join(roles, ","))
+	return OrNone(strings.Join(roles, ","))
 }
 
 func serviceRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
@@ -279,14 +282,14 @@ func serviceRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
 	if typ == "" {
 		typ = "ClusterIP"
 	}
-	external := none
+	external := None
 	switch typ {
 	case "ExternalName":
 		external = spec.GetExternalName()
 	case "LoadBalancer":
 		external = "<pending>"
 	}
-	cells := []string{s.GetMetadata().GetName(), typ, orNone(spec.GetClusterIp()), external, ServicePorts(spec.GetPorts()), Age(s.GetMetadata().GetCreationTimestamp(), now)}
+	cells := []string{s.GetMetadata().GetName(), typ, OrNone(spec.GetClusterIp()), external, ServicePorts(spec.GetPorts()), Age(s.GetMetadata().GetCreationTimestamp(), now)}
 	return cells, []string{MapSelector(spec.GetSelector())}
 }
 
@@ -304,7 +307,7 @@ func ServicePorts(ports []*kplanev1.ServicePort) string {
 			out = append(out, fmt.Sprintf("%d/%s", p.GetPort(), proto))
 		}
 	}
-	return orNone(strings.Join(out, ","))
+	return OrNone(strings.Join(out, ","))
 }
 
 func endpointsRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
@@ -329,7 +332,7 @@ func EndpointsSummary(e *kplanev1.Endpoints, max int) string {
 	if len(all) > max {
 		return fmt.Sprintf("%s + %d more...", strings.Join(all[:max], ","), len(all)-max)
 	}
-	return orNone(strings.Join(all, ","))
+	return OrNone(strings.Join(all, ","))
 }
 
 func jobRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
@@ -389,23 +392,23 @@ func JobStatus(j *kplanev1.Job) string {
 func cronJobRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
 	cj := o.GetCronJob()
 	spec, st := cj.GetSpec(), cj.GetStatus()
-	tz := none
+	tz := None
 	if spec.TimeZone != nil {
 		tz = spec.GetTimeZone()
 	}
-	last := none
+	last := None
 	if st.GetLastScheduleTime() != nil {
 		last = Age(st.GetLastScheduleTime(), now)
 	}
-	cells := []string{cj.GetMetadata().GetName(), spec.GetSchedule(), tz, boolPtr(spec.Suspend),
+	cells := []string{cj.GetMetadata().GetName(), spec.GetSchedule(), tz, BoolPtr(spec.Suspend),
 		strconv.Itoa(len(st.GetActive())), last, Age(cj.GetMetadata().GetCreationTimestamp(), now)}
 	js := spec.GetJobTemplate().GetSpec()
 	names, images := containers(js.GetTemplate().GetSpec())
 	return cells, []string{names, images, LabelSelector(js.GetSelector())}
 }
 
-// boolPtr prints an optional bool as kubectl does: True, False or <unset>.
-func boolPtr(b *bool) string {
+// BoolPtr prints an optional bool as kubectl does: True, False or <unset>.
+func BoolPtr(b *bool) string {
 	switch {
 	case b == nil:
 		return "<unset>"
@@ -444,10 +447,11 @@ func pvRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
 		pv.GetStatus().GetPhase(), claim, spec.GetStorageClassName(), pv.GetStatus().GetReason(),
 		Age(pv.GetMetadata().GetCreationTimestamp(), now),
 	}
-	return cells, []string{volumeMode(spec.GetVolumeMode())}
+	return cells, []string{VolumeMode(spec.GetVolumeMode())}
 }
 
-func volumeMode(m string) string {
+// VolumeMode shows a volumeMode, Filesystem when unset.
+func VolumeMode(m string) string {
 	if m == "" {
 		return "Filesystem"
 	}
@@ -469,7 +473,7 @@ func pvcRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
 		pvc.GetMetadata().GetName(), phase, spec.GetVolumeName(), st.GetCapacity()["storage"],
 		AccessModes(st.GetAccessModes()), class, Age(pvc.GetMetadata().GetCreationTimestamp(), now),
 	}
-	return cells, []string{volumeMode(spec.GetVolumeMode())}
+	return cells, []string{VolumeMode(spec.GetVolumeMode())}
 }
 
 func storageClassRow(o *kplanev1.Object, now time.Time) ([]string, []string) {

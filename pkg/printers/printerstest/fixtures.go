@@ -1,4 +1,6 @@
-package printers
+// Package printerstest holds the objects the table and describe golden
+// tests of kpctl and pkg/printers render.
+package printerstest
 
 import (
 	"time"
@@ -8,15 +10,17 @@ import (
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
-// now is the fixed clock of the golden tests.
-var now = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+// Now is the fixed clock of the golden tests.
+var Now = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 
-func ago(d time.Duration) *timestamppb.Timestamp { return timestamppb.New(now.Add(-d)) }
+// Ago is the time d before Now.
+func Ago(d time.Duration) *timestamppb.Timestamp { return timestamppb.New(Now.Add(-d)) }
 
-func ptr[T any](v T) *T { return &v }
+// Ptr returns a pointer to v.
+func Ptr[T any](v T) *T { return &v }
 
 func meta(ns, name string, age time.Duration) *kplanev1.ObjectMeta {
-	return &kplanev1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: ago(age), Uid: "uid-" + name}
+	return &kplanev1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: Ago(age), Uid: "uid-" + name}
 }
 
 func container(name, image string) *kplanev1.Container {
@@ -25,12 +29,12 @@ func container(name, image string) *kplanev1.Container {
 
 func running(name string, ready bool, restarts int32) *kplanev1.ContainerStatus {
 	return &kplanev1.ContainerStatus{Name: name, Ready: ready, RestartCount: restarts,
-		State: &kplanev1.ContainerState{Running: &kplanev1.ContainerStateRunning{StartedAt: ago(time.Hour)}}}
+		State: &kplanev1.ContainerState{Running: &kplanev1.ContainerStateRunning{StartedAt: Ago(time.Hour)}}}
 }
 
-// fixtures holds, per kind, objects that exercise the interesting cells
+// Fixtures holds, per kind, objects that exercise the interesting cells
 // of its table: defaults, pending and finished states, long lists.
-func fixtures() map[string][]*kplanev1.Object {
+func Fixtures() map[string][]*kplanev1.Object {
 	template := &kplanev1.PodTemplateSpec{
 		Metadata: &kplanev1.ObjectMeta{Labels: map[string]string{"app": "web"}},
 		Spec:     &kplanev1.PodSpec{Containers: []*kplanev1.Container{container("http", "python:3.12-slim"), container("sidecar", "busybox:1.36")}},
@@ -64,7 +68,7 @@ func fixtures() map[string][]*kplanev1.Object {
 			kplanev1.MustWrap(&kplanev1.Pod{
 				Metadata: func() *kplanev1.ObjectMeta {
 					m := meta("default", "leaving", 10*24*time.Hour)
-					m.DeletionTimestamp = ago(time.Second)
+					m.DeletionTimestamp = Ago(time.Second)
 					return m
 				}(),
 				Spec:   &kplanev1.PodSpec{Containers: []*kplanev1.Container{container("c", "busybox")}, NodeName: "node-1"},
@@ -83,11 +87,11 @@ func fixtures() map[string][]*kplanev1.Object {
 				Metadata: meta("default", "sidecar", time.Minute),
 				Spec: &kplanev1.PodSpec{InitContainers: []*kplanev1.Container{func() *kplanev1.Container {
 					c := container("proxy", "envoy")
-					c.RestartPolicy = ptr("Always")
+					c.RestartPolicy = Ptr("Always")
 					return c
 				}()}, Containers: []*kplanev1.Container{container("c", "busybox")}},
 				Status: &kplanev1.PodStatus{Phase: "Running", InitContainerStatuses: []*kplanev1.ContainerStatus{
-					{Name: "proxy", Ready: true, Started: ptr(true), RestartCount: 2, State: &kplanev1.ContainerState{Running: &kplanev1.ContainerStateRunning{}}},
+					{Name: "proxy", Ready: true, Started: Ptr(true), RestartCount: 2, State: &kplanev1.ContainerState{Running: &kplanev1.ContainerStateRunning{}}},
 				}, ContainerStatuses: []*kplanev1.ContainerStatus{running("c", true, 1)}},
 			}),
 			kplanev1.MustWrap(&kplanev1.Pod{
@@ -108,7 +112,7 @@ func fixtures() map[string][]*kplanev1.Object {
 		"ReplicaSet": {
 			kplanev1.MustWrap(&kplanev1.ReplicaSet{
 				Metadata: meta("default", "frontend", 45*time.Minute),
-				Spec: &kplanev1.ReplicaSetSpec{Replicas: ptr[int32](3), Template: template, Selector: &kplanev1.LabelSelector{
+				Spec: &kplanev1.ReplicaSetSpec{Replicas: Ptr[int32](3), Template: template, Selector: &kplanev1.LabelSelector{
 					MatchLabels:      map[string]string{"app": "web"},
 					MatchExpressions: []*kplanev1.LabelSelectorRequirement{{Key: "tier", Operator: "In", Values: []string{"fe", "edge"}}, {Key: "legacy", Operator: "DoesNotExist"}},
 				}},
@@ -116,13 +120,13 @@ func fixtures() map[string][]*kplanev1.Object {
 			}),
 			kplanev1.MustWrap(&kplanev1.ReplicaSet{
 				Metadata: meta("default", "empty", 400*24*time.Hour),
-				Spec:     &kplanev1.ReplicaSetSpec{Replicas: ptr[int32](0), Selector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}},
+				Spec:     &kplanev1.ReplicaSetSpec{Replicas: Ptr[int32](0), Selector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}},
 			}),
 		},
 		"ReplicationController": {
 			kplanev1.MustWrap(&kplanev1.ReplicationController{
 				Metadata: meta("default", "echo", 9*time.Minute+30*time.Second),
-				Spec:     &kplanev1.ReplicationControllerSpec{Replicas: ptr[int32](2), Selector: map[string]string{"app": "echo", "tier": "be"}, Template: template},
+				Spec:     &kplanev1.ReplicationControllerSpec{Replicas: Ptr[int32](2), Selector: map[string]string{"app": "echo", "tier": "be"}, Template: template},
 				Status:   &kplanev1.ReplicaSetStatus{Replicas: 2, ReadyReplicas: 2},
 			}),
 		},
@@ -185,27 +189,27 @@ func fixtures() map[string][]*kplanev1.Object {
 		"Job": {
 			kplanev1.MustWrap(&kplanev1.Job{
 				Metadata: meta("default", "countdown", 2*time.Hour),
-				Spec:     &kplanev1.JobSpec{Completions: ptr[int32](3), Parallelism: ptr[int32](2), Template: template, Selector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"batch.kubernetes.io/job-name": "countdown"}}},
-				Status: &kplanev1.JobStatus{Succeeded: 3, StartTime: ago(2 * time.Hour), CompletionTime: ago(2*time.Hour - 47*time.Second),
+				Spec:     &kplanev1.JobSpec{Completions: Ptr[int32](3), Parallelism: Ptr[int32](2), Template: template, Selector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"batch.kubernetes.io/job-name": "countdown"}}},
+				Status: &kplanev1.JobStatus{Succeeded: 3, StartTime: Ago(2 * time.Hour), CompletionTime: Ago(2*time.Hour - 47*time.Second),
 					Conditions: []*kplanev1.Condition{{Type: "Complete", Status: "True"}}},
 			}),
 			kplanev1.MustWrap(&kplanev1.Job{
 				Metadata: meta("default", "work-queue", 10*time.Minute),
-				Spec:     &kplanev1.JobSpec{Parallelism: ptr[int32](4)},
-				Status:   &kplanev1.JobStatus{Active: 4, StartTime: ago(8 * time.Minute)},
+				Spec:     &kplanev1.JobSpec{Parallelism: Ptr[int32](4)},
+				Status:   &kplanev1.JobStatus{Active: 4, StartTime: Ago(8 * time.Minute)},
 			}),
 			kplanev1.MustWrap(&kplanev1.Job{
 				Metadata: meta("default", "broken", time.Hour),
-				Spec:     &kplanev1.JobSpec{Completions: ptr[int32](1)},
-				Status: &kplanev1.JobStatus{Failed: 6, StartTime: ago(time.Hour), Conditions: []*kplanev1.Condition{
+				Spec:     &kplanev1.JobSpec{Completions: Ptr[int32](1)},
+				Status: &kplanev1.JobStatus{Failed: 6, StartTime: Ago(time.Hour), Conditions: []*kplanev1.Condition{
 					{Type: "Failed", Status: "True", Reason: "BackoffLimitExceeded"}}},
 			}),
 		},
 		"Deployment": {
 			kplanev1.MustWrap(&kplanev1.Deployment{
-				Metadata: &kplanev1.ObjectMeta{Namespace: "default", Name: "web", CreationTimestamp: ago(2 * time.Hour),
+				Metadata: &kplanev1.ObjectMeta{Namespace: "default", Name: "web", CreationTimestamp: Ago(2 * time.Hour),
 					Annotations: map[string]string{"deployment.kubernetes.io/revision": "2"}},
-				Spec: &kplanev1.DeploymentSpec{Replicas: ptr[int32](3), Template: template,
+				Spec: &kplanev1.DeploymentSpec{Replicas: Ptr[int32](3), Template: template,
 					Selector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
 					Strategy: &kplanev1.DeploymentStrategy{Type: "RollingUpdate", RollingUpdate: &kplanev1.RollingUpdateDeployment{
 						MaxUnavailable: kplanev1.IntOrStringFromString("25%"), MaxSurge: kplanev1.IntOrStringFromInt32(1)}}},
@@ -216,22 +220,22 @@ func fixtures() map[string][]*kplanev1.Object {
 			}),
 			kplanev1.MustWrap(&kplanev1.Deployment{
 				Metadata: meta("default", "db", 30*time.Second),
-				Spec:     &kplanev1.DeploymentSpec{Replicas: ptr[int32](1), Strategy: &kplanev1.DeploymentStrategy{Type: "Recreate"}},
+				Spec:     &kplanev1.DeploymentSpec{Replicas: Ptr[int32](1), Strategy: &kplanev1.DeploymentStrategy{Type: "Recreate"}},
 			}),
 		},
 		"CronJob": {
 			kplanev1.MustWrap(&kplanev1.CronJob{
 				Metadata: meta("default", "nightly", 3*24*time.Hour),
-				Spec: &kplanev1.CronJobSpec{Schedule: "0 3 * * *", TimeZone: ptr("Europe/Berlin"), ConcurrencyPolicy: "Forbid",
-					Suspend: ptr(false), SuccessfulJobsHistoryLimit: ptr[int32](3), FailedJobsHistoryLimit: ptr[int32](1),
-					StartingDeadlineSeconds: ptr[int64](200),
-					JobTemplate:             &kplanev1.JobTemplateSpec{Spec: &kplanev1.JobSpec{Completions: ptr[int32](2), Template: template}}},
-				Status: &kplanev1.CronJobStatus{LastScheduleTime: ago(5 * time.Hour), LastSuccessfulTime: ago(5*time.Hour - 40*time.Second),
+				Spec: &kplanev1.CronJobSpec{Schedule: "0 3 * * *", TimeZone: Ptr("Europe/Berlin"), ConcurrencyPolicy: "Forbid",
+					Suspend: Ptr(false), SuccessfulJobsHistoryLimit: Ptr[int32](3), FailedJobsHistoryLimit: Ptr[int32](1),
+					StartingDeadlineSeconds: Ptr[int64](200),
+					JobTemplate:             &kplanev1.JobTemplateSpec{Spec: &kplanev1.JobSpec{Completions: Ptr[int32](2), Template: template}}},
+				Status: &kplanev1.CronJobStatus{LastScheduleTime: Ago(5 * time.Hour), LastSuccessfulTime: Ago(5*time.Hour - 40*time.Second),
 					Active: []*kplanev1.ObjectReference{{Kind: "Job", Namespace: "default", Name: "nightly-29410020"}}},
 			}),
 			kplanev1.MustWrap(&kplanev1.CronJob{
 				Metadata: meta("default", "every-minute", 30*time.Second),
-				Spec:     &kplanev1.CronJobSpec{Schedule: "*/1 * * * *", Suspend: ptr(true)},
+				Spec:     &kplanev1.CronJobSpec{Schedule: "*/1 * * * *", Suspend: Ptr(true)},
 			}),
 		},
 		"PersistentVolume": {
@@ -254,7 +258,7 @@ func fixtures() map[string][]*kplanev1.Object {
 		"PersistentVolumeClaim": {
 			kplanev1.MustWrap(&kplanev1.PersistentVolumeClaim{
 				Metadata: meta("default", "data", 3*24*time.Hour),
-				Spec:     &kplanev1.PersistentVolumeClaimSpec{AccessModes: []string{"ReadWriteOnce"}, StorageClassName: ptr("manual"), VolumeName: "pv-1"},
+				Spec:     &kplanev1.PersistentVolumeClaimSpec{AccessModes: []string{"ReadWriteOnce"}, StorageClassName: Ptr("manual"), VolumeName: "pv-1"},
 				Status:   &kplanev1.PersistentVolumeClaimStatus{Phase: "Bound", AccessModes: []string{"ReadWriteOnce"}, Capacity: map[string]string{"storage": "1Gi"}},
 			}),
 			kplanev1.MustWrap(&kplanev1.PersistentVolumeClaim{
@@ -269,7 +273,7 @@ func fixtures() map[string][]*kplanev1.Object {
 					m.Annotations = map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}
 					return m
 				}(),
-				Provisioner: "kplane.io/hostpath", AllowVolumeExpansion: ptr(true),
+				Provisioner: "kplane.io/hostpath", AllowVolumeExpansion: Ptr(true),
 			}),
 			kplanev1.MustWrap(&kplanev1.StorageClass{
 				Metadata: meta("", "manual", time.Hour), Provisioner: "kubernetes.io/no-provisioner",
@@ -301,13 +305,13 @@ func fixtures() map[string][]*kplanev1.Object {
 				Metadata:       meta("default", "web-1.17a", 5*time.Minute),
 				InvolvedObject: &kplanev1.ObjectReference{Kind: "Pod", Name: "web-1", Namespace: "default", Uid: "uid-web-1"},
 				Reason:         "Scheduled", Message: "Successfully assigned default/web-1 to node-1", Type: "Normal",
-				Source: &kplanev1.EventSource{Component: "scheduler"}, FirstTimestamp: ago(5 * time.Minute), LastTimestamp: ago(5 * time.Minute), Count: 1,
+				Source: &kplanev1.EventSource{Component: "scheduler"}, FirstTimestamp: Ago(5 * time.Minute), LastTimestamp: Ago(5 * time.Minute), Count: 1,
 			}),
 			kplanev1.MustWrap(&kplanev1.Event{
 				Metadata:       meta("default", "web-1.17b", 4*time.Minute),
 				InvolvedObject: &kplanev1.ObjectReference{Kind: "Pod", Name: "web-1", Namespace: "default"},
 				Reason:         "BackOff", Message: "Back-off restarting failed container", Type: "Warning",
-				Source: &kplanev1.EventSource{Component: "nodeagent", Host: "node-1"}, FirstTimestamp: ago(4 * time.Minute), LastTimestamp: ago(20 * time.Second), Count: 5,
+				Source: &kplanev1.EventSource{Component: "nodeagent", Host: "node-1"}, FirstTimestamp: Ago(4 * time.Minute), LastTimestamp: Ago(20 * time.Second), Count: 5,
 			}),
 		},
 	}

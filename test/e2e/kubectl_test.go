@@ -1,0 +1,268 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// kubectlEnv runs the kubectl on the PATH against one apiserver, with a
+// kubeconfig of its own (nothing of the user's is read).
+type kubectlEnv struct {
+	t          *testing.T
+	bin        string
+	kubeconfig string
+	dir        string
+}
+
+func newKubectl(t *testing.T, addr string) *kubectlEnv {
+	t.Helper()
+	bin, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl is not on the PATH; the kubectl end-to-end tests need the real client")
+	}
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: kplane
+  cluster: {server: "http://%s"}
+contexts:
+- name: kplane
+  context: {cluster: kplane, namespace: default}
+current-context: kplane
+`, addr)
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &kubectlEnv{t: t, bin: bin, kubeconfig: kc, dir: dir}
+}
+
+func (k *kubectlEnv) cmd(env []string, args ...string) *exec.Cmd {
+	c := exec.Command(k.bin, args...)
+	c.Env = append(os.Environ(), append([]string{"KUBECONFIG=" + k.kubeconfig, "HOME=" + k.dir}, env...)...)
+	return c
+}
+
+// run returns kubectl's stdout and stderr and whether it succeeded.
+func (k *kubectlEnv) run(env []string, args ...string) (string, string, error) {
+	c := k.cmd(env, args...)
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	err := c.Run()
+	return out.String(), errb.String(), err
+}
+
+// must runs kubectl and fails the test when it fails.
+func (k *kubectlEnv) must(args ...string) string {
+	k.t.Helper()
+	out, errs, err := k.run(nil, args...)
+	if err != nil {
+		k.t.Fatalf("kubectl %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, out, errs)
+	}
+	return out
+}
+
+// expect runs kubectl and checks its stdout matches re.
+func (k *kubectlEnv) expect(re string, args ...string) string {
+	k.t.Helper()
+	out := k.must(args...)
+	if !regexp.MustCompile(re).MatchString(out) {
+		k.t.Errorf("kubectl %s: output does not match %s:\n%s", strings.Join(args, " "), re, out)
+	}
+	return out
+}
+
+func (k *kubectlEnv) file(name, content string) string {
+	k.t.Helper()
+	p := filepath.Join(k.dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o755); err != nil {
+		k.t.Fatal(err)
+	}
+	return p
+}
+
+const kubectlRS = `apiVersion: apps/v1
+kind: ReplicaSet
+metadata:
+  name: web
+  labels: {app: web}
+spec:
+  replicas: %d
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: nginx
+`
+
+// TestKubectl drives the real kubectl 1.32 against bin/apiserver over
+// REST: version and discovery, apply (created, unchanged, configured),
+// every output format, selectors, a watch, describe, create, label,
+// annotate, the three patch types, edit through $EDITOR, wait and delete,
+// and Kubernetes' error text. kplane serves no OpenAPI yet, so writes
+// that kubectl validates client-side pass --validate=false.
+func TestKubectl(t *testing.T) {
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Skip("kubectl is not on the PATH; the kubectl end-to-end tests need the real client")
+	}
+	p, _ := startAPIServer(t, t.TempDir())
+	// The apiserver serves REST on its gRPC address, the health check's.
+	k := newKubectl(t, p.Config().HealthAddr)
+
+	k.expect(`Server Version: v1\.32\.0-kplane`, "version")
+	k.expect(`(?m)^replicasets\s+rs\s+apps/v1\s+true\s+ReplicaSet$`, "api-resources")
+	k.expect(`(?m)^leases\s+coordination\.k8s\.io/v1\s+true\s+Lease$`, "api-resources")
+
+	manifest := k.file("rs.yaml", fmt.Sprintf(kubectlRS, 2))
+	k.expect(`^replicaset\.apps/web created\n$`, "apply", "--validate=false", "-f", manifest)
+	k.expect(`^replicaset\.apps/web unchanged\n$`, "apply", "--validate=false", "-f", manifest)
+	k.file("rs.yaml", fmt.Sprintf(kubectlRS, 3))
+	k.expect(`^replicaset\.apps/web configured\n$`, "apply", "--validate=false", "-f", manifest)
+
+	k.expect(`(?m)^NAME\s+DESIRED\s+CURRENT\s+READY\s+AGE\s+CONTAINERS\s+IMAGES\s+SELECTOR\n^web\s+3\s+0\s+0\s+\S+\s+web\s+nginx\s+app=web$`, "get", "rs", "-o", "wide")
+	k.expect(`^replicaset\.apps/web\n$`, "get", "rs", "-o", "name")
+	k.expect(`^3$`, "get", "rs", "web", "-o", "jsonpath={.spec.replicas}")
+	k.expect(`(?m)^kind: ReplicaSet$`, "get", "rs", "web", "-o", "yaml")
+	var obj struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal([]byte(k.must("get", "rs", "web", "-o", "json")), &obj); err != nil || obj.APIVersion != "apps/v1" || obj.Kind != "ReplicaSet" || obj.Metadata.Namespace != "default" {
+		t.Errorf("get -o json: %+v %v", obj, err)
+	}
+	k.expect(`(?m)^web\s`, "get", "rs", "-l", "app=web")
+	if out, errs, _ := k.run(nil, "get", "rs", "-l", "app=other"); out != "" || !strings.Contains(errs, "No resources found in default namespace.") {
+		t.Errorf("get -l matching nothing: %q %q", out, errs)
+	}
+	k.expect(`(?m)^NAMESPACE\s+NAME\s+DESIRED\s+CURRENT\s+READY\s+AGE\ndefault\s+web\s+3\s`, "get", "rs", "-A")
+	k.expect(`(?m)^kplane-system\s+Active\s`, "get", "namespaces")
+	k.expect(`(?m)^web\s+3\s+0\s+0\s+\S+\s+app=web$`, "get", "rs", "--show-labels")
+	k.expect(`(?m)^replicaset\.apps/web\s`, "get", "all")
+	k.expect(`(?m)^Replicas:\s+0 current / 3 desired$`, "describe", "rs", "web")
+
+	// A watch sees the changes that follow it.
+	w := newWatch(t, k, "get", "rs", "web", "-w", "-o", "jsonpath={.spec.replicas}{\"\\n\"}")
+	w.waitFor("3")
+	k.expect(`^replicaset\.apps/web patched\n$`, "patch", "rs", "web", "-p", `{"spec":{"replicas":4}}`)
+	w.waitFor("4")
+	k.expect(`^replicaset\.apps/web patched\n$`, "patch", "rs", "web", "--type=merge", "-p", `{"spec":{"replicas":5}}`)
+	w.waitFor("5")
+	k.expect(`^replicaset\.apps/web patched\n$`, "patch", "rs", "web", "--type=json", "-p", `[{"op":"replace","path":"/spec/replicas","value":6}]`)
+	w.waitFor("6")
+
+	k.expect(`^replicaset\.apps/web labeled\n$`, "label", "rs", "web", "tier=front")
+	k.expect(`^replicaset\.apps/web annotated\n$`, "annotate", "rs", "web", "note=hello")
+	k.expect(`^front$`, "get", "rs", "web", "-o", "jsonpath={.metadata.labels.tier}")
+
+	editor := k.file("editor.sh", "#!/bin/sh\nsed -i 's/replicas: 6/replicas: 7/' \"$1\"\n")
+	if out, errs, err := k.run([]string{"EDITOR=" + editor}, "edit", "--validate=false", "rs", "web"); err != nil || out != "replicaset.apps/web edited\n" {
+		t.Errorf("edit: %v %q %q", err, out, errs)
+	}
+	w.waitFor("7")
+	k.expect(`condition met`, "wait", "--for=jsonpath={.spec.replicas}=7", "rs/web", "--timeout=30s")
+
+	k.expect(`^namespace/team created\n$`, "create", "namespace", "team")
+	k.expect(`^replicaset\.apps/web created\n$`, "create", "--validate=false", "-n", "team", "-f", manifest)
+	k.expect(`(?m)^team\s+web\s+3\s`, "get", "rs", "-A")
+	_, errs, err := k.run(nil, "create", "--validate=false", "-n", "team", "-f", manifest)
+	if err == nil || !strings.Contains(errs, `Error from server (AlreadyExists): error when creating "`+manifest+`": replicasets.apps "web" already exists`) {
+		t.Errorf("second create: %v %q", err, errs)
+	}
+	k.expect(`^replicaset\.apps "web" deleted\n$`, "delete", "rs", "web", "-n", "team")
+	_, errs, err = k.run(nil, "get", "rs", "web", "-n", "team")
+	if err == nil || strings.TrimSpace(errs) != `Error from server (NotFound): replicasets.apps "web" not found` {
+		t.Errorf("get after delete: %v %q", err, errs)
+	}
+	k.expect(`^replicaset\.apps "web" deleted\n$`, "delete", "-f", manifest)
+	k.must("wait", "--for=delete", "rs/web", "--timeout=30s")
+}
+
+// kubectlWatch follows a long-running kubectl's output.
+type kubectlWatch struct {
+	t     *testing.T
+	mu    sync.Mutex
+	lines []string
+	added chan struct{}
+}
+
+func newWatch(t *testing.T, k *kubectlEnv, args ...string) *kubectlWatch {
+	t.Helper()
+	c := k.cmd(nil, args...)
+	// The kubectl on the PATH may be a dispatcher that runs the real
+	// client as a child: the whole process group is ended at cleanup.
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	c.Stderr = &errb
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := &kubectlWatch{t: t, added: make(chan struct{}, 1)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			w.mu.Lock()
+			w.lines = append(w.lines, sc.Text())
+			w.mu.Unlock()
+			select {
+			case w.added <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL) // the watch never ends by itself
+		<-done
+		_ = c.Wait() // killed: its exit status says so
+		if t.Failed() {
+			t.Logf("kubectl %s stderr: %s", strings.Join(args, " "), errb.String())
+		}
+	})
+	return w
+}
+
+// waitFor waits until the watch printed the line want.
+func (w *kubectlWatch) waitFor(want string) {
+	w.t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		w.mu.Lock()
+		for _, l := range w.lines {
+			if l == want {
+				w.mu.Unlock()
+				return
+			}
+		}
+		lines := append([]string(nil), w.lines...)
+		w.mu.Unlock()
+		select {
+		case <-w.added:
+		case <-deadline:
+			w.t.Fatalf("the watch did not print %q; it printed %q", want, lines)
+		}
+	}
+}
