@@ -28,6 +28,8 @@ var shortNames = map[string]string{
 	"Event":                 "ev",
 	"CronJob":               "cj",
 	"Deployment":            "deploy",
+	"StatefulSet":           "sts",
+	"DaemonSet":             "ds",
 }
 
 // aliases maps every lower-case name a user may type to the kind name.
