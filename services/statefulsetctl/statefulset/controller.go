@@ -30,7 +30,7 @@ type setController struct {
 	sets      *informer.Informer
 	pods      *informer.Informer
 	claims    *informer.Informer
-	revisions *informer.Informer
+	history   *controller.Revisions
 	exp       *controller.Expectations
 	control   *controller.ObjectControl
 	// written holds the sets and revisions this controller wrote until
@@ -68,7 +68,7 @@ func (r *setController) setup(c *app.Context) (app.Reconciler, error) {
 	r.sets = c.Informers.ForKind(kindStatefulSet)
 	r.pods = c.Informers.ForKind("Pod")
 	r.claims = c.Informers.ForKind(kindPVC)
-	r.revisions = c.Informers.ForKind(kindControllerRevision)
+	r.history = &controller.Revisions{API: c.Client, Informer: c.Informers.ForKind(kindControllerRevision), OwnerKind: kindStatefulSet, Written: r.written}
 	r.control = &controller.ObjectControl{API: c.Client, Expectations: r.exp, OwnerKey: func(o *kplanev1.Object) (string, bool) {
 		return controller.OwnerKey(o, kindStatefulSet)
 	}}
@@ -210,7 +210,7 @@ func (r *setController) Reconcile(ctx context.Context, key string) error {
 	if err := r.updateStatus(ctx, obj, st); err != nil {
 		return err
 	}
-	if err := r.pruneHistory(ctx, ss, pods, st); err != nil {
+	if err := r.pruneHistory(ctx, obj, pods, st); err != nil {
 		return err
 	}
 	if plan.Recheck > 0 {
@@ -403,78 +403,34 @@ func (r *setController) retainClaims(ctx context.Context, ss *kplanev1.StatefulS
 	return errors.Join(errs...)
 }
 
-// ownedRevisions are the ControllerRevisions the set controls.
-func (r *setController) ownedRevisions(ss *kplanev1.StatefulSet) []*kplanev1.ControllerRevision {
-	objs, _ := r.revisions.Store().ByIndex(informer.OwnerUIDIndex, ss.GetMetadata().GetUid())
-	var out []*kplanev1.ControllerRevision
-	for _, o := range objs {
-		if controller.IsControlledBy(o, ss.GetMetadata().GetUid()) {
-			out = append(out, r.written.Newest(o).GetControllerRevision())
-		}
-	}
-	return out
-}
-
-// revisionsFor finds or creates the update revision (the snapshot of
-// spec.template; an existing equal snapshot is reused and renumbered to
-// be the newest, which is what a rollback does) and the current revision
-// (status.currentRevision while it exists). A name taken by a foreign
-// revision is a hash collision: collisionCount goes up and the next
-// reconcile tries the next name.
+// revisionsFor syncs the update revision (the snapshot of spec.template)
+// and finds the current one (status.currentRevision while it exists). A
+// hash collision raises collisionCount; the next reconcile tries the next
+// name.
 func (r *setController) revisionsFor(ctx context.Context, obj *kplanev1.Object) (current, update *kplanev1.ControllerRevision, collision *int32, err error) {
 	ss := obj.GetStatefulSet()
-	revs := r.ownedRevisions(ss)
 	if st := ss.GetStatus(); st != nil {
 		collision = st.CollisionCount
 	}
-	maxRev := rollout.MaxRevisionNumber(revs)
-	t := ss.GetSpec().GetTemplate()
-	for _, cr := range revs {
-		if rollout.SameTemplate(cr, t) {
-			update = cr
+	update, err = r.history.Sync(ctx, obj, ss.GetSpec().GetTemplate(), collision)
+	if errors.Is(err, controller.ErrRevisionCollision) {
+		c := ss.GetStatus().GetCollisionCount() + 1
+		next := &kplanev1.StatefulSetStatus{}
+		if ss.GetStatus() != nil {
+			next = proto.Clone(ss.GetStatus()).(*kplanev1.StatefulSetStatus)
 		}
+		next.CollisionCount = &c
+		if uerr := r.updateStatus(ctx, obj, next); uerr != nil {
+			return nil, nil, collision, uerr
+		}
+		return nil, nil, &c, fmt.Errorf("statefulset %s: %w; collisionCount is now %d", obj.Key(), err, c)
 	}
-	switch {
-	case update != nil && update.GetRevision() < maxRev:
-		got, _, err := controller.Update(ctx, r.api, update, func(cur *kplanev1.ControllerRevision) *kplanev1.ControllerRevision {
-			next := proto.Clone(cur).(*kplanev1.ControllerRevision)
-			next.Revision = maxRev + 1
-			return next
-		})
-		if err != nil || got == nil {
-			return nil, nil, collision, err
-		}
-		r.written.Wrote(kplanev1.MustWrap(got))
-		update = got
-	case update == nil:
-		cr := rollout.NewRevision(kindStatefulSet, ss.GetMetadata(), t, maxRev+1, collision)
-		resp, err := r.api.Create(ctx, &kplanev1.CreateRequest{Object: kplanev1.MustWrap(cr)})
-		switch {
-		case err == nil:
-			update = resp.GetObject().GetControllerRevision()
-			r.written.Wrote(resp.GetObject())
-			r.log.Info("created revision", "statefulset", obj.Key(), "revision", cr.Metadata.Name, "number", cr.Revision)
-		case client.IsAlreadyExists(err):
-			got, gerr := r.api.Get(ctx, &kplanev1.GetRequest{Kind: kindControllerRevision, Namespace: cr.Metadata.Namespace, Name: cr.Metadata.Name})
-			if gerr != nil {
-				return nil, nil, collision, fmt.Errorf("read revision %s: %w", cr.Metadata.Name, gerr)
-			}
-			if g := got.GetObject(); controller.IsControlledBy(g, ss.GetMetadata().GetUid()) && rollout.SameTemplate(g.GetControllerRevision(), t) {
-				update = g.GetControllerRevision() // ours; the cache had not shown it yet
-				break
-			}
-			c := ss.GetStatus().GetCollisionCount() + 1
-			if err := r.updateStatus(ctx, obj, withCollision(ss.GetStatus(), c)); err != nil {
-				return nil, nil, collision, err
-			}
-			return nil, nil, &c, fmt.Errorf("revision name %s is taken by another object: collisionCount is now %d", cr.Metadata.Name, c)
-		default:
-			return nil, nil, collision, fmt.Errorf("create revision %s: %w", cr.Metadata.Name, err)
-		}
+	if err != nil {
+		return nil, nil, collision, err
 	}
 	current = update
 	if name := ss.GetStatus().GetCurrentRevision(); name != "" {
-		for _, cr := range revs {
+		for _, cr := range r.history.Owned(obj) {
 			if cr.GetMetadata().GetName() == name {
 				current = cr
 			}
@@ -483,29 +439,14 @@ func (r *setController) revisionsFor(ctx context.Context, obj *kplanev1.Object) 
 	return current, update, collision, nil
 }
 
-func withCollision(st *kplanev1.StatefulSetStatus, c int32) *kplanev1.StatefulSetStatus {
-	next := &kplanev1.StatefulSetStatus{}
-	if st != nil {
-		next = proto.Clone(st).(*kplanev1.StatefulSetStatus)
-	}
-	next.CollisionCount = &c
-	return next
-}
-
 // pruneHistory deletes the revisions beyond revisionHistoryLimit that no
 // pod runs and that are neither current nor update revision.
-func (r *setController) pruneHistory(ctx context.Context, ss *kplanev1.StatefulSet, pods map[int32]*kplanev1.Pod, st *kplanev1.StatefulSetStatus) error {
+func (r *setController) pruneHistory(ctx context.Context, obj *kplanev1.Object, pods map[int32]*kplanev1.Pod, st *kplanev1.StatefulSetStatus) error {
 	live := map[string]bool{st.GetCurrentRevision(): true, st.GetUpdateRevision(): true}
 	for _, p := range pods {
 		live[Revision(p)] = true
 	}
-	var errs []error
-	for _, cr := range rollout.StaleRevisions(r.ownedRevisions(ss), live, ss.GetSpec().GetRevisionHistoryLimit()) {
-		if _, _, err := controller.DeleteIfSameUID(ctx, r.api, kplanev1.MustWrap(cr), client.DeleteOptions{}); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return r.history.Prune(ctx, obj, live, obj.GetStatefulSet().GetSpec().GetRevisionHistoryLimit())
 }
 
 // updateStatus writes st when it differs from the stored status.
