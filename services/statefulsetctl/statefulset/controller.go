@@ -23,16 +23,16 @@ import (
 
 // setController reconciles StatefulSets. Its keys are the sets' "ns/name".
 type setController struct {
-	api       *client.Client
-	log       hclog.Logger
-	recorder  *record.Recorder
-	ctx       *app.Context
-	sets      *informer.Informer
-	pods      *informer.Informer
-	claims    *informer.Informer
-	history   *controller.Revisions
-	exp       *controller.Expectations
-	control   *controller.ObjectControl
+	api      *client.Client
+	log      hclog.Logger
+	recorder *record.Recorder
+	ctx      *app.Context
+	sets     *informer.Informer
+	pods     *informer.Informer
+	claims   *informer.Informer
+	history  *controller.Revisions
+	exp      *controller.Expectations
+	control  *controller.ObjectControl
 	// written holds the sets and revisions this controller wrote until
 	// the caches show them, so a reconcile woken early sees its own
 	// status (currentRevision, collisionCount) and revision numbers.
