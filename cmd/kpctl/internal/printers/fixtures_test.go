@@ -204,7 +204,12 @@ func fixtures() map[string][]*kplanev1.Object {
 			kplanev1.MustWrap(&kplanev1.StatefulSet{
 				Metadata: meta("default", "db", 3*time.Hour),
 				Spec: &kplanev1.StatefulSetSpec{Replicas: ptr[int32](3), Template: template, ServiceName: "db",
-					Selector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+					Selector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+					UpdateStrategy: &kplanev1.StatefulSetUpdateStrategy{Type: "RollingUpdate",
+						RollingUpdate: &kplanev1.RollingUpdateStatefulSetStrategy{Partition: ptr[int32](1), MaxUnavailable: kplanev1.IntOrStringFromInt32(1)}},
+					VolumeClaimTemplates: []*kplanev1.PersistentVolumeClaim{{Metadata: &kplanev1.ObjectMeta{Name: "data"},
+						Spec: &kplanev1.PersistentVolumeClaimSpec{AccessModes: []string{"ReadWriteOnce"}, StorageClassName: ptr("local"),
+							Resources: &kplanev1.ResourceRequirements{Requests: map[string]string{"storage": "1Gi"}}}}}},
 				Status: &kplanev1.StatefulSetStatus{Replicas: 3, ReadyReplicas: 2, CurrentReplicas: 3, UpdatedReplicas: 3,
 					CurrentRevision: "db-6c9f8b7d4", UpdateRevision: "db-6c9f8b7d4"},
 			}),
@@ -217,7 +222,9 @@ func fixtures() map[string][]*kplanev1.Object {
 			kplanev1.MustWrap(&kplanev1.DaemonSet{
 				Metadata: meta("kube-system", "log-tailer", 26*time.Hour),
 				Spec: &kplanev1.DaemonSetSpec{Template: template,
-					Selector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+					Selector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+					UpdateStrategy: &kplanev1.DaemonSetUpdateStrategy{Type: "RollingUpdate", RollingUpdate: &kplanev1.RollingUpdateDaemonSet{
+						MaxUnavailable: kplanev1.IntOrStringFromInt32(1), MaxSurge: kplanev1.IntOrStringFromInt32(0)}}},
 				Status: &kplanev1.DaemonSetStatus{DesiredNumberScheduled: 5, CurrentNumberScheduled: 5, NumberReady: 4,
 					UpdatedNumberScheduled: 3, NumberAvailable: 4},
 			}),
