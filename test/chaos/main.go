@@ -189,6 +189,15 @@ func run(ctx context.Context, c config) (int, error) {
 		defer close(obsDone)
 		w.observeDeploymentPods(monCtx)
 	}()
+	setsDone := make(chan struct{})
+	go func() {
+		defer close(setsDone)
+		w.observeSetPods(monCtx)
+	}()
+	defer func() {
+		stopMon()
+		<-setsDone
+	}()
 	defer func() {
 		stopMon()
 		<-obsDone
@@ -227,6 +236,7 @@ func run(ctx context.Context, c config) (int, error) {
 		if err == nil {
 			violations = checkInvariants(s, ns, t.Controllers(), live, l)
 			violations = append(violations, checkDeployments(w, s.deploys, s.sets)...)
+			violations = append(violations, checkSets(convCtx, w, s.nodes)...)
 			lastChecked = violations
 			if len(violations) == 0 {
 				converged = true
