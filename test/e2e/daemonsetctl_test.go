@@ -153,9 +153,13 @@ func (c *cluster) changeNodeE2E(name string, mutate func(*kplanev1.Node)) {
 	}
 }
 
+// launcherFreeAddr is a free loopback address (a node agent's logs
+// server must not take the fixed :10250 another test may hold).
+func launcherFreeAddr() (string, error) { return launcher.FreeAddr() }
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	a, err := launcher.FreeAddr()
+	a, err := launcherFreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
