@@ -47,8 +47,8 @@ type workload struct {
 	deploys  deployments
 	// setsState is the StatefulSet and DaemonSet part (sets.go).
 	setsState *setsState
-	writes   atomic.Int64
-	failures atomic.Int64
+	writes    atomic.Int64
+	failures  atomic.Int64
 }
 
 // rsState is what the workload knows of one ReplicaSet name.
