@@ -458,3 +458,31 @@ func TestAdoptsOrphanAndReleases(t *testing.T) {
 		return err == nil && len(g.GetObject().Meta().GetOwnerReferences()) == 0
 	})
 }
+
+// TestWhenDeletedRetention: with whenDeleted Delete every claim carries a
+// (non-controller) owner reference to the set, for the garbage collector;
+// switching to Retain removes it again.
+func TestWhenDeletedRetention(t *testing.T) {
+	c := startCluster(t, 50*time.Millisecond)
+	ss := newSet("ord", 2, "db:1")
+	ss.Spec.PersistentVolumeClaimRetentionPolicy = &kplanev1.StatefulSetPersistentVolumeClaimRetentionPolicy{WhenDeleted: "Delete", WhenScaled: "Retain"}
+	c.create(t, ss)
+	testutil.Eventually(t, wait, "2 pods", c.settled(t, "ord"))
+	uid := c.get(t, "ord").Metadata.Uid
+	owned := func(name string) bool {
+		cl := c.claim(t, name)
+		for _, r := range cl.GetMetadata().GetOwnerReferences() {
+			if r.GetUid() == uid && r.GetKind() == "StatefulSet" && !r.GetController() {
+				return true
+			}
+		}
+		return false
+	}
+	if !owned("data-ord-0") || !owned("data-ord-1") {
+		t.Fatal("whenDeleted Delete: claims without the set as owner")
+	}
+	c.change(t, "ord", func(ss *kplanev1.StatefulSet) { ss.Spec.PersistentVolumeClaimRetentionPolicy.WhenDeleted = "Retain" })
+	testutil.Eventually(t, wait, "owner references removed", func() bool { return !owned("data-ord-0") && !owned("data-ord-1") })
+	c.change(t, "ord", func(ss *kplanev1.StatefulSet) { ss.Spec.PersistentVolumeClaimRetentionPolicy.WhenDeleted = "Delete" })
+	testutil.Eventually(t, wait, "owner references back", func() bool { return owned("data-ord-0") && owned("data-ord-1") })
+}
