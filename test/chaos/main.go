@@ -18,6 +18,11 @@
 //     exactly one ReplicaSet holding replicas and its revision history
 //     intact, and its pods never broke maxSurge or maxUnavailable at any
 //     pod event (an observer watching them throughout);
+//   - no two pod objects ever hold one StatefulSet identity (checked at
+//     every pod event), every ordinal of the StatefulSet (rolled and its
+//     pods deleted through the chaos) has its Ready pod at the update
+//     revision, and every node the DaemonSet fits has exactly one of its
+//     pods (none where it may not run);
 //   - every controller Lease is held by a running process;
 //   - no acknowledged write is lost: a ledger of every write and its
 //     outcome is compared with the store.
