@@ -196,6 +196,9 @@ func (r *setController) Reconcile(ctx context.Context, key string) error {
 		return err
 	}
 
+	if err := r.repairIdentities(ctx, ss, pods); err != nil {
+		return err
+	}
 	var plan Plan
 	if manage {
 		plan = Decide(b, pods, update.GetMetadata().GetName(), r.now())
@@ -252,6 +255,36 @@ func (r *setController) claimPods(ctx context.Context, obj *kplanev1.Object) (ma
 		}
 	}
 	return pods, nil
+}
+
+// repairIdentities gives a pod that lacks its identity labels (an adopted
+// orphan) its pod-name and pod-index, as Kubernetes does, so a Service
+// selecting one identity finds it. Hostname and subdomain are fixed once
+// a pod exists; a pod created with other ones keeps them until replaced.
+func (r *setController) repairIdentities(ctx context.Context, ss *kplanev1.StatefulSet, pods map[int32]*kplanev1.Pod) error {
+	var errs []error
+	for i, p := range pods {
+		if terminating(p) || !IdentityLabelsMissing(p, i) {
+			continue
+		}
+		got, _, err := controller.Update(ctx, r.api, p, func(cur *kplanev1.Pod) *kplanev1.Pod {
+			if !IdentityLabelsMissing(cur, i) {
+				return nil
+			}
+			next := proto.Clone(cur).(*kplanev1.Pod)
+			SetIdentityLabels(next, i)
+			return next
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("label pod %s with its identity: %w", p.GetMetadata().GetName(), err))
+			continue
+		}
+		if got != nil {
+			pods[i] = got
+			r.log.Info("labelled pod with its identity", "statefulset", ss.GetMetadata().GetNamespace()+"/"+ss.GetMetadata().GetName(), "pod", got.GetMetadata().GetName())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // execute carries out the plan: claims and pods for the ordinals to

@@ -437,9 +437,10 @@ func TestAdoptsOrphanAndReleases(t *testing.T) {
 	ss := newSet("ord", 1, "db:1")
 	ss.Spec.UpdateStrategy = &kplanev1.StatefulSetUpdateStrategy{Type: kplanev1.UpdateStrategyOnDelete}
 	c.create(t, ss)
-	testutil.Eventually(t, wait, "orphan adopted", func() bool {
+	testutil.Eventually(t, wait, "orphan adopted and given its identity labels", func() bool {
 		p := c.pods(t, "ord")["ord-0"]
-		return p != nil && p.Metadata.Uid == uid && len(p.Metadata.OwnerReferences) == 1 && c.get(t, "ord").GetStatus().GetReplicas() == 1
+		return p != nil && p.Metadata.Uid == uid && len(p.Metadata.OwnerReferences) == 1 && c.get(t, "ord").GetStatus().GetReplicas() == 1 &&
+			p.Metadata.Labels[kplanev1.LabelStatefulSetPodName] == "ord-0" && p.Metadata.Labels[kplanev1.LabelPodIndex] == "0"
 	})
 	err = client.RetryOnConflict(t.Context(), client.DefaultRetry, func() error {
 		g, err := c.api.Get(t.Context(), &kplanev1.GetRequest{Kind: "Pod", Namespace: "default", Name: "ord-0"})

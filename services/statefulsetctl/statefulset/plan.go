@@ -308,8 +308,7 @@ func NewPod(ss *kplanev1.StatefulSet, t *kplanev1.PodTemplateSpec, rev string, i
 	if len(pod.Metadata.Annotations) == 0 {
 		pod.Metadata.Annotations = nil
 	}
-	pod.Metadata.Labels[kplanev1.LabelStatefulSetPodName] = name
-	pod.Metadata.Labels[kplanev1.LabelPodIndex] = strconv.Itoa(int(i))
+	SetIdentityLabels(pod, i)
 	pod.Metadata.Labels[kplanev1.LabelControllerRevisionHash] = rev
 	pod.Spec.Hostname = name
 	pod.Spec.Subdomain = ss.GetSpec().GetServiceName()
@@ -328,6 +327,22 @@ func NewPod(ss *kplanev1.StatefulSet, t *kplanev1.PodTemplateSpec, rev string, i
 		}
 	}
 	return pod
+}
+
+// IdentityLabelsMissing reports whether pod (ordinal i) lacks the
+// pod-name or pod-index label of its identity.
+func IdentityLabelsMissing(pod *kplanev1.Pod, i int32) bool {
+	l := pod.GetMetadata().GetLabels()
+	return l[kplanev1.LabelStatefulSetPodName] != pod.GetMetadata().GetName() || l[kplanev1.LabelPodIndex] != strconv.Itoa(int(i))
+}
+
+// SetIdentityLabels sets pod's pod-name and pod-index labels.
+func SetIdentityLabels(pod *kplanev1.Pod, i int32) {
+	if pod.Metadata.Labels == nil {
+		pod.Metadata.Labels = map[string]string{}
+	}
+	pod.Metadata.Labels[kplanev1.LabelStatefulSetPodName] = pod.Metadata.Name
+	pod.Metadata.Labels[kplanev1.LabelPodIndex] = strconv.Itoa(int(i))
 }
 
 // NewClaim is ordinal i's claim from template ct: the template's spec,
