@@ -154,6 +154,13 @@ bench-pvctl:
 # deploymentctl with real processes: a Deployment of 1000 replicas on 100
 # fake nodes rolled to a new template with maxSurge/maxUnavailable 25%:
 # time to complete and pods replaced/s (bounds checked at every pod event).
+# statefulsetctl and daemonsetctl with real processes: a StatefulSet of 100
+# replicas (OrderedReady, Parallel, a rolling update) and a DaemonSet on 50
+# fake nodes (creation, a rolling update); see docs/benchmarks.md.
+.PHONY: bench-sets
+bench-sets:
+	cd test/e2e && $(GO) test -run '^$$' -bench 'BenchmarkStatefulSet100|BenchmarkDaemonSet50' -benchtime 1x -timeout 30m .
+
 .PHONY: bench-rollout
 bench-rollout:
 	cd test/e2e && $(GO) test -run '^$$' -bench BenchmarkRollout1000 -benchtime 1x -timeout 30m .

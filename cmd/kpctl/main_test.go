@@ -100,8 +100,8 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"frobnicate"}, `error: unknown command "frobnicate" for "kpctl"`},
-		{[]string{"get"}, "error: you must specify the type of resource, one of: cronjobs (cj), deployments (deploy), endpoints (ep),"},
-		{[]string{"get", "statefulsets"}, `error: the server doesn't have a resource type "statefulsets"; known types:`},
+		{[]string{"get"}, "error: you must specify the type of resource, one of: controllerrevisions, cronjobs (cj), daemonsets (ds), deployments (deploy), endpoints (ep),"},
+		{[]string{"get", "horizontalpodautoscalers"}, `error: the server doesn't have a resource type "horizontalpodautoscalers"; known types:`},
 		{[]string{"get", "pods", "-o", "table"}, `error: unable to match a printer suitable for the output format "table"`},
 		{[]string{"get", "pods", "--bogus"}, "error: flag provided but not defined: -bogus (see 'kpctl get --help')\n"},
 		{[]string{"apply"}, "error: must specify -f FILENAME, -f DIR or -f - (stdin)"},
@@ -109,7 +109,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"delete", "pods"}, "error: resource(s) were provided, but no name was specified"},
 		{[]string{"delete", "rs", "x", "--cascade=sometimes"}, `error: invalid --cascade "sometimes"`},
 		{[]string{"scale", "rs", "x"}, "error: the --replicas=N flag is required"},
-		{[]string{"scale", "pods", "x", "--replicas=2"}, "error: cannot scale pods: only deployments, replicasets and replicationcontrollers can be scaled"},
+		{[]string{"scale", "pods", "x", "--replicas=2"}, "error: cannot scale pods: only deployments, replicasets, replicationcontrollers and statefulsets can be scaled"},
 		{[]string{"rollout", "status"}, "error: rollout needs a subcommand"},
 		{[]string{"rollout", "spin", "deploy/x"}, `error: unknown rollout subcommand "spin"`},
 		{[]string{"set", "image", "deploy/x", "web"}, `error: invalid image assignment "web": want CONTAINER=IMAGE`},

@@ -22,14 +22,16 @@ import (
 
 var rolloutCommand = &command{
 	name:    "rollout",
-	usage:   "status|history|undo|pause|resume|restart deployment/NAME",
-	summary: "Manage the rollout of a Deployment",
+	usage:   "status|history|undo|pause|resume|restart deployment/NAME (status|history|undo for statefulset/NAME and daemonset/NAME)",
+	summary: "Manage the rollout of a Deployment, StatefulSet or DaemonSet",
 	example: `  kpctl rollout status deploy/web
   kpctl rollout history deploy/web --revision=2
   kpctl rollout undo deploy/web --to-revision=1
   kpctl rollout pause deploy/web
   kpctl rollout resume deploy/web
-  kpctl rollout restart deploy/web`,
+  kpctl rollout restart deploy/web
+  kpctl rollout status sts/db
+  kpctl rollout undo ds/log-tailer --to-revision=1`,
 	setup: func(fs *flagSet, g *globals) func(context.Context, *env, []string) error {
 		var o rolloutOptions
 		fs.BoolVar(&o.watch, "watch", true, "status: watch until the rollout finishes (false: report once)")
@@ -56,8 +58,13 @@ var rolloutCommand = &command{
 				return errors.New("resource(s) were provided, but no name was specified")
 			}
 			for _, t := range targets {
-				if t.kind.Name != "Deployment" {
+				switch {
+				case t.kind.Name == "Deployment":
+				case (t.kind.Name == "StatefulSet" || t.kind.Name == "DaemonSet") && setRolloutVerbs[verb]:
+				case t.kind.Name == "StatefulSet" || t.kind.Name == "DaemonSet":
 					return fmt.Errorf("rollout %s: %s are not supported, only deployments", verb, kinds.Plural(t.kind.Name))
+				default:
+					return fmt.Errorf("rollout %s: %s are not supported, only deployments, statefulsets and daemonsets", verb, kinds.Plural(t.kind.Name))
 				}
 			}
 			a, err := g.connect(ctx)
@@ -67,7 +74,13 @@ var rolloutCommand = &command{
 			defer a.close()
 			var failed []error
 			for _, t := range targets {
-				if err := fn(ctx, e, a, g.namespaceFor(t.kind), t.name); err != nil {
+				run := fn
+				if t.kind.Name != "Deployment" {
+					run = func(ctx context.Context, e *env, a *api, ns, name string) error {
+						return o.setRollout(ctx, e, a, verb, t.kind.Name, ns, name)
+					}
+				}
+				if err := run(ctx, e, a, g.namespaceFor(t.kind), t.name); err != nil {
 					failed = append(failed, err)
 				}
 			}

@@ -37,7 +37,7 @@ var scaleCommand = &command{
 			}
 			for _, t := range targets {
 				if _, ok := strategy.For(t.kind.Name).(strategy.Scaler); !ok {
-					return fmt.Errorf("cannot scale %s: only deployments, replicasets and replicationcontrollers can be scaled", kinds.Plural(t.kind.Name))
+					return fmt.Errorf("cannot scale %s: only deployments, replicasets, replicationcontrollers and statefulsets can be scaled", kinds.Plural(t.kind.Name))
 				}
 			}
 			a, err := g.connect(ctx)

@@ -62,3 +62,14 @@ func Events(c *Client) *Typed[*kplanev1.Event] { return For[*kplanev1.Event](c) 
 
 // Deployments returns typed access to Deployment objects.
 func Deployments(c *Client) *Typed[*kplanev1.Deployment] { return For[*kplanev1.Deployment](c) }
+
+// StatefulSets returns typed access to StatefulSet objects.
+func StatefulSets(c *Client) *Typed[*kplanev1.StatefulSet] { return For[*kplanev1.StatefulSet](c) }
+
+// DaemonSets returns typed access to DaemonSet objects.
+func DaemonSets(c *Client) *Typed[*kplanev1.DaemonSet] { return For[*kplanev1.DaemonSet](c) }
+
+// ControllerRevisions returns typed access to ControllerRevision objects.
+func ControllerRevisions(c *Client) *Typed[*kplanev1.ControllerRevision] {
+	return For[*kplanev1.ControllerRevision](c)
+}

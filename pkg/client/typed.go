@@ -304,7 +304,7 @@ func WatchEventError(resp *kplanev1.WatchResponse) error {
 }
 
 // GetScale reads the scale subresource of ns/name (kinds with
-// spec.replicas: ReplicaSet, ReplicationController, Deployment).
+// spec.replicas: ReplicaSet, ReplicationController, Deployment, StatefulSet).
 func (t *Typed[T]) GetScale(ctx context.Context, ns, name string) (*kplanev1.Scale, error) {
 	resp, err := t.c.ResourcesClient.GetScale(ctx, &kplanev1.GetScaleRequest{Kind: t.kind.Name, Namespace: ns, Name: name})
 	if err != nil {

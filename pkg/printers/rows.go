@@ -150,6 +150,52 @@ func deploymentRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
 	return cells, []string{names, images, LabelSelector(d.GetSpec().GetSelector())}
 }
 
+func statefulSetRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	ss := o.GetStatefulSet()
+	cells := []string{
+		ss.GetMetadata().GetName(),
+		fmt.Sprintf("%d/%d", ss.GetStatus().GetReadyReplicas(), ss.GetSpec().GetReplicas()),
+		Age(ss.GetMetadata().GetCreationTimestamp(), now),
+	}
+	names, images := containers(ss.GetSpec().GetTemplate().GetSpec())
+	return cells, []string{names, images}
+}
+
+func daemonSetRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	ds := o.GetDaemonSet()
+	st := ds.GetStatus()
+	cells := []string{
+		ds.GetMetadata().GetName(),
+		strconv.Itoa(int(st.GetDesiredNumberScheduled())),
+		strconv.Itoa(int(st.GetCurrentNumberScheduled())),
+		strconv.Itoa(int(st.GetNumberReady())),
+		strconv.Itoa(int(st.GetUpdatedNumberScheduled())),
+		strconv.Itoa(int(st.GetNumberAvailable())),
+		MapSelector(ds.GetSpec().GetTemplate().GetSpec().GetNodeSelector()),
+		Age(ds.GetMetadata().GetCreationTimestamp(), now),
+	}
+	names, images := containers(ds.GetSpec().GetTemplate().GetSpec())
+	return cells, []string{names, images, LabelSelector(ds.GetSpec().GetSelector())}
+}
+
+// controllerRevisionRow names the revision's controller as kubectl does:
+// lower-case kind, group, name ("statefulset.apps/db").
+func controllerRevisionRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	cr := o.GetControllerRevision()
+	owner := "<none>"
+	for _, r := range cr.GetMetadata().GetOwnerReferences() {
+		if r.GetController() {
+			kind := strings.ToLower(r.GetKind())
+			if g, _, ok := strings.Cut(r.GetApiVersion(), "/"); ok {
+				kind += "." + g
+			}
+			owner = kind + "/" + r.GetName()
+		}
+	}
+	return []string{cr.GetMetadata().GetName(), owner, strconv.FormatInt(cr.GetRevision(), 10),
+		Age(cr.GetMetadata().GetCreationTimestamp(), now)}, nil
+}
+
 func replicationControllerRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
 	rc := o.GetReplicationController()
 	return replicasRow(rc.GetMetadata(), rc.GetSpec().GetReplicas(), rc.GetStatus(), rc.GetSpec().GetTemplate(), MapSelector(rc.GetSpec().GetSelector()), now)

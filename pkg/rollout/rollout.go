@@ -1,7 +1,8 @@
 // Package rollout holds the arithmetic and bookkeeping every controller
-// that replaces pods by template shares (Deployment now; StatefulSet and
-// DaemonSet rolling updates later): the surge and unavailability bounds
-// from int-or-percent values, the pod-template hash, and revision numbers.
+// that replaces pods by template shares (Deployment, StatefulSet,
+// DaemonSet): the surge and unavailability bounds from int-or-percent
+// values, the pod-template hash, revision numbers, and the
+// ControllerRevision snapshots (history.go).
 // Everything here is pure: no I/O, no clock.
 package rollout
 

@@ -144,6 +144,12 @@ func init() {
 		nameFn: validation.IsDNS1123Subdomain, defaults: defaultReplicationController, validate: validateReplicationController}, replicationControllerScale})
 	register(scalable[*kplanev1.Deployment]{&typed[*kplanev1.Deployment]{kind: "Deployment", get: (*kplanev1.Object).GetDeployment,
 		nameFn: validation.IsDNS1123Subdomain, defaults: defaultDeployment, validate: validateDeployment, update: validateDeploymentUpdate}, deploymentScale})
+	register(&typed[*kplanev1.ControllerRevision]{kind: "ControllerRevision", get: (*kplanev1.Object).GetControllerRevision,
+		nameFn: validation.IsDNS1123Subdomain, validate: validateControllerRevision, update: validateControllerRevisionUpdate})
+	register(scalable[*kplanev1.StatefulSet]{&typed[*kplanev1.StatefulSet]{kind: "StatefulSet", get: (*kplanev1.Object).GetStatefulSet,
+		nameFn: validation.IsDNS1123Subdomain, defaults: defaultStatefulSet, validate: validateStatefulSet, update: validateStatefulSetUpdate}, statefulSetScale})
+	register(&typed[*kplanev1.DaemonSet]{kind: "DaemonSet", get: (*kplanev1.Object).GetDaemonSet,
+		nameFn: validation.IsDNS1123Subdomain, defaults: defaultDaemonSet, validate: validateDaemonSet, update: validateDaemonSetUpdate})
 	register(serviceStrategy{&typed[*kplanev1.Service]{kind: "Service", get: (*kplanev1.Object).GetService,
 		nameFn: validation.IsDNS1035Label, defaults: defaultService, validate: validateService, update: validateServiceUpdate}})
 	register(&typed[*kplanev1.Endpoints]{kind: "Endpoints", get: (*kplanev1.Object).GetEndpoints,

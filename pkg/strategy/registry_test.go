@@ -62,6 +62,15 @@ func TestMinimalObjects(t *testing.T) {
 			Selector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
 			Template: &kplanev1.PodTemplateSpec{Metadata: &kplanev1.ObjectMeta{Labels: map[string]string{"a": "b"}},
 				Spec: &kplanev1.PodSpec{Containers: []*kplanev1.Container{{Name: "c", Image: "i"}}}}}},
+		&kplanev1.StatefulSet{Metadata: meta("d", "db"), Spec: &kplanev1.StatefulSetSpec{
+			Selector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
+			Template: &kplanev1.PodTemplateSpec{Metadata: &kplanev1.ObjectMeta{Labels: map[string]string{"a": "b"}},
+				Spec: &kplanev1.PodSpec{Containers: []*kplanev1.Container{{Name: "c", Image: "i"}}}}}},
+		&kplanev1.DaemonSet{Metadata: meta("d", "logs"), Spec: &kplanev1.DaemonSetSpec{
+			Selector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
+			Template: &kplanev1.PodTemplateSpec{Metadata: &kplanev1.ObjectMeta{Labels: map[string]string{"a": "b"}},
+				Spec: &kplanev1.PodSpec{Containers: []*kplanev1.Container{{Name: "c", Image: "i"}}}}}},
+		&kplanev1.ControllerRevision{Metadata: meta("d", "db-1"), Revision: 1},
 		&kplanev1.ReplicationController{Metadata: meta("d", "r"), Spec: &kplanev1.ReplicationControllerSpec{
 			Template: &kplanev1.PodTemplateSpec{Metadata: &kplanev1.ObjectMeta{Labels: map[string]string{"a": "b"}},
 				Spec: &kplanev1.PodSpec{Containers: []*kplanev1.Container{{Name: "c", Image: "i"}}}}}},
@@ -115,7 +124,7 @@ func TestMinimalObjects(t *testing.T) {
 // that Default is idempotent, and that an unchanged object is a valid update.
 func FuzzValidate(f *testing.F) {
 	seeds := []proto.Message{validPod(), validReplicaSet(), validRC(), validJob(), validService(), validEndpoints(), validNode(),
-		validPV(), validPVC(), validStorageClass(), validSecret(), validEvent(), validCronJob(), validDeployment(),
+		validPV(), validPVC(), validStorageClass(), validSecret(), validEvent(), validCronJob(), validDeployment(), validStatefulSet(), validDaemonSet(),
 		&kplanev1.Namespace{Metadata: meta("", "a")}, &kplanev1.Lease{Spec: &kplanev1.LeaseSpec{HolderIdentity: "x"}},
 		&kplanev1.ServiceAccount{}}
 	for _, m := range seeds {

@@ -18,6 +18,11 @@
 //     exactly one ReplicaSet holding replicas and its revision history
 //     intact, and its pods never broke maxSurge or maxUnavailable at any
 //     pod event (an observer watching them throughout);
+//   - no two pod objects ever hold one StatefulSet identity (checked at
+//     every pod event), every ordinal of the StatefulSet (rolled and its
+//     pods deleted through the chaos) has its Ready pod at the update
+//     revision, and every node the DaemonSet fits has exactly one of its
+//     pods (none where it may not run);
 //   - every controller Lease is held by a running process;
 //   - no acknowledged write is lost: a ledger of every write and its
 //     outcome is compared with the store.
@@ -189,6 +194,15 @@ func run(ctx context.Context, c config) (int, error) {
 		defer close(obsDone)
 		w.observeDeploymentPods(monCtx)
 	}()
+	setsDone := make(chan struct{})
+	go func() {
+		defer close(setsDone)
+		w.observeSetPods(monCtx)
+	}()
+	defer func() {
+		stopMon()
+		<-setsDone
+	}()
 	defer func() {
 		stopMon()
 		<-obsDone
@@ -227,6 +241,7 @@ func run(ctx context.Context, c config) (int, error) {
 		if err == nil {
 			violations = checkInvariants(s, ns, t.Controllers(), live, l)
 			violations = append(violations, checkDeployments(w, s.deploys, s.sets)...)
+			violations = append(violations, checkSets(convCtx, w, s.nodes)...)
 			lastChecked = violations
 			if len(violations) == 0 {
 				converged = true

@@ -65,6 +65,7 @@ func (r report) print(out io.Writer) error {
 	p.printf("workload: %d writes (%d scales, %d pod deletes, %d ReplicaSet re-creations, %d Jobs of %d completions), %d failed calls; ledger %d acknowledged, %d unknown outcomes\n",
 		w.writes.Load(), w.scales.Load(), w.podDels.Load(), w.rsCycles.Load(), w.jobs.Load(), jobCompletions, w.failures.Load(), acked, unknown)
 	p.printf("%s\n", w.deploymentSummary())
+	p.printf("%s\n", w.setsSummary())
 	if r.converged {
 		p.printf("converged %v after the last kill\n", r.convergence.Round(100*time.Millisecond))
 	} else {

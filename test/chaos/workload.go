@@ -45,8 +45,10 @@ type workload struct {
 	jobs     atomic.Int64 // Jobs created
 	jobSeq   int          // the next Job's number
 	deploys  deployments
-	writes   atomic.Int64
-	failures atomic.Int64
+	// setsState is the StatefulSet and DaemonSet part (sets.go).
+	setsState *setsState
+	writes    atomic.Int64
+	failures  atomic.Int64
 }
 
 // rsState is what the workload knows of one ReplicaSet name.
@@ -139,7 +141,10 @@ func (w *workload) Setup(ctx context.Context) error {
 	if err := w.setupStorage(ctx); err != nil {
 		return err
 	}
-	return w.setupDeployments(ctx)
+	if err := w.setupDeployments(ctx); err != nil {
+		return err
+	}
+	return w.setupSets(ctx)
 }
 
 // service is the manifest of the Service over one ReplicaSet's pods.
@@ -197,6 +202,8 @@ func (w *workload) Run(ctx context.Context) {
 			w.jobStep(ctx)
 		case n < 86:
 			w.deployStep(ctx)
+		case n < 91:
+			w.setStep(ctx)
 		default:
 			w.ledgerSecret(ctx)
 		}

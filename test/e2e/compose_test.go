@@ -185,7 +185,7 @@ func TestCompose(t *testing.T) {
 		"apiserver": "services/apiserver", "scheduler": "services/scheduler", "replicactl": "services/replicactl",
 		"nodectl": "services/nodectl", "gcctl": "services/gcctl", "nodeagent": "services/nodeagent", "ipamctl": "services/ipamctl",
 		"proxy": "services/proxy", "endpointsctl": "services/endpointsctl", "jobctl": "services/jobctl", "cronjobctl": "services/cronjobctl",
-		"pvctl": "services/pvctl", "deploymentctl": "services/deploymentctl", "kpctl": "cmd/kpctl", "healthcheck": "cmd/healthcheck",
+		"pvctl": "services/pvctl", "deploymentctl": "services/deploymentctl", "statefulsetctl": "services/statefulsetctl", "daemonsetctl": "services/daemonsetctl", "kpctl": "cmd/kpctl", "healthcheck": "cmd/healthcheck",
 	} {
 		if err := ensureBinary(name, pkg); err != nil {
 			t.Fatal(err)
@@ -223,7 +223,7 @@ func TestCompose(t *testing.T) {
 		if out, err := c.run(3*time.Minute, "down", "-v", "--remove-orphans", "--timeout", "10"); err != nil {
 			t.Errorf("compose down: %v\n%s", err, out)
 		}
-		for _, s := range []string{"apiserver", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "jobctl", "cronjobctl", "pvctl", "deploymentctl", "nodeagent", "proxy", "kpctl"} {
+		for _, s := range []string{"apiserver", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "jobctl", "cronjobctl", "pvctl", "deploymentctl", "statefulsetctl", "daemonsetctl", "nodeagent", "proxy", "kpctl"} {
 			_ = exec.Command("docker", "image", "rm", "kplane/"+s+":"+c.tag).Run()
 		}
 	})
@@ -272,6 +272,9 @@ func TestCompose(t *testing.T) {
 	}
 	kpctl("apply", "-f", filepath.Join(root, "deploy", "compose", "examples", "web.yaml"))
 	c.eventually("3 web pods Running", 2*time.Minute, func() bool { return c.runningPods("app=web") == 3 })
+	// The DaemonSet example: one log tailer on each of the three nodes.
+	kpctl("apply", "-f", filepath.Join(root, "deploy", "compose", "examples", "log-tailer.yaml"))
+	c.eventually("3 log-tailer pods Running", 2*time.Minute, func() bool { return c.runningPods("app=log-tailer") == 3 })
 
 	// The busybox httpd runs inside the node containers; kpctl logs reaches
 	// it through the node's InternalIP (its address on the compose network).

@@ -223,6 +223,48 @@ func Fixtures() map[string][]*kplanev1.Object {
 				Spec:     &kplanev1.DeploymentSpec{Replicas: Ptr[int32](1), Strategy: &kplanev1.DeploymentStrategy{Type: "Recreate"}},
 			}),
 		},
+		"StatefulSet": {
+			kplanev1.MustWrap(&kplanev1.StatefulSet{
+				Metadata: meta("default", "db", 3*time.Hour),
+				Spec: &kplanev1.StatefulSetSpec{Replicas: Ptr[int32](3), Template: template, ServiceName: "db",
+					Selector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+					UpdateStrategy: &kplanev1.StatefulSetUpdateStrategy{Type: "RollingUpdate",
+						RollingUpdate: &kplanev1.RollingUpdateStatefulSetStrategy{Partition: Ptr[int32](1), MaxUnavailable: kplanev1.IntOrStringFromInt32(1)}},
+					VolumeClaimTemplates: []*kplanev1.PersistentVolumeClaim{{Metadata: &kplanev1.ObjectMeta{Name: "data"},
+						Spec: &kplanev1.PersistentVolumeClaimSpec{AccessModes: []string{"ReadWriteOnce"}, StorageClassName: Ptr("local"),
+							Resources: &kplanev1.ResourceRequirements{Requests: map[string]string{"storage": "1Gi"}}}}}},
+				Status: &kplanev1.StatefulSetStatus{Replicas: 3, ReadyReplicas: 2, CurrentReplicas: 3, UpdatedReplicas: 3,
+					CurrentRevision: "db-6c9f8b7d4", UpdateRevision: "db-6c9f8b7d4"},
+			}),
+			kplanev1.MustWrap(&kplanev1.StatefulSet{
+				Metadata: meta("default", "empty", 20*time.Second),
+				Spec:     &kplanev1.StatefulSetSpec{Replicas: Ptr[int32](0)},
+			}),
+		},
+		"DaemonSet": {
+			kplanev1.MustWrap(&kplanev1.DaemonSet{
+				Metadata: meta("kube-system", "log-tailer", 26*time.Hour),
+				Spec: &kplanev1.DaemonSetSpec{Template: template,
+					Selector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+					UpdateStrategy: &kplanev1.DaemonSetUpdateStrategy{Type: "RollingUpdate", RollingUpdate: &kplanev1.RollingUpdateDaemonSet{
+						MaxUnavailable: kplanev1.IntOrStringFromInt32(1), MaxSurge: kplanev1.IntOrStringFromInt32(0)}}},
+				Status: &kplanev1.DaemonSetStatus{DesiredNumberScheduled: 5, CurrentNumberScheduled: 5, NumberReady: 4,
+					UpdatedNumberScheduled: 3, NumberAvailable: 4},
+			}),
+			kplanev1.MustWrap(&kplanev1.DaemonSet{
+				Metadata: meta("kube-system", "gpu-agent", 5*time.Minute),
+				Spec: &kplanev1.DaemonSetSpec{Template: &kplanev1.PodTemplateSpec{Spec: &kplanev1.PodSpec{
+					NodeSelector: map[string]string{"gpu": "true"}, Containers: []*kplanev1.Container{{Name: "agent", Image: "agent:1"}}}}},
+			}),
+		},
+		"ControllerRevision": {
+			kplanev1.MustWrap(&kplanev1.ControllerRevision{
+				Metadata: &kplanev1.ObjectMeta{Namespace: "default", Name: "db-6c9f8b7d4", CreationTimestamp: Ago(3 * time.Hour),
+					OwnerReferences: []*kplanev1.OwnerReference{{ApiVersion: "apps/v1", Kind: "StatefulSet", Name: "db", Controller: true}}},
+				Revision: 2,
+			}),
+			kplanev1.MustWrap(&kplanev1.ControllerRevision{Metadata: meta("default", "orphan-1", time.Minute), Revision: 1}),
+		},
 		"CronJob": {
 			kplanev1.MustWrap(&kplanev1.CronJob{
 				Metadata: meta("default", "nightly", 3*24*time.Hour),

@@ -526,6 +526,73 @@ var kubernetesTypes = map[string]string{
 		reason string
 		message string`,
 
+	"ControllerRevision": `
+		metadata ObjectMeta
+		data RawExtension
+		revision int64`,
+	"StatefulSet": `
+		metadata ObjectMeta
+		spec StatefulSetSpec
+		status StatefulSetStatus`,
+	"StatefulSetSpec": `
+		replicas int32
+		selector LabelSelector
+		template PodTemplateSpec
+		volumeClaimTemplates []PersistentVolumeClaim
+		serviceName string
+		podManagementPolicy string
+		updateStrategy StatefulSetUpdateStrategy
+		revisionHistoryLimit int32
+		minReadySeconds int32
+		persistentVolumeClaimRetentionPolicy StatefulSetPersistentVolumeClaimRetentionPolicy`,
+	"StatefulSetUpdateStrategy": `
+		type string
+		rollingUpdate RollingUpdateStatefulSetStrategy`,
+	"RollingUpdateStatefulSetStrategy": `
+		partition int32
+		maxUnavailable IntOrString`,
+	"StatefulSetPersistentVolumeClaimRetentionPolicy": `
+		whenDeleted string
+		whenScaled string`,
+	"StatefulSetStatus": `
+		observedGeneration int64
+		replicas int32
+		readyReplicas int32
+		currentReplicas int32
+		updatedReplicas int32
+		currentRevision string
+		updateRevision string
+		collisionCount int32
+		conditions []Condition
+		availableReplicas int32`,
+	"DaemonSet": `
+		metadata ObjectMeta
+		spec DaemonSetSpec
+		status DaemonSetStatus`,
+	"DaemonSetSpec": `
+		selector LabelSelector
+		template PodTemplateSpec
+		updateStrategy DaemonSetUpdateStrategy
+		minReadySeconds int32
+		revisionHistoryLimit int32`,
+	"DaemonSetUpdateStrategy": `
+		type string
+		rollingUpdate RollingUpdateDaemonSet`,
+	"RollingUpdateDaemonSet": `
+		maxUnavailable IntOrString
+		maxSurge IntOrString`,
+	"DaemonSetStatus": `
+		currentNumberScheduled int32
+		numberMisscheduled int32
+		desiredNumberScheduled int32
+		numberReady int32
+		observedGeneration int64
+		updatedNumberScheduled int32
+		numberAvailable int32
+		numberUnavailable int32
+		collisionCount int32
+		conditions []Condition`,
+
 	// batch/v1
 	"Job": `
 		metadata ObjectMeta
@@ -635,6 +702,9 @@ var kubernetesTypes = map[string]string{
 // proto counterpart.
 var kplaneLeaf = map[string]string{
 	"Quantity": "string", // resource.Quantity, in its string form
+	// runtime.RawExtension: kplane keeps a ControllerRevision's snapshot
+	// as the protobuf encoding of the template.
+	"RawExtension": "[]byte",
 }
 
 // sharedConditionFields are the fields of kplane's one Condition message

@@ -41,6 +41,12 @@ func (x *Object) kindMessage() (proto.Message, bool) {
 		return k.CronJob, k.CronJob != nil
 	case *Object_Deployment:
 		return k.Deployment, k.Deployment != nil
+	case *Object_ControllerRevision:
+		return k.ControllerRevision, k.ControllerRevision != nil
+	case *Object_StatefulSet:
+		return k.StatefulSet, k.StatefulSet != nil
+	case *Object_DaemonSet:
+		return k.DaemonSet, k.DaemonSet != nil
 	}
 	return nil, false
 }

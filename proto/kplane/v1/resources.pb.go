@@ -103,6 +103,9 @@ type Object struct {
 	//	*Object_Event
 	//	*Object_CronJob
 	//	*Object_Deployment
+	//	*Object_ControllerRevision
+	//	*Object_StatefulSet
+	//	*Object_DaemonSet
 	Kind          isObject_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -298,6 +301,33 @@ func (x *Object) GetDeployment() *Deployment {
 	return nil
 }
 
+func (x *Object) GetControllerRevision() *ControllerRevision {
+	if x != nil {
+		if x, ok := x.Kind.(*Object_ControllerRevision); ok {
+			return x.ControllerRevision
+		}
+	}
+	return nil
+}
+
+func (x *Object) GetStatefulSet() *StatefulSet {
+	if x != nil {
+		if x, ok := x.Kind.(*Object_StatefulSet); ok {
+			return x.StatefulSet
+		}
+	}
+	return nil
+}
+
+func (x *Object) GetDaemonSet() *DaemonSet {
+	if x != nil {
+		if x, ok := x.Kind.(*Object_DaemonSet); ok {
+			return x.DaemonSet
+		}
+	}
+	return nil
+}
+
 type isObject_Kind interface {
 	isObject_Kind()
 }
@@ -370,6 +400,18 @@ type Object_Deployment struct {
 	Deployment *Deployment `protobuf:"bytes,17,opt,name=deployment,proto3,oneof"`
 }
 
+type Object_ControllerRevision struct {
+	ControllerRevision *ControllerRevision `protobuf:"bytes,18,opt,name=controller_revision,json=controllerRevision,proto3,oneof"`
+}
+
+type Object_StatefulSet struct {
+	StatefulSet *StatefulSet `protobuf:"bytes,19,opt,name=stateful_set,json=statefulSet,proto3,oneof"`
+}
+
+type Object_DaemonSet struct {
+	DaemonSet *DaemonSet `protobuf:"bytes,20,opt,name=daemon_set,json=daemonSet,proto3,oneof"`
+}
+
 func (*Object_Namespace) isObject_Kind() {}
 
 func (*Object_Node) isObject_Kind() {}
@@ -403,6 +445,12 @@ func (*Object_Event) isObject_Kind() {}
 func (*Object_CronJob) isObject_Kind() {}
 
 func (*Object_Deployment) isObject_Kind() {}
+
+func (*Object_ControllerRevision) isObject_Kind() {}
+
+func (*Object_StatefulSet) isObject_Kind() {}
+
+func (*Object_DaemonSet) isObject_Kind() {}
 
 // CreateRequest carries the object to create.
 type CreateRequest struct {
@@ -1659,7 +1707,7 @@ var File_kplane_v1_resources_proto protoreflect.FileDescriptor
 
 const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\n" +
-	"\x19kplane/v1/resources.proto\x12\tkplane.v1\x1a\x14kplane/v1/core.proto\x1a\x14kplane/v1/meta.proto\x1a\x19kplane/v1/workloads.proto\"\xc9\a\n" +
+	"\x19kplane/v1/resources.proto\x12\tkplane.v1\x1a\x14kplane/v1/core.proto\x1a\x14kplane/v1/meta.proto\x1a\x19kplane/v1/workloads.proto\"\x8f\t\n" +
 	"\x06Object\x124\n" +
 	"\tnamespace\x18\x01 \x01(\v2\x14.kplane.v1.NamespaceH\x00R\tnamespace\x12%\n" +
 	"\x04node\x18\x02 \x01(\v2\x0f.kplane.v1.NodeH\x00R\x04node\x12\"\n" +
@@ -1681,7 +1729,11 @@ const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\bcron_job\x18\x10 \x01(\v2\x12.kplane.v1.CronJobH\x00R\acronJob\x127\n" +
 	"\n" +
 	"deployment\x18\x11 \x01(\v2\x15.kplane.v1.DeploymentH\x00R\n" +
-	"deploymentB\x06\n" +
+	"deployment\x12P\n" +
+	"\x13controller_revision\x18\x12 \x01(\v2\x1d.kplane.v1.ControllerRevisionH\x00R\x12controllerRevision\x12;\n" +
+	"\fstateful_set\x18\x13 \x01(\v2\x16.kplane.v1.StatefulSetH\x00R\vstatefulSet\x125\n" +
+	"\n" +
+	"daemon_set\x18\x14 \x01(\v2\x14.kplane.v1.DaemonSetH\x00R\tdaemonSetB\x06\n" +
 	"\x04kind\":\n" +
 	"\rCreateRequest\x12)\n" +
 	"\x06object\x18\x01 \x01(\v2\x11.kplane.v1.ObjectR\x06object\";\n" +
@@ -1833,7 +1885,10 @@ var file_kplane_v1_resources_proto_goTypes = []any{
 	(*Event)(nil),                 // 38: kplane.v1.Event
 	(*CronJob)(nil),               // 39: kplane.v1.CronJob
 	(*Deployment)(nil),            // 40: kplane.v1.Deployment
-	(*ObjectMeta)(nil),            // 41: kplane.v1.ObjectMeta
+	(*ControllerRevision)(nil),    // 41: kplane.v1.ControllerRevision
+	(*StatefulSet)(nil),           // 42: kplane.v1.StatefulSet
+	(*DaemonSet)(nil),             // 43: kplane.v1.DaemonSet
+	(*ObjectMeta)(nil),            // 44: kplane.v1.ObjectMeta
 }
 var file_kplane_v1_resources_proto_depIdxs = []int32{
 	24, // 0: kplane.v1.Object.namespace:type_name -> kplane.v1.Namespace
@@ -1853,47 +1908,50 @@ var file_kplane_v1_resources_proto_depIdxs = []int32{
 	38, // 14: kplane.v1.Object.event:type_name -> kplane.v1.Event
 	39, // 15: kplane.v1.Object.cron_job:type_name -> kplane.v1.CronJob
 	40, // 16: kplane.v1.Object.deployment:type_name -> kplane.v1.Deployment
-	1,  // 17: kplane.v1.CreateRequest.object:type_name -> kplane.v1.Object
-	1,  // 18: kplane.v1.CreateResponse.object:type_name -> kplane.v1.Object
-	1,  // 19: kplane.v1.GetResponse.object:type_name -> kplane.v1.Object
-	1,  // 20: kplane.v1.ListResponse.items:type_name -> kplane.v1.Object
-	1,  // 21: kplane.v1.UpdateRequest.object:type_name -> kplane.v1.Object
-	1,  // 22: kplane.v1.UpdateResponse.object:type_name -> kplane.v1.Object
-	1,  // 23: kplane.v1.UpdateStatusRequest.object:type_name -> kplane.v1.Object
-	1,  // 24: kplane.v1.UpdateStatusResponse.object:type_name -> kplane.v1.Object
-	12, // 25: kplane.v1.DeleteRequest.preconditions:type_name -> kplane.v1.Preconditions
-	1,  // 26: kplane.v1.DeleteResponse.object:type_name -> kplane.v1.Object
-	0,  // 27: kplane.v1.WatchResponse.type:type_name -> kplane.v1.EventType
-	1,  // 28: kplane.v1.WatchResponse.object:type_name -> kplane.v1.Object
-	41, // 29: kplane.v1.Scale.metadata:type_name -> kplane.v1.ObjectMeta
-	18, // 30: kplane.v1.Scale.spec:type_name -> kplane.v1.ScaleSpec
-	19, // 31: kplane.v1.Scale.status:type_name -> kplane.v1.ScaleStatus
-	17, // 32: kplane.v1.GetScaleResponse.scale:type_name -> kplane.v1.Scale
-	17, // 33: kplane.v1.UpdateScaleRequest.scale:type_name -> kplane.v1.Scale
-	17, // 34: kplane.v1.UpdateScaleResponse.scale:type_name -> kplane.v1.Scale
-	2,  // 35: kplane.v1.Resources.Create:input_type -> kplane.v1.CreateRequest
-	4,  // 36: kplane.v1.Resources.Get:input_type -> kplane.v1.GetRequest
-	6,  // 37: kplane.v1.Resources.List:input_type -> kplane.v1.ListRequest
-	8,  // 38: kplane.v1.Resources.Update:input_type -> kplane.v1.UpdateRequest
-	10, // 39: kplane.v1.Resources.UpdateStatus:input_type -> kplane.v1.UpdateStatusRequest
-	13, // 40: kplane.v1.Resources.Delete:input_type -> kplane.v1.DeleteRequest
-	15, // 41: kplane.v1.Resources.Watch:input_type -> kplane.v1.WatchRequest
-	20, // 42: kplane.v1.Resources.GetScale:input_type -> kplane.v1.GetScaleRequest
-	22, // 43: kplane.v1.Resources.UpdateScale:input_type -> kplane.v1.UpdateScaleRequest
-	3,  // 44: kplane.v1.Resources.Create:output_type -> kplane.v1.CreateResponse
-	5,  // 45: kplane.v1.Resources.Get:output_type -> kplane.v1.GetResponse
-	7,  // 46: kplane.v1.Resources.List:output_type -> kplane.v1.ListResponse
-	9,  // 47: kplane.v1.Resources.Update:output_type -> kplane.v1.UpdateResponse
-	11, // 48: kplane.v1.Resources.UpdateStatus:output_type -> kplane.v1.UpdateStatusResponse
-	14, // 49: kplane.v1.Resources.Delete:output_type -> kplane.v1.DeleteResponse
-	16, // 50: kplane.v1.Resources.Watch:output_type -> kplane.v1.WatchResponse
-	21, // 51: kplane.v1.Resources.GetScale:output_type -> kplane.v1.GetScaleResponse
-	23, // 52: kplane.v1.Resources.UpdateScale:output_type -> kplane.v1.UpdateScaleResponse
-	44, // [44:53] is the sub-list for method output_type
-	35, // [35:44] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	41, // 17: kplane.v1.Object.controller_revision:type_name -> kplane.v1.ControllerRevision
+	42, // 18: kplane.v1.Object.stateful_set:type_name -> kplane.v1.StatefulSet
+	43, // 19: kplane.v1.Object.daemon_set:type_name -> kplane.v1.DaemonSet
+	1,  // 20: kplane.v1.CreateRequest.object:type_name -> kplane.v1.Object
+	1,  // 21: kplane.v1.CreateResponse.object:type_name -> kplane.v1.Object
+	1,  // 22: kplane.v1.GetResponse.object:type_name -> kplane.v1.Object
+	1,  // 23: kplane.v1.ListResponse.items:type_name -> kplane.v1.Object
+	1,  // 24: kplane.v1.UpdateRequest.object:type_name -> kplane.v1.Object
+	1,  // 25: kplane.v1.UpdateResponse.object:type_name -> kplane.v1.Object
+	1,  // 26: kplane.v1.UpdateStatusRequest.object:type_name -> kplane.v1.Object
+	1,  // 27: kplane.v1.UpdateStatusResponse.object:type_name -> kplane.v1.Object
+	12, // 28: kplane.v1.DeleteRequest.preconditions:type_name -> kplane.v1.Preconditions
+	1,  // 29: kplane.v1.DeleteResponse.object:type_name -> kplane.v1.Object
+	0,  // 30: kplane.v1.WatchResponse.type:type_name -> kplane.v1.EventType
+	1,  // 31: kplane.v1.WatchResponse.object:type_name -> kplane.v1.Object
+	44, // 32: kplane.v1.Scale.metadata:type_name -> kplane.v1.ObjectMeta
+	18, // 33: kplane.v1.Scale.spec:type_name -> kplane.v1.ScaleSpec
+	19, // 34: kplane.v1.Scale.status:type_name -> kplane.v1.ScaleStatus
+	17, // 35: kplane.v1.GetScaleResponse.scale:type_name -> kplane.v1.Scale
+	17, // 36: kplane.v1.UpdateScaleRequest.scale:type_name -> kplane.v1.Scale
+	17, // 37: kplane.v1.UpdateScaleResponse.scale:type_name -> kplane.v1.Scale
+	2,  // 38: kplane.v1.Resources.Create:input_type -> kplane.v1.CreateRequest
+	4,  // 39: kplane.v1.Resources.Get:input_type -> kplane.v1.GetRequest
+	6,  // 40: kplane.v1.Resources.List:input_type -> kplane.v1.ListRequest
+	8,  // 41: kplane.v1.Resources.Update:input_type -> kplane.v1.UpdateRequest
+	10, // 42: kplane.v1.Resources.UpdateStatus:input_type -> kplane.v1.UpdateStatusRequest
+	13, // 43: kplane.v1.Resources.Delete:input_type -> kplane.v1.DeleteRequest
+	15, // 44: kplane.v1.Resources.Watch:input_type -> kplane.v1.WatchRequest
+	20, // 45: kplane.v1.Resources.GetScale:input_type -> kplane.v1.GetScaleRequest
+	22, // 46: kplane.v1.Resources.UpdateScale:input_type -> kplane.v1.UpdateScaleRequest
+	3,  // 47: kplane.v1.Resources.Create:output_type -> kplane.v1.CreateResponse
+	5,  // 48: kplane.v1.Resources.Get:output_type -> kplane.v1.GetResponse
+	7,  // 49: kplane.v1.Resources.List:output_type -> kplane.v1.ListResponse
+	9,  // 50: kplane.v1.Resources.Update:output_type -> kplane.v1.UpdateResponse
+	11, // 51: kplane.v1.Resources.UpdateStatus:output_type -> kplane.v1.UpdateStatusResponse
+	14, // 52: kplane.v1.Resources.Delete:output_type -> kplane.v1.DeleteResponse
+	16, // 53: kplane.v1.Resources.Watch:output_type -> kplane.v1.WatchResponse
+	21, // 54: kplane.v1.Resources.GetScale:output_type -> kplane.v1.GetScaleResponse
+	23, // 55: kplane.v1.Resources.UpdateScale:output_type -> kplane.v1.UpdateScaleResponse
+	47, // [47:56] is the sub-list for method output_type
+	38, // [38:47] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_resources_proto_init() }
@@ -1922,6 +1980,9 @@ func file_kplane_v1_resources_proto_init() {
 		(*Object_Event)(nil),
 		(*Object_CronJob)(nil),
 		(*Object_Deployment)(nil),
+		(*Object_ControllerRevision)(nil),
+		(*Object_StatefulSet)(nil),
+		(*Object_DaemonSet)(nil),
 	}
 	file_kplane_v1_resources_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}

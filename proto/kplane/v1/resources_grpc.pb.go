@@ -55,7 +55,7 @@ type ResourcesClient interface {
 	// Watch streams changes to objects of one kind.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
 	// GetScale reads the scale subresource of a kind with spec.replicas
-	// (ReplicaSet, ReplicationController, Deployment); NotFound when absent,
+	// (ReplicaSet, ReplicationController, Deployment, StatefulSet); NotFound when absent,
 	// InvalidArgument for a kind without it.
 	GetScale(ctx context.Context, in *GetScaleRequest, opts ...grpc.CallOption) (*GetScaleResponse, error)
 	// UpdateScale sets spec.replicas of such an object and nothing else. A
@@ -196,7 +196,7 @@ type ResourcesServer interface {
 	// Watch streams changes to objects of one kind.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
 	// GetScale reads the scale subresource of a kind with spec.replicas
-	// (ReplicaSet, ReplicationController, Deployment); NotFound when absent,
+	// (ReplicaSet, ReplicationController, Deployment, StatefulSet); NotFound when absent,
 	// InvalidArgument for a kind without it.
 	GetScale(context.Context, *GetScaleRequest) (*GetScaleResponse, error)
 	// UpdateScale sets spec.replicas of such an object and nothing else. A

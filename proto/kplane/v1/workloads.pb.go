@@ -2641,6 +2641,921 @@ func (x *DeploymentStatus) GetCollisionCount() int32 {
 	return 0
 }
 
+// ControllerRevision is an immutable snapshot of a StatefulSet's or
+// DaemonSet's pod template (apps/v1): the controllers number them and roll
+// back by copying an old one's template into the set.
+type ControllerRevision struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Metadata *ObjectMeta            `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// data is the snapshot: the deterministic protobuf encoding of the
+	// owner's spec.template (Kubernetes holds a JSON patch here; kplane's
+	// objects are protobuf, so the snapshot is too).
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	// revision orders the snapshots of one owner; required, at least 1 is
+	// what the controllers write.
+	Revision      int64 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ControllerRevision) Reset() {
+	*x = ControllerRevision{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ControllerRevision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ControllerRevision) ProtoMessage() {}
+
+func (x *ControllerRevision) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ControllerRevision.ProtoReflect.Descriptor instead.
+func (*ControllerRevision) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ControllerRevision) GetMetadata() *ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *ControllerRevision) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ControllerRevision) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+// StatefulSet runs pods with stable identities: ordinal names, stable
+// hostnames under a headless Service, and a PersistentVolumeClaim per pod
+// that follows the identity across restarts (apps/v1).
+type StatefulSet struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Metadata      *ObjectMeta            `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Spec          *StatefulSetSpec       `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	Status        *StatefulSetStatus     `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatefulSet) Reset() {
+	*x = StatefulSet{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatefulSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatefulSet) ProtoMessage() {}
+
+func (x *StatefulSet) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatefulSet.ProtoReflect.Descriptor instead.
+func (*StatefulSet) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *StatefulSet) GetMetadata() *ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *StatefulSet) GetSpec() *StatefulSetSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *StatefulSet) GetStatus() *StatefulSetStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// StatefulSetSpec is the desired state of a StatefulSet.
+type StatefulSetSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// replicas defaults to 1.
+	Replicas *int32 `protobuf:"varint,1,opt,name=replicas,proto3,oneof" json:"replicas,omitempty"`
+	// selector is required and immutable; it must match the template's labels.
+	Selector *LabelSelector   `protobuf:"bytes,2,opt,name=selector,proto3" json:"selector,omitempty"`
+	Template *PodTemplateSpec `protobuf:"bytes,3,opt,name=template,proto3" json:"template,omitempty"`
+	// volume_claim_templates become one claim per pod,
+	// <template>-<set>-<ordinal>, mounted as the volume of the same name.
+	VolumeClaimTemplates []*PersistentVolumeClaim `protobuf:"bytes,4,rep,name=volume_claim_templates,json=volumeClaimTemplates,proto3" json:"volume_claim_templates,omitempty"`
+	// service_name is the headless Service that gives the pods their
+	// hostnames (pod.spec.subdomain).
+	ServiceName string `protobuf:"bytes,5,opt,name=service_name,json=serviceName,proto3" json:"service_name,omitempty"`
+	// pod_management_policy is OrderedReady (default) or Parallel.
+	PodManagementPolicy string `protobuf:"bytes,6,opt,name=pod_management_policy,json=podManagementPolicy,proto3" json:"pod_management_policy,omitempty"`
+	// update_strategy defaults to RollingUpdate with partition 0.
+	UpdateStrategy *StatefulSetUpdateStrategy `protobuf:"bytes,7,opt,name=update_strategy,json=updateStrategy,proto3" json:"update_strategy,omitempty"`
+	// revision_history_limit defaults to 10.
+	RevisionHistoryLimit *int32 `protobuf:"varint,8,opt,name=revision_history_limit,json=revisionHistoryLimit,proto3,oneof" json:"revision_history_limit,omitempty"`
+	MinReadySeconds      int32  `protobuf:"varint,9,opt,name=min_ready_seconds,json=minReadySeconds,proto3" json:"min_ready_seconds,omitempty"`
+	// persistent_volume_claim_retention_policy defaults to Retain/Retain.
+	PersistentVolumeClaimRetentionPolicy *StatefulSetPersistentVolumeClaimRetentionPolicy `protobuf:"bytes,10,opt,name=persistent_volume_claim_retention_policy,json=persistentVolumeClaimRetentionPolicy,proto3" json:"persistent_volume_claim_retention_policy,omitempty"`
+	unknownFields                        protoimpl.UnknownFields
+	sizeCache                            protoimpl.SizeCache
+}
+
+func (x *StatefulSetSpec) Reset() {
+	*x = StatefulSetSpec{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatefulSetSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatefulSetSpec) ProtoMessage() {}
+
+func (x *StatefulSetSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatefulSetSpec.ProtoReflect.Descriptor instead.
+func (*StatefulSetSpec) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *StatefulSetSpec) GetReplicas() int32 {
+	if x != nil && x.Replicas != nil {
+		return *x.Replicas
+	}
+	return 0
+}
+
+func (x *StatefulSetSpec) GetSelector() *LabelSelector {
+	if x != nil {
+		return x.Selector
+	}
+	return nil
+}
+
+func (x *StatefulSetSpec) GetTemplate() *PodTemplateSpec {
+	if x != nil {
+		return x.Template
+	}
+	return nil
+}
+
+func (x *StatefulSetSpec) GetVolumeClaimTemplates() []*PersistentVolumeClaim {
+	if x != nil {
+		return x.VolumeClaimTemplates
+	}
+	return nil
+}
+
+func (x *StatefulSetSpec) GetServiceName() string {
+	if x != nil {
+		return x.ServiceName
+	}
+	return ""
+}
+
+func (x *StatefulSetSpec) GetPodManagementPolicy() string {
+	if x != nil {
+		return x.PodManagementPolicy
+	}
+	return ""
+}
+
+func (x *StatefulSetSpec) GetUpdateStrategy() *StatefulSetUpdateStrategy {
+	if x != nil {
+		return x.UpdateStrategy
+	}
+	return nil
+}
+
+func (x *StatefulSetSpec) GetRevisionHistoryLimit() int32 {
+	if x != nil && x.RevisionHistoryLimit != nil {
+		return *x.RevisionHistoryLimit
+	}
+	return 0
+}
+
+func (x *StatefulSetSpec) GetMinReadySeconds() int32 {
+	if x != nil {
+		return x.MinReadySeconds
+	}
+	return 0
+}
+
+func (x *StatefulSetSpec) GetPersistentVolumeClaimRetentionPolicy() *StatefulSetPersistentVolumeClaimRetentionPolicy {
+	if x != nil {
+		return x.PersistentVolumeClaimRetentionPolicy
+	}
+	return nil
+}
+
+// StatefulSetUpdateStrategy says how pods are replaced when the template
+// changes.
+type StatefulSetUpdateStrategy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// type is RollingUpdate (default) or OnDelete.
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// rolling_update is set only for type RollingUpdate.
+	RollingUpdate *RollingUpdateStatefulSetStrategy `protobuf:"bytes,2,opt,name=rolling_update,json=rollingUpdate,proto3" json:"rolling_update,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatefulSetUpdateStrategy) Reset() {
+	*x = StatefulSetUpdateStrategy{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatefulSetUpdateStrategy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatefulSetUpdateStrategy) ProtoMessage() {}
+
+func (x *StatefulSetUpdateStrategy) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatefulSetUpdateStrategy.ProtoReflect.Descriptor instead.
+func (*StatefulSetUpdateStrategy) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *StatefulSetUpdateStrategy) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *StatefulSetUpdateStrategy) GetRollingUpdate() *RollingUpdateStatefulSetStrategy {
+	if x != nil {
+		return x.RollingUpdate
+	}
+	return nil
+}
+
+// RollingUpdateStatefulSetStrategy bounds a StatefulSet's rolling update.
+type RollingUpdateStatefulSetStrategy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// partition: only ordinals >= partition are updated; defaults to 0.
+	Partition *int32 `protobuf:"varint,1,opt,name=partition,proto3,oneof" json:"partition,omitempty"`
+	// max_unavailable: how many pods may be unavailable during the update
+	// (number or percent of replicas, at least 1); defaults to 1.
+	MaxUnavailable *IntOrString `protobuf:"bytes,2,opt,name=max_unavailable,json=maxUnavailable,proto3" json:"max_unavailable,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RollingUpdateStatefulSetStrategy) Reset() {
+	*x = RollingUpdateStatefulSetStrategy{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollingUpdateStatefulSetStrategy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollingUpdateStatefulSetStrategy) ProtoMessage() {}
+
+func (x *RollingUpdateStatefulSetStrategy) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollingUpdateStatefulSetStrategy.ProtoReflect.Descriptor instead.
+func (*RollingUpdateStatefulSetStrategy) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *RollingUpdateStatefulSetStrategy) GetPartition() int32 {
+	if x != nil && x.Partition != nil {
+		return *x.Partition
+	}
+	return 0
+}
+
+func (x *RollingUpdateStatefulSetStrategy) GetMaxUnavailable() *IntOrString {
+	if x != nil {
+		return x.MaxUnavailable
+	}
+	return nil
+}
+
+// StatefulSetPersistentVolumeClaimRetentionPolicy says what happens to
+// the claims of volume_claim_templates: Retain or Delete.
+type StatefulSetPersistentVolumeClaimRetentionPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// when_deleted applies when the StatefulSet is deleted.
+	WhenDeleted string `protobuf:"bytes,1,opt,name=when_deleted,json=whenDeleted,proto3" json:"when_deleted,omitempty"`
+	// when_scaled applies to the claims of ordinals a scale-down removes.
+	WhenScaled    string `protobuf:"bytes,2,opt,name=when_scaled,json=whenScaled,proto3" json:"when_scaled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatefulSetPersistentVolumeClaimRetentionPolicy) Reset() {
+	*x = StatefulSetPersistentVolumeClaimRetentionPolicy{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatefulSetPersistentVolumeClaimRetentionPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatefulSetPersistentVolumeClaimRetentionPolicy) ProtoMessage() {}
+
+func (x *StatefulSetPersistentVolumeClaimRetentionPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatefulSetPersistentVolumeClaimRetentionPolicy.ProtoReflect.Descriptor instead.
+func (*StatefulSetPersistentVolumeClaimRetentionPolicy) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *StatefulSetPersistentVolumeClaimRetentionPolicy) GetWhenDeleted() string {
+	if x != nil {
+		return x.WhenDeleted
+	}
+	return ""
+}
+
+func (x *StatefulSetPersistentVolumeClaimRetentionPolicy) GetWhenScaled() string {
+	if x != nil {
+		return x.WhenScaled
+	}
+	return ""
+}
+
+// StatefulSetStatus is the observed state of a StatefulSet.
+type StatefulSetStatus struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	ObservedGeneration int64                  `protobuf:"varint,1,opt,name=observed_generation,json=observedGeneration,proto3" json:"observed_generation,omitempty"`
+	Replicas           int32                  `protobuf:"varint,2,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	ReadyReplicas      int32                  `protobuf:"varint,3,opt,name=ready_replicas,json=readyReplicas,proto3" json:"ready_replicas,omitempty"`
+	// current_replicas run current_revision.
+	CurrentReplicas int32 `protobuf:"varint,4,opt,name=current_replicas,json=currentReplicas,proto3" json:"current_replicas,omitempty"`
+	// updated_replicas run update_revision.
+	UpdatedReplicas int32 `protobuf:"varint,5,opt,name=updated_replicas,json=updatedReplicas,proto3" json:"updated_replicas,omitempty"`
+	// current_revision and update_revision name ControllerRevisions.
+	CurrentRevision   string       `protobuf:"bytes,6,opt,name=current_revision,json=currentRevision,proto3" json:"current_revision,omitempty"`
+	UpdateRevision    string       `protobuf:"bytes,7,opt,name=update_revision,json=updateRevision,proto3" json:"update_revision,omitempty"`
+	CollisionCount    *int32       `protobuf:"varint,8,opt,name=collision_count,json=collisionCount,proto3,oneof" json:"collision_count,omitempty"`
+	Conditions        []*Condition `protobuf:"bytes,9,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	AvailableReplicas int32        `protobuf:"varint,10,opt,name=available_replicas,json=availableReplicas,proto3" json:"available_replicas,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *StatefulSetStatus) Reset() {
+	*x = StatefulSetStatus{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatefulSetStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatefulSetStatus) ProtoMessage() {}
+
+func (x *StatefulSetStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatefulSetStatus.ProtoReflect.Descriptor instead.
+func (*StatefulSetStatus) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *StatefulSetStatus) GetObservedGeneration() int64 {
+	if x != nil {
+		return x.ObservedGeneration
+	}
+	return 0
+}
+
+func (x *StatefulSetStatus) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *StatefulSetStatus) GetReadyReplicas() int32 {
+	if x != nil {
+		return x.ReadyReplicas
+	}
+	return 0
+}
+
+func (x *StatefulSetStatus) GetCurrentReplicas() int32 {
+	if x != nil {
+		return x.CurrentReplicas
+	}
+	return 0
+}
+
+func (x *StatefulSetStatus) GetUpdatedReplicas() int32 {
+	if x != nil {
+		return x.UpdatedReplicas
+	}
+	return 0
+}
+
+func (x *StatefulSetStatus) GetCurrentRevision() string {
+	if x != nil {
+		return x.CurrentRevision
+	}
+	return ""
+}
+
+func (x *StatefulSetStatus) GetUpdateRevision() string {
+	if x != nil {
+		return x.UpdateRevision
+	}
+	return ""
+}
+
+func (x *StatefulSetStatus) GetCollisionCount() int32 {
+	if x != nil && x.CollisionCount != nil {
+		return *x.CollisionCount
+	}
+	return 0
+}
+
+func (x *StatefulSetStatus) GetConditions() []*Condition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
+func (x *StatefulSetStatus) GetAvailableReplicas() int32 {
+	if x != nil {
+		return x.AvailableReplicas
+	}
+	return 0
+}
+
+// DaemonSet runs one pod on every eligible node (apps/v1).
+type DaemonSet struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Metadata      *ObjectMeta            `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Spec          *DaemonSetSpec         `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	Status        *DaemonSetStatus       `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DaemonSet) Reset() {
+	*x = DaemonSet{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DaemonSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DaemonSet) ProtoMessage() {}
+
+func (x *DaemonSet) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DaemonSet.ProtoReflect.Descriptor instead.
+func (*DaemonSet) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *DaemonSet) GetMetadata() *ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *DaemonSet) GetSpec() *DaemonSetSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *DaemonSet) GetStatus() *DaemonSetStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// DaemonSetSpec is the desired state of a DaemonSet.
+type DaemonSetSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// selector is required and immutable; it must match the template's labels.
+	Selector *LabelSelector   `protobuf:"bytes,1,opt,name=selector,proto3" json:"selector,omitempty"`
+	Template *PodTemplateSpec `protobuf:"bytes,2,opt,name=template,proto3" json:"template,omitempty"`
+	// update_strategy defaults to RollingUpdate with maxUnavailable 1 and
+	// maxSurge 0.
+	UpdateStrategy  *DaemonSetUpdateStrategy `protobuf:"bytes,3,opt,name=update_strategy,json=updateStrategy,proto3" json:"update_strategy,omitempty"`
+	MinReadySeconds int32                    `protobuf:"varint,4,opt,name=min_ready_seconds,json=minReadySeconds,proto3" json:"min_ready_seconds,omitempty"`
+	// revision_history_limit defaults to 10.
+	RevisionHistoryLimit *int32 `protobuf:"varint,5,opt,name=revision_history_limit,json=revisionHistoryLimit,proto3,oneof" json:"revision_history_limit,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *DaemonSetSpec) Reset() {
+	*x = DaemonSetSpec{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DaemonSetSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DaemonSetSpec) ProtoMessage() {}
+
+func (x *DaemonSetSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DaemonSetSpec.ProtoReflect.Descriptor instead.
+func (*DaemonSetSpec) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *DaemonSetSpec) GetSelector() *LabelSelector {
+	if x != nil {
+		return x.Selector
+	}
+	return nil
+}
+
+func (x *DaemonSetSpec) GetTemplate() *PodTemplateSpec {
+	if x != nil {
+		return x.Template
+	}
+	return nil
+}
+
+func (x *DaemonSetSpec) GetUpdateStrategy() *DaemonSetUpdateStrategy {
+	if x != nil {
+		return x.UpdateStrategy
+	}
+	return nil
+}
+
+func (x *DaemonSetSpec) GetMinReadySeconds() int32 {
+	if x != nil {
+		return x.MinReadySeconds
+	}
+	return 0
+}
+
+func (x *DaemonSetSpec) GetRevisionHistoryLimit() int32 {
+	if x != nil && x.RevisionHistoryLimit != nil {
+		return *x.RevisionHistoryLimit
+	}
+	return 0
+}
+
+// DaemonSetUpdateStrategy says how pods are replaced when the template
+// changes.
+type DaemonSetUpdateStrategy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// type is RollingUpdate (default) or OnDelete.
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// rolling_update is set only for type RollingUpdate.
+	RollingUpdate *RollingUpdateDaemonSet `protobuf:"bytes,2,opt,name=rolling_update,json=rollingUpdate,proto3" json:"rolling_update,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DaemonSetUpdateStrategy) Reset() {
+	*x = DaemonSetUpdateStrategy{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DaemonSetUpdateStrategy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DaemonSetUpdateStrategy) ProtoMessage() {}
+
+func (x *DaemonSetUpdateStrategy) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DaemonSetUpdateStrategy.ProtoReflect.Descriptor instead.
+func (*DaemonSetUpdateStrategy) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *DaemonSetUpdateStrategy) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *DaemonSetUpdateStrategy) GetRollingUpdate() *RollingUpdateDaemonSet {
+	if x != nil {
+		return x.RollingUpdate
+	}
+	return nil
+}
+
+// RollingUpdateDaemonSet bounds a DaemonSet's rolling update, in nodes:
+// numbers, or percents of the eligible nodes.
+type RollingUpdateDaemonSet struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	MaxUnavailable *IntOrString           `protobuf:"bytes,1,opt,name=max_unavailable,json=maxUnavailable,proto3" json:"max_unavailable,omitempty"`
+	MaxSurge       *IntOrString           `protobuf:"bytes,2,opt,name=max_surge,json=maxSurge,proto3" json:"max_surge,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RollingUpdateDaemonSet) Reset() {
+	*x = RollingUpdateDaemonSet{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollingUpdateDaemonSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollingUpdateDaemonSet) ProtoMessage() {}
+
+func (x *RollingUpdateDaemonSet) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollingUpdateDaemonSet.ProtoReflect.Descriptor instead.
+func (*RollingUpdateDaemonSet) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *RollingUpdateDaemonSet) GetMaxUnavailable() *IntOrString {
+	if x != nil {
+		return x.MaxUnavailable
+	}
+	return nil
+}
+
+func (x *RollingUpdateDaemonSet) GetMaxSurge() *IntOrString {
+	if x != nil {
+		return x.MaxSurge
+	}
+	return nil
+}
+
+// DaemonSetStatus is the observed state of a DaemonSet.
+type DaemonSetStatus struct {
+	state                  protoimpl.MessageState `protogen:"open.v1"`
+	CurrentNumberScheduled int32                  `protobuf:"varint,1,opt,name=current_number_scheduled,json=currentNumberScheduled,proto3" json:"current_number_scheduled,omitempty"`
+	NumberMisscheduled     int32                  `protobuf:"varint,2,opt,name=number_misscheduled,json=numberMisscheduled,proto3" json:"number_misscheduled,omitempty"`
+	DesiredNumberScheduled int32                  `protobuf:"varint,3,opt,name=desired_number_scheduled,json=desiredNumberScheduled,proto3" json:"desired_number_scheduled,omitempty"`
+	NumberReady            int32                  `protobuf:"varint,4,opt,name=number_ready,json=numberReady,proto3" json:"number_ready,omitempty"`
+	ObservedGeneration     int64                  `protobuf:"varint,5,opt,name=observed_generation,json=observedGeneration,proto3" json:"observed_generation,omitempty"`
+	UpdatedNumberScheduled int32                  `protobuf:"varint,6,opt,name=updated_number_scheduled,json=updatedNumberScheduled,proto3" json:"updated_number_scheduled,omitempty"`
+	NumberAvailable        int32                  `protobuf:"varint,7,opt,name=number_available,json=numberAvailable,proto3" json:"number_available,omitempty"`
+	NumberUnavailable      int32                  `protobuf:"varint,8,opt,name=number_unavailable,json=numberUnavailable,proto3" json:"number_unavailable,omitempty"`
+	CollisionCount         *int32                 `protobuf:"varint,9,opt,name=collision_count,json=collisionCount,proto3,oneof" json:"collision_count,omitempty"`
+	Conditions             []*Condition           `protobuf:"bytes,10,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *DaemonSetStatus) Reset() {
+	*x = DaemonSetStatus{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DaemonSetStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DaemonSetStatus) ProtoMessage() {}
+
+func (x *DaemonSetStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DaemonSetStatus.ProtoReflect.Descriptor instead.
+func (*DaemonSetStatus) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *DaemonSetStatus) GetCurrentNumberScheduled() int32 {
+	if x != nil {
+		return x.CurrentNumberScheduled
+	}
+	return 0
+}
+
+func (x *DaemonSetStatus) GetNumberMisscheduled() int32 {
+	if x != nil {
+		return x.NumberMisscheduled
+	}
+	return 0
+}
+
+func (x *DaemonSetStatus) GetDesiredNumberScheduled() int32 {
+	if x != nil {
+		return x.DesiredNumberScheduled
+	}
+	return 0
+}
+
+func (x *DaemonSetStatus) GetNumberReady() int32 {
+	if x != nil {
+		return x.NumberReady
+	}
+	return 0
+}
+
+func (x *DaemonSetStatus) GetObservedGeneration() int64 {
+	if x != nil {
+		return x.ObservedGeneration
+	}
+	return 0
+}
+
+func (x *DaemonSetStatus) GetUpdatedNumberScheduled() int32 {
+	if x != nil {
+		return x.UpdatedNumberScheduled
+	}
+	return 0
+}
+
+func (x *DaemonSetStatus) GetNumberAvailable() int32 {
+	if x != nil {
+		return x.NumberAvailable
+	}
+	return 0
+}
+
+func (x *DaemonSetStatus) GetNumberUnavailable() int32 {
+	if x != nil {
+		return x.NumberUnavailable
+	}
+	return 0
+}
+
+func (x *DaemonSetStatus) GetCollisionCount() int32 {
+	if x != nil && x.CollisionCount != nil {
+		return *x.CollisionCount
+	}
+	return 0
+}
+
+func (x *DaemonSetStatus) GetConditions() []*Condition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
 var File_kplane_v1_workloads_proto protoreflect.FileDescriptor
 
 const file_kplane_v1_workloads_proto_rawDesc = "" +
@@ -2895,6 +3810,87 @@ const file_kplane_v1_workloads_proto_rawDesc = "" +
 	"conditions\x18\a \x03(\v2\x14.kplane.v1.ConditionR\n" +
 	"conditions\x12,\n" +
 	"\x0fcollision_count\x18\b \x01(\x05H\x00R\x0ecollisionCount\x88\x01\x01B\x12\n" +
+	"\x10_collision_count\"w\n" +
+	"\x12ControllerRevision\x121\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\x03R\brevision\"\xa6\x01\n" +
+	"\vStatefulSet\x121\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12.\n" +
+	"\x04spec\x18\x02 \x01(\v2\x1a.kplane.v1.StatefulSetSpecR\x04spec\x124\n" +
+	"\x06status\x18\x03 \x01(\v2\x1c.kplane.v1.StatefulSetStatusR\x06status\"\xc2\x05\n" +
+	"\x0fStatefulSetSpec\x12\x1f\n" +
+	"\breplicas\x18\x01 \x01(\x05H\x00R\breplicas\x88\x01\x01\x124\n" +
+	"\bselector\x18\x02 \x01(\v2\x18.kplane.v1.LabelSelectorR\bselector\x126\n" +
+	"\btemplate\x18\x03 \x01(\v2\x1a.kplane.v1.PodTemplateSpecR\btemplate\x12V\n" +
+	"\x16volume_claim_templates\x18\x04 \x03(\v2 .kplane.v1.PersistentVolumeClaimR\x14volumeClaimTemplates\x12!\n" +
+	"\fservice_name\x18\x05 \x01(\tR\vserviceName\x122\n" +
+	"\x15pod_management_policy\x18\x06 \x01(\tR\x13podManagementPolicy\x12M\n" +
+	"\x0fupdate_strategy\x18\a \x01(\v2$.kplane.v1.StatefulSetUpdateStrategyR\x0eupdateStrategy\x129\n" +
+	"\x16revision_history_limit\x18\b \x01(\x05H\x01R\x14revisionHistoryLimit\x88\x01\x01\x12*\n" +
+	"\x11min_ready_seconds\x18\t \x01(\x05R\x0fminReadySeconds\x12\x92\x01\n" +
+	"(persistent_volume_claim_retention_policy\x18\n" +
+	" \x01(\v2:.kplane.v1.StatefulSetPersistentVolumeClaimRetentionPolicyR$persistentVolumeClaimRetentionPolicyB\v\n" +
+	"\t_replicasB\x19\n" +
+	"\x17_revision_history_limit\"\x83\x01\n" +
+	"\x19StatefulSetUpdateStrategy\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12R\n" +
+	"\x0erolling_update\x18\x02 \x01(\v2+.kplane.v1.RollingUpdateStatefulSetStrategyR\rrollingUpdate\"\x94\x01\n" +
+	" RollingUpdateStatefulSetStrategy\x12!\n" +
+	"\tpartition\x18\x01 \x01(\x05H\x00R\tpartition\x88\x01\x01\x12?\n" +
+	"\x0fmax_unavailable\x18\x02 \x01(\v2\x16.kplane.v1.IntOrStringR\x0emaxUnavailableB\f\n" +
+	"\n" +
+	"_partition\"u\n" +
+	"/StatefulSetPersistentVolumeClaimRetentionPolicy\x12!\n" +
+	"\fwhen_deleted\x18\x01 \x01(\tR\vwhenDeleted\x12\x1f\n" +
+	"\vwhen_scaled\x18\x02 \x01(\tR\n" +
+	"whenScaled\"\xd8\x03\n" +
+	"\x11StatefulSetStatus\x12/\n" +
+	"\x13observed_generation\x18\x01 \x01(\x03R\x12observedGeneration\x12\x1a\n" +
+	"\breplicas\x18\x02 \x01(\x05R\breplicas\x12%\n" +
+	"\x0eready_replicas\x18\x03 \x01(\x05R\rreadyReplicas\x12)\n" +
+	"\x10current_replicas\x18\x04 \x01(\x05R\x0fcurrentReplicas\x12)\n" +
+	"\x10updated_replicas\x18\x05 \x01(\x05R\x0fupdatedReplicas\x12)\n" +
+	"\x10current_revision\x18\x06 \x01(\tR\x0fcurrentRevision\x12'\n" +
+	"\x0fupdate_revision\x18\a \x01(\tR\x0eupdateRevision\x12,\n" +
+	"\x0fcollision_count\x18\b \x01(\x05H\x00R\x0ecollisionCount\x88\x01\x01\x124\n" +
+	"\n" +
+	"conditions\x18\t \x03(\v2\x14.kplane.v1.ConditionR\n" +
+	"conditions\x12-\n" +
+	"\x12available_replicas\x18\n" +
+	" \x01(\x05R\x11availableReplicasB\x12\n" +
+	"\x10_collision_count\"\xa0\x01\n" +
+	"\tDaemonSet\x121\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12,\n" +
+	"\x04spec\x18\x02 \x01(\v2\x18.kplane.v1.DaemonSetSpecR\x04spec\x122\n" +
+	"\x06status\x18\x03 \x01(\v2\x1a.kplane.v1.DaemonSetStatusR\x06status\"\xcc\x02\n" +
+	"\rDaemonSetSpec\x124\n" +
+	"\bselector\x18\x01 \x01(\v2\x18.kplane.v1.LabelSelectorR\bselector\x126\n" +
+	"\btemplate\x18\x02 \x01(\v2\x1a.kplane.v1.PodTemplateSpecR\btemplate\x12K\n" +
+	"\x0fupdate_strategy\x18\x03 \x01(\v2\".kplane.v1.DaemonSetUpdateStrategyR\x0eupdateStrategy\x12*\n" +
+	"\x11min_ready_seconds\x18\x04 \x01(\x05R\x0fminReadySeconds\x129\n" +
+	"\x16revision_history_limit\x18\x05 \x01(\x05H\x00R\x14revisionHistoryLimit\x88\x01\x01B\x19\n" +
+	"\x17_revision_history_limit\"w\n" +
+	"\x17DaemonSetUpdateStrategy\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12H\n" +
+	"\x0erolling_update\x18\x02 \x01(\v2!.kplane.v1.RollingUpdateDaemonSetR\rrollingUpdate\"\x8e\x01\n" +
+	"\x16RollingUpdateDaemonSet\x12?\n" +
+	"\x0fmax_unavailable\x18\x01 \x01(\v2\x16.kplane.v1.IntOrStringR\x0emaxUnavailable\x123\n" +
+	"\tmax_surge\x18\x02 \x01(\v2\x16.kplane.v1.IntOrStringR\bmaxSurge\"\x96\x04\n" +
+	"\x0fDaemonSetStatus\x128\n" +
+	"\x18current_number_scheduled\x18\x01 \x01(\x05R\x16currentNumberScheduled\x12/\n" +
+	"\x13number_misscheduled\x18\x02 \x01(\x05R\x12numberMisscheduled\x128\n" +
+	"\x18desired_number_scheduled\x18\x03 \x01(\x05R\x16desiredNumberScheduled\x12!\n" +
+	"\fnumber_ready\x18\x04 \x01(\x05R\vnumberReady\x12/\n" +
+	"\x13observed_generation\x18\x05 \x01(\x03R\x12observedGeneration\x128\n" +
+	"\x18updated_number_scheduled\x18\x06 \x01(\x05R\x16updatedNumberScheduled\x12)\n" +
+	"\x10number_available\x18\a \x01(\x05R\x0fnumberAvailable\x12-\n" +
+	"\x12number_unavailable\x18\b \x01(\x05R\x11numberUnavailable\x12,\n" +
+	"\x0fcollision_count\x18\t \x01(\x05H\x00R\x0ecollisionCount\x88\x01\x01\x124\n" +
+	"\n" +
+	"conditions\x18\n" +
+	" \x03(\v2\x14.kplane.v1.ConditionR\n" +
+	"conditionsB\x12\n" +
 	"\x10_collision_countB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
 
 var (
@@ -2909,133 +3905,167 @@ func file_kplane_v1_workloads_proto_rawDescGZIP() []byte {
 	return file_kplane_v1_workloads_proto_rawDescData
 }
 
-var file_kplane_v1_workloads_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_kplane_v1_workloads_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_kplane_v1_workloads_proto_goTypes = []any{
-	(*ReplicaSet)(nil),                             // 0: kplane.v1.ReplicaSet
-	(*ReplicaSetSpec)(nil),                         // 1: kplane.v1.ReplicaSetSpec
-	(*ReplicaSetStatus)(nil),                       // 2: kplane.v1.ReplicaSetStatus
-	(*ReplicationController)(nil),                  // 3: kplane.v1.ReplicationController
-	(*ReplicationControllerSpec)(nil),              // 4: kplane.v1.ReplicationControllerSpec
-	(*Job)(nil),                                    // 5: kplane.v1.Job
-	(*JobSpec)(nil),                                // 6: kplane.v1.JobSpec
-	(*JobStatus)(nil),                              // 7: kplane.v1.JobStatus
-	(*UncountedTerminatedPods)(nil),                // 8: kplane.v1.UncountedTerminatedPods
-	(*PodFailurePolicy)(nil),                       // 9: kplane.v1.PodFailurePolicy
-	(*PodFailurePolicyRule)(nil),                   // 10: kplane.v1.PodFailurePolicyRule
-	(*PodFailurePolicyOnExitCodesRequirement)(nil), // 11: kplane.v1.PodFailurePolicyOnExitCodesRequirement
-	(*PodFailurePolicyOnPodConditionsPattern)(nil), // 12: kplane.v1.PodFailurePolicyOnPodConditionsPattern
-	(*SuccessPolicy)(nil),                          // 13: kplane.v1.SuccessPolicy
-	(*SuccessPolicyRule)(nil),                      // 14: kplane.v1.SuccessPolicyRule
-	(*PersistentVolume)(nil),                       // 15: kplane.v1.PersistentVolume
-	(*PersistentVolumeSpec)(nil),                   // 16: kplane.v1.PersistentVolumeSpec
-	(*VolumeNodeAffinity)(nil),                     // 17: kplane.v1.VolumeNodeAffinity
-	(*NodeSelector)(nil),                           // 18: kplane.v1.NodeSelector
-	(*NodeSelectorTerm)(nil),                       // 19: kplane.v1.NodeSelectorTerm
-	(*NodeSelectorRequirement)(nil),                // 20: kplane.v1.NodeSelectorRequirement
-	(*PersistentVolumeStatus)(nil),                 // 21: kplane.v1.PersistentVolumeStatus
-	(*PersistentVolumeClaim)(nil),                  // 22: kplane.v1.PersistentVolumeClaim
-	(*PersistentVolumeClaimSpec)(nil),              // 23: kplane.v1.PersistentVolumeClaimSpec
-	(*PersistentVolumeClaimStatus)(nil),            // 24: kplane.v1.PersistentVolumeClaimStatus
-	(*StorageClass)(nil),                           // 25: kplane.v1.StorageClass
-	(*Lease)(nil),                                  // 26: kplane.v1.Lease
-	(*LeaseSpec)(nil),                              // 27: kplane.v1.LeaseSpec
-	(*CronJob)(nil),                                // 28: kplane.v1.CronJob
-	(*CronJobSpec)(nil),                            // 29: kplane.v1.CronJobSpec
-	(*JobTemplateSpec)(nil),                        // 30: kplane.v1.JobTemplateSpec
-	(*CronJobStatus)(nil),                          // 31: kplane.v1.CronJobStatus
-	(*Deployment)(nil),                             // 32: kplane.v1.Deployment
-	(*DeploymentSpec)(nil),                         // 33: kplane.v1.DeploymentSpec
-	(*DeploymentStrategy)(nil),                     // 34: kplane.v1.DeploymentStrategy
-	(*RollingUpdateDeployment)(nil),                // 35: kplane.v1.RollingUpdateDeployment
-	(*DeploymentStatus)(nil),                       // 36: kplane.v1.DeploymentStatus
-	nil,                                            // 37: kplane.v1.ReplicationControllerSpec.SelectorEntry
-	nil,                                            // 38: kplane.v1.PersistentVolumeSpec.CapacityEntry
-	nil,                                            // 39: kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
-	nil,                                            // 40: kplane.v1.StorageClass.ParametersEntry
-	(*ObjectMeta)(nil),                             // 41: kplane.v1.ObjectMeta
-	(*LabelSelector)(nil),                          // 42: kplane.v1.LabelSelector
-	(*PodTemplateSpec)(nil),                        // 43: kplane.v1.PodTemplateSpec
-	(*Condition)(nil),                              // 44: kplane.v1.Condition
-	(*timestamppb.Timestamp)(nil),                  // 45: google.protobuf.Timestamp
-	(*ObjectReference)(nil),                        // 46: kplane.v1.ObjectReference
-	(*HostPathVolumeSource)(nil),                   // 47: kplane.v1.HostPathVolumeSource
-	(*ResourceRequirements)(nil),                   // 48: kplane.v1.ResourceRequirements
-	(*IntOrString)(nil),                            // 49: kplane.v1.IntOrString
+	(*ReplicaSet)(nil),                                      // 0: kplane.v1.ReplicaSet
+	(*ReplicaSetSpec)(nil),                                  // 1: kplane.v1.ReplicaSetSpec
+	(*ReplicaSetStatus)(nil),                                // 2: kplane.v1.ReplicaSetStatus
+	(*ReplicationController)(nil),                           // 3: kplane.v1.ReplicationController
+	(*ReplicationControllerSpec)(nil),                       // 4: kplane.v1.ReplicationControllerSpec
+	(*Job)(nil),                                             // 5: kplane.v1.Job
+	(*JobSpec)(nil),                                         // 6: kplane.v1.JobSpec
+	(*JobStatus)(nil),                                       // 7: kplane.v1.JobStatus
+	(*UncountedTerminatedPods)(nil),                         // 8: kplane.v1.UncountedTerminatedPods
+	(*PodFailurePolicy)(nil),                                // 9: kplane.v1.PodFailurePolicy
+	(*PodFailurePolicyRule)(nil),                            // 10: kplane.v1.PodFailurePolicyRule
+	(*PodFailurePolicyOnExitCodesRequirement)(nil),          // 11: kplane.v1.PodFailurePolicyOnExitCodesRequirement
+	(*PodFailurePolicyOnPodConditionsPattern)(nil),          // 12: kplane.v1.PodFailurePolicyOnPodConditionsPattern
+	(*SuccessPolicy)(nil),                                   // 13: kplane.v1.SuccessPolicy
+	(*SuccessPolicyRule)(nil),                               // 14: kplane.v1.SuccessPolicyRule
+	(*PersistentVolume)(nil),                                // 15: kplane.v1.PersistentVolume
+	(*PersistentVolumeSpec)(nil),                            // 16: kplane.v1.PersistentVolumeSpec
+	(*VolumeNodeAffinity)(nil),                              // 17: kplane.v1.VolumeNodeAffinity
+	(*NodeSelector)(nil),                                    // 18: kplane.v1.NodeSelector
+	(*NodeSelectorTerm)(nil),                                // 19: kplane.v1.NodeSelectorTerm
+	(*NodeSelectorRequirement)(nil),                         // 20: kplane.v1.NodeSelectorRequirement
+	(*PersistentVolumeStatus)(nil),                          // 21: kplane.v1.PersistentVolumeStatus
+	(*PersistentVolumeClaim)(nil),                           // 22: kplane.v1.PersistentVolumeClaim
+	(*PersistentVolumeClaimSpec)(nil),                       // 23: kplane.v1.PersistentVolumeClaimSpec
+	(*PersistentVolumeClaimStatus)(nil),                     // 24: kplane.v1.PersistentVolumeClaimStatus
+	(*StorageClass)(nil),                                    // 25: kplane.v1.StorageClass
+	(*Lease)(nil),                                           // 26: kplane.v1.Lease
+	(*LeaseSpec)(nil),                                       // 27: kplane.v1.LeaseSpec
+	(*CronJob)(nil),                                         // 28: kplane.v1.CronJob
+	(*CronJobSpec)(nil),                                     // 29: kplane.v1.CronJobSpec
+	(*JobTemplateSpec)(nil),                                 // 30: kplane.v1.JobTemplateSpec
+	(*CronJobStatus)(nil),                                   // 31: kplane.v1.CronJobStatus
+	(*Deployment)(nil),                                      // 32: kplane.v1.Deployment
+	(*DeploymentSpec)(nil),                                  // 33: kplane.v1.DeploymentSpec
+	(*DeploymentStrategy)(nil),                              // 34: kplane.v1.DeploymentStrategy
+	(*RollingUpdateDeployment)(nil),                         // 35: kplane.v1.RollingUpdateDeployment
+	(*DeploymentStatus)(nil),                                // 36: kplane.v1.DeploymentStatus
+	(*ControllerRevision)(nil),                              // 37: kplane.v1.ControllerRevision
+	(*StatefulSet)(nil),                                     // 38: kplane.v1.StatefulSet
+	(*StatefulSetSpec)(nil),                                 // 39: kplane.v1.StatefulSetSpec
+	(*StatefulSetUpdateStrategy)(nil),                       // 40: kplane.v1.StatefulSetUpdateStrategy
+	(*RollingUpdateStatefulSetStrategy)(nil),                // 41: kplane.v1.RollingUpdateStatefulSetStrategy
+	(*StatefulSetPersistentVolumeClaimRetentionPolicy)(nil), // 42: kplane.v1.StatefulSetPersistentVolumeClaimRetentionPolicy
+	(*StatefulSetStatus)(nil),                               // 43: kplane.v1.StatefulSetStatus
+	(*DaemonSet)(nil),                                       // 44: kplane.v1.DaemonSet
+	(*DaemonSetSpec)(nil),                                   // 45: kplane.v1.DaemonSetSpec
+	(*DaemonSetUpdateStrategy)(nil),                         // 46: kplane.v1.DaemonSetUpdateStrategy
+	(*RollingUpdateDaemonSet)(nil),                          // 47: kplane.v1.RollingUpdateDaemonSet
+	(*DaemonSetStatus)(nil),                                 // 48: kplane.v1.DaemonSetStatus
+	nil,                                                     // 49: kplane.v1.ReplicationControllerSpec.SelectorEntry
+	nil,                                                     // 50: kplane.v1.PersistentVolumeSpec.CapacityEntry
+	nil,                                                     // 51: kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
+	nil,                                                     // 52: kplane.v1.StorageClass.ParametersEntry
+	(*ObjectMeta)(nil),                                      // 53: kplane.v1.ObjectMeta
+	(*LabelSelector)(nil),                                   // 54: kplane.v1.LabelSelector
+	(*PodTemplateSpec)(nil),                                 // 55: kplane.v1.PodTemplateSpec
+	(*Condition)(nil),                                       // 56: kplane.v1.Condition
+	(*timestamppb.Timestamp)(nil),                           // 57: google.protobuf.Timestamp
+	(*ObjectReference)(nil),                                 // 58: kplane.v1.ObjectReference
+	(*HostPathVolumeSource)(nil),                            // 59: kplane.v1.HostPathVolumeSource
+	(*ResourceRequirements)(nil),                            // 60: kplane.v1.ResourceRequirements
+	(*IntOrString)(nil),                                     // 61: kplane.v1.IntOrString
 }
 var file_kplane_v1_workloads_proto_depIdxs = []int32{
-	41, // 0: kplane.v1.ReplicaSet.metadata:type_name -> kplane.v1.ObjectMeta
+	53, // 0: kplane.v1.ReplicaSet.metadata:type_name -> kplane.v1.ObjectMeta
 	1,  // 1: kplane.v1.ReplicaSet.spec:type_name -> kplane.v1.ReplicaSetSpec
 	2,  // 2: kplane.v1.ReplicaSet.status:type_name -> kplane.v1.ReplicaSetStatus
-	42, // 3: kplane.v1.ReplicaSetSpec.selector:type_name -> kplane.v1.LabelSelector
-	43, // 4: kplane.v1.ReplicaSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
-	44, // 5: kplane.v1.ReplicaSetStatus.conditions:type_name -> kplane.v1.Condition
-	41, // 6: kplane.v1.ReplicationController.metadata:type_name -> kplane.v1.ObjectMeta
+	54, // 3: kplane.v1.ReplicaSetSpec.selector:type_name -> kplane.v1.LabelSelector
+	55, // 4: kplane.v1.ReplicaSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	56, // 5: kplane.v1.ReplicaSetStatus.conditions:type_name -> kplane.v1.Condition
+	53, // 6: kplane.v1.ReplicationController.metadata:type_name -> kplane.v1.ObjectMeta
 	4,  // 7: kplane.v1.ReplicationController.spec:type_name -> kplane.v1.ReplicationControllerSpec
 	2,  // 8: kplane.v1.ReplicationController.status:type_name -> kplane.v1.ReplicaSetStatus
-	37, // 9: kplane.v1.ReplicationControllerSpec.selector:type_name -> kplane.v1.ReplicationControllerSpec.SelectorEntry
-	43, // 10: kplane.v1.ReplicationControllerSpec.template:type_name -> kplane.v1.PodTemplateSpec
-	41, // 11: kplane.v1.Job.metadata:type_name -> kplane.v1.ObjectMeta
+	49, // 9: kplane.v1.ReplicationControllerSpec.selector:type_name -> kplane.v1.ReplicationControllerSpec.SelectorEntry
+	55, // 10: kplane.v1.ReplicationControllerSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	53, // 11: kplane.v1.Job.metadata:type_name -> kplane.v1.ObjectMeta
 	6,  // 12: kplane.v1.Job.spec:type_name -> kplane.v1.JobSpec
 	7,  // 13: kplane.v1.Job.status:type_name -> kplane.v1.JobStatus
-	42, // 14: kplane.v1.JobSpec.selector:type_name -> kplane.v1.LabelSelector
-	43, // 15: kplane.v1.JobSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	54, // 14: kplane.v1.JobSpec.selector:type_name -> kplane.v1.LabelSelector
+	55, // 15: kplane.v1.JobSpec.template:type_name -> kplane.v1.PodTemplateSpec
 	9,  // 16: kplane.v1.JobSpec.pod_failure_policy:type_name -> kplane.v1.PodFailurePolicy
 	13, // 17: kplane.v1.JobSpec.success_policy:type_name -> kplane.v1.SuccessPolicy
-	44, // 18: kplane.v1.JobStatus.conditions:type_name -> kplane.v1.Condition
-	45, // 19: kplane.v1.JobStatus.start_time:type_name -> google.protobuf.Timestamp
-	45, // 20: kplane.v1.JobStatus.completion_time:type_name -> google.protobuf.Timestamp
+	56, // 18: kplane.v1.JobStatus.conditions:type_name -> kplane.v1.Condition
+	57, // 19: kplane.v1.JobStatus.start_time:type_name -> google.protobuf.Timestamp
+	57, // 20: kplane.v1.JobStatus.completion_time:type_name -> google.protobuf.Timestamp
 	8,  // 21: kplane.v1.JobStatus.uncounted_terminated_pods:type_name -> kplane.v1.UncountedTerminatedPods
 	10, // 22: kplane.v1.PodFailurePolicy.rules:type_name -> kplane.v1.PodFailurePolicyRule
 	11, // 23: kplane.v1.PodFailurePolicyRule.on_exit_codes:type_name -> kplane.v1.PodFailurePolicyOnExitCodesRequirement
 	12, // 24: kplane.v1.PodFailurePolicyRule.on_pod_conditions:type_name -> kplane.v1.PodFailurePolicyOnPodConditionsPattern
 	14, // 25: kplane.v1.SuccessPolicy.rules:type_name -> kplane.v1.SuccessPolicyRule
-	41, // 26: kplane.v1.PersistentVolume.metadata:type_name -> kplane.v1.ObjectMeta
+	53, // 26: kplane.v1.PersistentVolume.metadata:type_name -> kplane.v1.ObjectMeta
 	16, // 27: kplane.v1.PersistentVolume.spec:type_name -> kplane.v1.PersistentVolumeSpec
 	21, // 28: kplane.v1.PersistentVolume.status:type_name -> kplane.v1.PersistentVolumeStatus
-	38, // 29: kplane.v1.PersistentVolumeSpec.capacity:type_name -> kplane.v1.PersistentVolumeSpec.CapacityEntry
-	46, // 30: kplane.v1.PersistentVolumeSpec.claim_ref:type_name -> kplane.v1.ObjectReference
-	47, // 31: kplane.v1.PersistentVolumeSpec.host_path:type_name -> kplane.v1.HostPathVolumeSource
+	50, // 29: kplane.v1.PersistentVolumeSpec.capacity:type_name -> kplane.v1.PersistentVolumeSpec.CapacityEntry
+	58, // 30: kplane.v1.PersistentVolumeSpec.claim_ref:type_name -> kplane.v1.ObjectReference
+	59, // 31: kplane.v1.PersistentVolumeSpec.host_path:type_name -> kplane.v1.HostPathVolumeSource
 	17, // 32: kplane.v1.PersistentVolumeSpec.node_affinity:type_name -> kplane.v1.VolumeNodeAffinity
 	18, // 33: kplane.v1.VolumeNodeAffinity.required:type_name -> kplane.v1.NodeSelector
 	19, // 34: kplane.v1.NodeSelector.node_selector_terms:type_name -> kplane.v1.NodeSelectorTerm
 	20, // 35: kplane.v1.NodeSelectorTerm.match_expressions:type_name -> kplane.v1.NodeSelectorRequirement
-	41, // 36: kplane.v1.PersistentVolumeClaim.metadata:type_name -> kplane.v1.ObjectMeta
+	53, // 36: kplane.v1.PersistentVolumeClaim.metadata:type_name -> kplane.v1.ObjectMeta
 	23, // 37: kplane.v1.PersistentVolumeClaim.spec:type_name -> kplane.v1.PersistentVolumeClaimSpec
 	24, // 38: kplane.v1.PersistentVolumeClaim.status:type_name -> kplane.v1.PersistentVolumeClaimStatus
-	42, // 39: kplane.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.v1.LabelSelector
-	48, // 40: kplane.v1.PersistentVolumeClaimSpec.resources:type_name -> kplane.v1.ResourceRequirements
-	39, // 41: kplane.v1.PersistentVolumeClaimStatus.capacity:type_name -> kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
-	44, // 42: kplane.v1.PersistentVolumeClaimStatus.conditions:type_name -> kplane.v1.Condition
-	41, // 43: kplane.v1.StorageClass.metadata:type_name -> kplane.v1.ObjectMeta
-	40, // 44: kplane.v1.StorageClass.parameters:type_name -> kplane.v1.StorageClass.ParametersEntry
-	41, // 45: kplane.v1.Lease.metadata:type_name -> kplane.v1.ObjectMeta
+	54, // 39: kplane.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.v1.LabelSelector
+	60, // 40: kplane.v1.PersistentVolumeClaimSpec.resources:type_name -> kplane.v1.ResourceRequirements
+	51, // 41: kplane.v1.PersistentVolumeClaimStatus.capacity:type_name -> kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
+	56, // 42: kplane.v1.PersistentVolumeClaimStatus.conditions:type_name -> kplane.v1.Condition
+	53, // 43: kplane.v1.StorageClass.metadata:type_name -> kplane.v1.ObjectMeta
+	52, // 44: kplane.v1.StorageClass.parameters:type_name -> kplane.v1.StorageClass.ParametersEntry
+	53, // 45: kplane.v1.Lease.metadata:type_name -> kplane.v1.ObjectMeta
 	27, // 46: kplane.v1.Lease.spec:type_name -> kplane.v1.LeaseSpec
-	45, // 47: kplane.v1.LeaseSpec.acquire_time:type_name -> google.protobuf.Timestamp
-	45, // 48: kplane.v1.LeaseSpec.renew_time:type_name -> google.protobuf.Timestamp
-	41, // 49: kplane.v1.CronJob.metadata:type_name -> kplane.v1.ObjectMeta
+	57, // 47: kplane.v1.LeaseSpec.acquire_time:type_name -> google.protobuf.Timestamp
+	57, // 48: kplane.v1.LeaseSpec.renew_time:type_name -> google.protobuf.Timestamp
+	53, // 49: kplane.v1.CronJob.metadata:type_name -> kplane.v1.ObjectMeta
 	29, // 50: kplane.v1.CronJob.spec:type_name -> kplane.v1.CronJobSpec
 	31, // 51: kplane.v1.CronJob.status:type_name -> kplane.v1.CronJobStatus
 	30, // 52: kplane.v1.CronJobSpec.job_template:type_name -> kplane.v1.JobTemplateSpec
-	41, // 53: kplane.v1.JobTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
+	53, // 53: kplane.v1.JobTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
 	6,  // 54: kplane.v1.JobTemplateSpec.spec:type_name -> kplane.v1.JobSpec
-	46, // 55: kplane.v1.CronJobStatus.active:type_name -> kplane.v1.ObjectReference
-	45, // 56: kplane.v1.CronJobStatus.last_schedule_time:type_name -> google.protobuf.Timestamp
-	45, // 57: kplane.v1.CronJobStatus.last_successful_time:type_name -> google.protobuf.Timestamp
-	41, // 58: kplane.v1.Deployment.metadata:type_name -> kplane.v1.ObjectMeta
+	58, // 55: kplane.v1.CronJobStatus.active:type_name -> kplane.v1.ObjectReference
+	57, // 56: kplane.v1.CronJobStatus.last_schedule_time:type_name -> google.protobuf.Timestamp
+	57, // 57: kplane.v1.CronJobStatus.last_successful_time:type_name -> google.protobuf.Timestamp
+	53, // 58: kplane.v1.Deployment.metadata:type_name -> kplane.v1.ObjectMeta
 	33, // 59: kplane.v1.Deployment.spec:type_name -> kplane.v1.DeploymentSpec
 	36, // 60: kplane.v1.Deployment.status:type_name -> kplane.v1.DeploymentStatus
-	42, // 61: kplane.v1.DeploymentSpec.selector:type_name -> kplane.v1.LabelSelector
-	43, // 62: kplane.v1.DeploymentSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	54, // 61: kplane.v1.DeploymentSpec.selector:type_name -> kplane.v1.LabelSelector
+	55, // 62: kplane.v1.DeploymentSpec.template:type_name -> kplane.v1.PodTemplateSpec
 	34, // 63: kplane.v1.DeploymentSpec.strategy:type_name -> kplane.v1.DeploymentStrategy
 	35, // 64: kplane.v1.DeploymentStrategy.rolling_update:type_name -> kplane.v1.RollingUpdateDeployment
-	49, // 65: kplane.v1.RollingUpdateDeployment.max_unavailable:type_name -> kplane.v1.IntOrString
-	49, // 66: kplane.v1.RollingUpdateDeployment.max_surge:type_name -> kplane.v1.IntOrString
-	44, // 67: kplane.v1.DeploymentStatus.conditions:type_name -> kplane.v1.Condition
-	68, // [68:68] is the sub-list for method output_type
-	68, // [68:68] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	61, // 65: kplane.v1.RollingUpdateDeployment.max_unavailable:type_name -> kplane.v1.IntOrString
+	61, // 66: kplane.v1.RollingUpdateDeployment.max_surge:type_name -> kplane.v1.IntOrString
+	56, // 67: kplane.v1.DeploymentStatus.conditions:type_name -> kplane.v1.Condition
+	53, // 68: kplane.v1.ControllerRevision.metadata:type_name -> kplane.v1.ObjectMeta
+	53, // 69: kplane.v1.StatefulSet.metadata:type_name -> kplane.v1.ObjectMeta
+	39, // 70: kplane.v1.StatefulSet.spec:type_name -> kplane.v1.StatefulSetSpec
+	43, // 71: kplane.v1.StatefulSet.status:type_name -> kplane.v1.StatefulSetStatus
+	54, // 72: kplane.v1.StatefulSetSpec.selector:type_name -> kplane.v1.LabelSelector
+	55, // 73: kplane.v1.StatefulSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	22, // 74: kplane.v1.StatefulSetSpec.volume_claim_templates:type_name -> kplane.v1.PersistentVolumeClaim
+	40, // 75: kplane.v1.StatefulSetSpec.update_strategy:type_name -> kplane.v1.StatefulSetUpdateStrategy
+	42, // 76: kplane.v1.StatefulSetSpec.persistent_volume_claim_retention_policy:type_name -> kplane.v1.StatefulSetPersistentVolumeClaimRetentionPolicy
+	41, // 77: kplane.v1.StatefulSetUpdateStrategy.rolling_update:type_name -> kplane.v1.RollingUpdateStatefulSetStrategy
+	61, // 78: kplane.v1.RollingUpdateStatefulSetStrategy.max_unavailable:type_name -> kplane.v1.IntOrString
+	56, // 79: kplane.v1.StatefulSetStatus.conditions:type_name -> kplane.v1.Condition
+	53, // 80: kplane.v1.DaemonSet.metadata:type_name -> kplane.v1.ObjectMeta
+	45, // 81: kplane.v1.DaemonSet.spec:type_name -> kplane.v1.DaemonSetSpec
+	48, // 82: kplane.v1.DaemonSet.status:type_name -> kplane.v1.DaemonSetStatus
+	54, // 83: kplane.v1.DaemonSetSpec.selector:type_name -> kplane.v1.LabelSelector
+	55, // 84: kplane.v1.DaemonSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	46, // 85: kplane.v1.DaemonSetSpec.update_strategy:type_name -> kplane.v1.DaemonSetUpdateStrategy
+	47, // 86: kplane.v1.DaemonSetUpdateStrategy.rolling_update:type_name -> kplane.v1.RollingUpdateDaemonSet
+	61, // 87: kplane.v1.RollingUpdateDaemonSet.max_unavailable:type_name -> kplane.v1.IntOrString
+	61, // 88: kplane.v1.RollingUpdateDaemonSet.max_surge:type_name -> kplane.v1.IntOrString
+	56, // 89: kplane.v1.DaemonSetStatus.conditions:type_name -> kplane.v1.Condition
+	90, // [90:90] is the sub-list for method output_type
+	90, // [90:90] is the sub-list for method input_type
+	90, // [90:90] is the sub-list for extension type_name
+	90, // [90:90] is the sub-list for extension extendee
+	0,  // [0:90] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_workloads_proto_init() }
@@ -3057,13 +4087,18 @@ func file_kplane_v1_workloads_proto_init() {
 	file_kplane_v1_workloads_proto_msgTypes[29].OneofWrappers = []any{}
 	file_kplane_v1_workloads_proto_msgTypes[33].OneofWrappers = []any{}
 	file_kplane_v1_workloads_proto_msgTypes[36].OneofWrappers = []any{}
+	file_kplane_v1_workloads_proto_msgTypes[39].OneofWrappers = []any{}
+	file_kplane_v1_workloads_proto_msgTypes[41].OneofWrappers = []any{}
+	file_kplane_v1_workloads_proto_msgTypes[43].OneofWrappers = []any{}
+	file_kplane_v1_workloads_proto_msgTypes[45].OneofWrappers = []any{}
+	file_kplane_v1_workloads_proto_msgTypes[48].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_v1_workloads_proto_rawDesc), len(file_kplane_v1_workloads_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   41,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

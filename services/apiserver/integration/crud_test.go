@@ -353,6 +353,12 @@ func TestEveryKindRoundTrips(t *testing.T) {
 			}},
 		}}),
 		newDeployment("team", "deploy", 2),
+		kplanev1.MustWrap(&kplanev1.ControllerRevision{Metadata: meta("team", "db-7c9f", nil), Data: []byte("snapshot"), Revision: 1}),
+		newStatefulSet("team", "db", 2),
+		kplanev1.MustWrap(&kplanev1.DaemonSet{Metadata: meta("team", "logs", nil), Spec: &kplanev1.DaemonSetSpec{
+			Selector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"app": "logs"}},
+			Template: &kplanev1.PodTemplateSpec{Metadata: &kplanev1.ObjectMeta{Labels: map[string]string{"app": "logs"}}, Spec: podSpec()},
+		}}),
 	}
 	if len(objs) != len(kplanev1.KindNames()) {
 		t.Fatalf("test covers %d kinds, the API has %d: add the new kind here", len(objs), len(kplanev1.KindNames()))

@@ -21,6 +21,19 @@ func newDeployment(ns, name string, replicas int32) *kplanev1.Object {
 	})
 }
 
+func newStatefulSet(ns, name string, replicas int32) *kplanev1.Object {
+	lbl := map[string]string{"app": name}
+	return kplanev1.MustWrap(&kplanev1.StatefulSet{
+		Metadata: meta(ns, name, nil),
+		Spec: &kplanev1.StatefulSetSpec{
+			Replicas:    proto.Int32(replicas),
+			ServiceName: name,
+			Selector:    &kplanev1.LabelSelector{MatchLabels: lbl},
+			Template:    &kplanev1.PodTemplateSpec{Metadata: &kplanev1.ObjectMeta{Labels: lbl}, Spec: podSpec()},
+		},
+	})
+}
+
 // TestScaleSubresource: GetScale and UpdateScale serve every kind with
 // spec.replicas the same way; an update changes spec.replicas only
 // (generation +1), a stale resourceVersion is Aborted, bad input is
@@ -32,7 +45,7 @@ func TestScaleSubresource(t *testing.T) {
 		Replicas: proto.Int32(2),
 		Template: &kplanev1.PodTemplateSpec{Metadata: &kplanev1.ObjectMeta{Labels: map[string]string{"app": "rc", "tier": "a"}}, Spec: podSpec()},
 	}})
-	for _, o := range []*kplanev1.Object{newDeployment("default", "web", 3), newReplicaSet("default", "rs", 3), rc} {
+	for _, o := range []*kplanev1.Object{newDeployment("default", "web", 3), newReplicaSet("default", "rs", 3), rc, newStatefulSet("default", "db", 3)} {
 		kind := o.KindName()
 		t.Run(kind, func(t *testing.T) {
 			stored := create(t, c, o)
@@ -46,7 +59,7 @@ func TestScaleSubresource(t *testing.T) {
 			}
 			if s.GetMetadata().GetName() != name || s.GetMetadata().GetUid() != stored.Meta().Uid ||
 				s.GetMetadata().GetResourceVersion() != stored.Meta().ResourceVersion ||
-				s.GetSpec().GetReplicas() != map[string]int32{"Deployment": 3, "ReplicaSet": 3, "ReplicationController": 2}[kind] ||
+				s.GetSpec().GetReplicas() != map[string]int32{"Deployment": 3, "ReplicaSet": 3, "ReplicationController": 2, "StatefulSet": 3}[kind] ||
 				s.GetStatus().GetSelector() != wantSel {
 				t.Fatalf("GetScale = %v", s)
 			}
@@ -82,6 +95,14 @@ func TestScaleSubresource(t *testing.T) {
 				if sc.GetReplicationController().Spec.GetReplicas() != 5 {
 					t.Fatal("replicas not written")
 				}
+			case "StatefulSet":
+				if sc.GetStatefulSet().Spec.GetReplicas() != 5 {
+					t.Fatal("replicas not written")
+				}
+				sc.GetStatefulSet().Spec.Replicas = proto.Int32(3)
+				if !proto.Equal(sc.GetStatefulSet().Spec, stored.GetStatefulSet().Spec) {
+					t.Fatal("scale changed more than spec.replicas")
+				}
 			}
 
 			// Stale resourceVersion: Aborted, nothing written.
@@ -104,6 +125,8 @@ func TestScaleSubresource(t *testing.T) {
 
 	_, err := c.GetScale(ctx, &kplanev1.GetScaleRequest{Kind: "Pod", Namespace: "default", Name: "x"})
 	requireCode(t, err, codes.InvalidArgument, "kind Pod has no scale subresource")
+	_, err = c.GetScale(ctx, &kplanev1.GetScaleRequest{Kind: "DaemonSet", Namespace: "default", Name: "x"})
+	requireCode(t, err, codes.InvalidArgument, "kind DaemonSet has no scale subresource")
 	_, err = c.GetScale(ctx, &kplanev1.GetScaleRequest{Kind: "Widget", Namespace: "default", Name: "x"})
 	requireCode(t, err, codes.InvalidArgument)
 	_, err = c.GetScale(ctx, &kplanev1.GetScaleRequest{Kind: "Deployment", Namespace: "default", Name: "missing"})
@@ -136,4 +159,31 @@ func TestDeploymentValidationThroughStore(t *testing.T) {
 	d.GetDeployment().Spec.Template.Metadata.Labels["x"] = "y"
 	_, err = c.Update(ctx, &kplanev1.UpdateRequest{Object: d})
 	requireCode(t, err, codes.InvalidArgument, "spec.selector", "field is immutable")
+}
+
+// TestStatefulSetValidationThroughStore: a bad StatefulSet is refused
+// with the field path and nothing is stored; the fields that define the
+// identities (serviceName, volumeClaimTemplates) cannot change.
+func TestStatefulSetValidationThroughStore(t *testing.T) {
+	_, c := start(t)
+	ctx := testCtx(t)
+	bad := newStatefulSet("default", "bad", 1)
+	bad.GetStatefulSet().Spec.PodManagementPolicy = "Sometimes"
+	_, err := c.Create(ctx, &kplanev1.CreateRequest{Object: bad})
+	requireCode(t, err, codes.InvalidArgument, "spec.podManagementPolicy", `Unsupported value: "Sometimes"`)
+	_, err = c.Get(ctx, &kplanev1.GetRequest{Kind: "StatefulSet", Namespace: "default", Name: "bad"})
+	requireCode(t, err, codes.NotFound)
+
+	stored := create(t, c, newStatefulSet("default", "db", 1))
+	if ss := stored.GetStatefulSet(); ss.Spec.PodManagementPolicy != "OrderedReady" ||
+		ss.Spec.UpdateStrategy.GetRollingUpdate().GetPartition() != 0 || ss.Spec.PersistentVolumeClaimRetentionPolicy.GetWhenScaled() != "Retain" {
+		t.Fatalf("stored without defaults: %v", ss.Spec)
+	}
+	up := proto.Clone(stored).(*kplanev1.Object)
+	up.GetStatefulSet().Spec.ServiceName = "other"
+	_, err = c.Update(ctx, &kplanev1.UpdateRequest{Object: up})
+	requireCode(t, err, codes.InvalidArgument, "spec: Forbidden: updates to statefulset spec for fields other than")
+	if got := get(t, c, "StatefulSet", "default", "db"); got.Meta().ResourceVersion != stored.Meta().ResourceVersion {
+		t.Fatal("a refused update wrote the object")
+	}
 }

@@ -22,7 +22,7 @@ import (
 
 // Controllers are the leader-elected binaries of the control plane, in the
 // order they start; each holds the Lease kplane-system/<name>.
-var Controllers = []string{"scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "jobctl", "cronjobctl", "pvctl", "deploymentctl"}
+var Controllers = []string{"scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "jobctl", "cronjobctl", "pvctl", "deploymentctl", "statefulsetctl", "daemonsetctl"}
 
 // Runtime names of the node agent.
 const (

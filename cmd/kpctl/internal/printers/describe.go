@@ -158,6 +158,10 @@ func Describe(w io.Writer, obj *kplanev1.Object, rel Related, now time.Time) err
 		d.replicas(rc.GetSpec().GetReplicas(), rc.GetStatus(), rc.GetSpec().GetTemplate())
 	case obj.GetDeployment() != nil:
 		d.deployment(obj.GetDeployment(), rel.ReplicaSets)
+	case obj.GetStatefulSet() != nil:
+		d.statefulSet(obj.GetStatefulSet())
+	case obj.GetDaemonSet() != nil:
+		d.daemonSet(obj.GetDaemonSet())
 	case obj.GetNode() != nil:
 		d.node(obj.GetNode())
 	case obj.GetService() != nil:
@@ -758,6 +762,51 @@ func (d *describer) deployment(dp *kplanev1.Deployment, sets []*kplanev1.Replica
 	}
 	d.line(0, "OldReplicaSets", "%s", cols.OrNone(strings.Join(olds, ", ")))
 	d.line(0, "NewReplicaSet", "%s", newSet)
+}
+
+// statefulSet prints kubectl's StatefulSet fields: replicas, the update
+// strategy, the template and the volume claim templates.
+func (d *describer) statefulSet(ss *kplanev1.StatefulSet) {
+	spec, st := ss.GetSpec(), ss.GetStatus()
+	d.line(0, "Selector", "%s", cols.LabelSelector(spec.GetSelector()))
+	d.line(0, "Replicas", "%d desired | %d total", spec.GetReplicas(), st.GetReplicas())
+	d.line(0, "Update Strategy", "%s", spec.GetUpdateStrategy().GetType())
+	if ru := spec.GetUpdateStrategy().GetRollingUpdate(); ru != nil {
+		d.line(1, "Partition", "%d", ru.GetPartition())
+	}
+	d.line(0, "Pods Status", "%d Ready / %d Current / %d Updated", st.GetReadyReplicas(), st.GetCurrentReplicas(), st.GetUpdatedReplicas())
+	d.template(spec.GetTemplate())
+	if cts := spec.GetVolumeClaimTemplates(); len(cts) > 0 {
+		d.section(0, "Volume Claims")
+		for _, ct := range cts {
+			d.line(1, "Name", "%s", ct.GetMetadata().GetName())
+			d.line(1, "StorageClass", "%s", ct.GetSpec().GetStorageClassName())
+			d.line(1, "Labels", "%s", cols.OrNone(cols.MapSelector(ct.GetMetadata().GetLabels())))
+			d.line(1, "Capacity", "%s", cols.OrNone(ct.GetSpec().GetResources().GetRequests()["storage"]))
+			d.line(1, "Access Modes", "[%s]", strings.Join(ct.GetSpec().GetAccessModes(), " "))
+		}
+	} else {
+		d.line(0, "Volume Claims", "%s", cols.None)
+	}
+}
+
+// daemonSet prints kubectl's DaemonSet fields: the node counts, the
+// update strategy and the template.
+func (d *describer) daemonSet(ds *kplanev1.DaemonSet) {
+	spec, st := ds.GetSpec(), ds.GetStatus()
+	d.line(0, "Selector", "%s", cols.LabelSelector(spec.GetSelector()))
+	d.line(0, "Node-Selector", "%s", cols.MapSelector(spec.GetTemplate().GetSpec().GetNodeSelector()))
+	d.line(0, "Desired Number of Nodes Scheduled", "%d", st.GetDesiredNumberScheduled())
+	d.line(0, "Current Number of Nodes Scheduled", "%d", st.GetCurrentNumberScheduled())
+	d.line(0, "Number of Nodes Scheduled with Up-to-date Pods", "%d", st.GetUpdatedNumberScheduled())
+	d.line(0, "Number of Nodes Scheduled with Available Pods", "%d", st.GetNumberAvailable())
+	d.line(0, "Number of Nodes Misscheduled", "%d", st.GetNumberMisscheduled())
+	d.line(0, "Pods Status", "%d Ready / %d Unavailable", st.GetNumberReady(), st.GetNumberUnavailable())
+	d.line(0, "Update Strategy", "%s", spec.GetUpdateStrategy().GetType())
+	if ru := spec.GetUpdateStrategy().GetRollingUpdate(); ru != nil {
+		d.line(0, "RollingUpdateStrategy", "%s max unavailable, %s max surge", ru.GetMaxUnavailable().Text(), ru.GetMaxSurge().Text())
+	}
+	d.template(spec.GetTemplate())
 }
 
 // Template prints a pod template as describe does (kpctl rollout history

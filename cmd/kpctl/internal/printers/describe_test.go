@@ -63,6 +63,8 @@ func TestDescribe(t *testing.T) {
 		{"cronjob", all["CronJob"][0], Related{}},
 		{"deployment", all["Deployment"][0], Related{ReplicaSets: deploymentSets(all["Deployment"][0].GetDeployment())}},
 		{"cronjob unset", all["CronJob"][1], Related{}},
+		{"statefulset", all["StatefulSet"][0], Related{}},
+		{"daemonset", all["DaemonSet"][0], Related{}},
 		{"secret", all["Secret"][0], Related{}},
 		{"storageclass", all["StorageClass"][0], Related{}},
 		{"lease", all["Lease"][0], Related{}},
