@@ -497,7 +497,7 @@ func (c *nodeController) evict(ctx context.Context, node *kplanev1.Node, now tim
 	}
 	var errs []error
 	for _, pod := range due {
-		deleted, err := c.forceDelete(ctx, pod)
+		deleted, err := c.evictPod(ctx, pod)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("evict pod %s/%s: %w", pod.GetMetadata().GetNamespace(), pod.GetMetadata().GetName(), err))
 			continue
@@ -510,6 +510,26 @@ func (c *nodeController) evict(ctx context.Context, node *kplanev1.Node, now tim
 		}
 	}
 	return wait, errors.Join(errs...)
+}
+
+// evictPod deletes a pod that is due for eviction from a NoExecute-tainted
+// node. A StatefulSet's pod is deleted gracefully, as Kubernetes' taint
+// manager deletes every pod: it stays (Terminating) until its node agent
+// confirms the containers stopped or the node object is deleted. Its
+// StatefulSet creates the replacement of an identity only once the old pod
+// object is gone, so a force delete here would let a partitioned node keep
+// running the old pod while the new one starts elsewhere: two pods with one
+// identity. Other pods are force-deleted, kplane's choice for pods whose
+// controllers replace them under new names anyway (docs/architecture.md).
+func (c *nodeController) evictPod(ctx context.Context, pod *kplanev1.Pod) (bool, error) {
+	if owner := controller.ControllerRef(pod.GetMetadata()); owner != nil && owner.GetKind() == "StatefulSet" {
+		if pod.GetMetadata().GetDeletionTimestamp() != nil {
+			return false, nil // already terminating: its agent or the node's deletion finishes it
+		}
+		_, deleted, err := controller.DeleteIfSameUID(ctx, c.api, kplanev1.MustWrap(pod), client.DeleteOptions{})
+		return deleted, err
+	}
+	return c.forceDelete(ctx, pod)
 }
 
 // forceDelete deletes a pod at once (its agent is gone, so nobody would

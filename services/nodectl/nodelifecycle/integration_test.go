@@ -566,3 +566,41 @@ func TestDeletedNodeLosesItsPods(t *testing.T) {
 		t.Fatal("pods of a live node deleted")
 	}
 }
+
+// TestStatefulSetPodEvictedGracefully: a StatefulSet's pod on an
+// unreachable node is deleted gracefully, not force-deleted, so it stays
+// (Terminating) and its identity is not free for a replacement while the
+// partitioned node may still run it; other pods go at once. Deleting the
+// node object then removes it, as Kubernetes' pod GC does.
+func TestStatefulSetPodEvictedGracefully(t *testing.T) {
+	c := newCluster(t, 2, 1)
+	sts := c.addPod("db-0", "n0")
+	sts.Metadata.OwnerReferences = []*kplanev1.OwnerReference{{
+		ApiVersion: "apps/v1", Kind: "StatefulSet", Name: "db", Uid: "uid-db", Controller: true,
+	}}
+	if _, err := client.Pods(c.api).Update(c.ctx, sts); err != nil {
+		t.Fatal(err)
+	}
+	startNodectl(t, c.srv.Addr(), "--pod-eviction-timeout", "1s", "--leader-elect=false")
+	c.setAlive("n0", false)
+	c.eventually("n0's other pod to be force-deleted and db-0 to be terminating", func() bool {
+		pods := c.podsOf("n0")
+		return len(pods) == 1 && pods[0].GetMetadata().GetName() == "db-0" && pods[0].GetMetadata().GetDeletionTimestamp() != nil
+	})
+	c.eventually("one eviction event for db-0", func() bool {
+		for _, e := range c.events("TaintManagerEviction") {
+			if e.GetInvolvedObject().GetName() == "db-0" {
+				return true
+			}
+		}
+		return false
+	})
+	c.holdsUntil("db-0 to stay while its node may still run it", time.Now().Add(2*time.Second), func() bool {
+		pods := c.podsOf("n0")
+		return len(pods) == 1 && pods[0].GetMetadata().GetUid() == sts.GetMetadata().GetUid()
+	})
+	if _, err := client.Nodes(c.api).Delete(c.ctx, "", "n0", client.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually("db-0 to be removed with its node", func() bool { return len(c.podsOf("n0")) == 0 })
+}
