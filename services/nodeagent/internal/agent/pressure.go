@@ -31,11 +31,11 @@ const (
 	SignalPIDAvailable    = "pid.available"
 )
 
-// Node condition types the agent owns beside Ready.
+// The node condition types the agent owns beside Ready.
 const (
-	NodeMemoryPressure = "MemoryPressure"
-	NodeDiskPressure   = "DiskPressure"
-	NodePIDPressure    = "PIDPressure"
+	NodeMemoryPressure = kplanev1.NodeMemoryPressure
+	NodeDiskPressure   = kplanev1.NodeDiskPressure
+	NodePIDPressure    = kplanev1.NodePIDPressure
 )
 
 // DefaultEvictionHard mirrors the kubelet's Linux defaults, less
