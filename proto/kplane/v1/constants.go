@@ -28,6 +28,12 @@ const (
 	// NodeNetworkUnavailable is the node condition for a node whose
 	// network is not set up; ipamctl sets it while a node has no pod CIDR.
 	NodeNetworkUnavailable = "NetworkUnavailable"
+	// NodeMemoryPressure, NodeDiskPressure and NodePIDPressure are the node
+	// conditions the node agent sets while an eviction threshold of the
+	// resource is crossed; the node controller taints the node after them.
+	NodeMemoryPressure = "MemoryPressure"
+	NodeDiskPressure   = "DiskPressure"
+	NodePIDPressure    = "PIDPressure"
 	// PodScheduled, PodInitialized, ContainersReady and PodReady are the
 	// pod conditions.
 	PodScheduled    = "PodScheduled"
@@ -61,6 +67,10 @@ const (
 	TaintNodeNotReady      = "node.kubernetes.io/not-ready"
 	TaintNodeUnreachable   = "node.kubernetes.io/unreachable"
 	TaintNodeUnschedulable = "node.kubernetes.io/unschedulable"
+	// The NoSchedule taints of the node pressure conditions.
+	TaintNodeMemoryPressure = "node.kubernetes.io/memory-pressure"
+	TaintNodeDiskPressure   = "node.kubernetes.io/disk-pressure"
+	TaintNodePIDPressure    = "node.kubernetes.io/pid-pressure"
 )
 
 // Finalizers the apiserver adds for Orphan and Foreground deletes, which

@@ -378,13 +378,16 @@ func (c *nodeController) syncTaints(ctx context.Context, node *kplanev1.Node, no
 	c.log.Info("node taints changed", "node", name, "added", change.added, "removed", change.removed)
 	obj := kplanev1.MustWrap(cur)
 	ready := apiutil.FindCondition(cur.GetStatus().GetConditions(), kplanev1.NodeReady)
+	// Events tell of readiness; pressure taints follow conditions the node
+	// agent already announced.
+	added, removed := readinessTaints(change.added), readinessTaints(change.removed)
 	switch {
-	case len(change.added) > 0:
+	case len(added) > 0:
 		c.rec.Eventf(ctx, obj, record.Normal, "NodeNotReady", "Node %s status is now %s (%s); tainted %s",
-			name, ready.GetStatus(), ready.GetReason(), strings.Join(change.added, ", "))
-	case len(change.removed) > 0 && ready.GetStatus() == kplanev1.ConditionTrue:
+			name, ready.GetStatus(), ready.GetReason(), strings.Join(added, ", "))
+	case len(removed) > 0 && ready.GetStatus() == kplanev1.ConditionTrue:
 		c.rec.Eventf(ctx, obj, record.Normal, "NodeReady", "Node %s is ready again; removed taints %s",
-			name, strings.Join(change.removed, ", "))
+			name, strings.Join(removed, ", "))
 	}
 	return cur, nil
 }

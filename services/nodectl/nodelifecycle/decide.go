@@ -2,6 +2,7 @@ package nodelifecycle
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -114,36 +115,62 @@ func (c taintChange) changed() bool { return len(c.added) > 0 || len(c.removed) 
 
 func taintID(t *kplanev1.Taint) string { return t.GetKey() + ":" + t.GetEffect() }
 
-// desiredTaints returns the node's taints as the Ready condition asks for:
+// pressureTaints pairs each node pressure condition with its taint.
+var pressureTaints = []struct{ cond, key string }{
+	{kplanev1.NodeMemoryPressure, kplanev1.TaintNodeMemoryPressure},
+	{kplanev1.NodeDiskPressure, kplanev1.TaintNodeDiskPressure},
+	{kplanev1.NodePIDPressure, kplanev1.TaintNodePIDPressure},
+}
+
+// desiredTaints returns the node's taints as its conditions ask for. Ready:
 // Unknown → unreachable NoSchedule+NoExecute, False → not-ready, True →
-// neither; without a Ready condition this controller's taints are left as
-// they are. Taints already present are kept untouched (their timeAdded is
-// the start of every eviction window, so it must never move), new ones get
-// timeAdded = now, and NoExecute taints someone else added without a
-// timeAdded are stamped now so that eviction timing lives in the object.
+// neither; without a Ready condition these taints are left as they are.
+// MemoryPressure, DiskPressure, PIDPressure: True → the matching
+// NoSchedule taint (new pods stay off; the node agent evicts running
+// ones), False → none, absent or Unknown → left as it is. Taints already
+// present are kept untouched (their timeAdded is the start of every
+// eviction window, so it must never move), new ones get timeAdded = now,
+// and NoExecute taints someone else added without a timeAdded are stamped
+// now so that eviction timing lives in the object.
 func desiredTaints(node *kplanev1.Node, now time.Time) ([]*kplanev1.Taint, taintChange) {
-	var want, drop []string
-	switch apiutil.FindCondition(node.GetStatus().GetConditions(), kplanev1.NodeReady).GetStatus() {
-	case kplanev1.ConditionUnknown:
-		want, drop = []string{kplanev1.TaintNodeUnreachable}, []string{kplanev1.TaintNodeNotReady}
-	case kplanev1.ConditionFalse:
-		want, drop = []string{kplanev1.TaintNodeNotReady}, []string{kplanev1.TaintNodeUnreachable}
-	case kplanev1.ConditionTrue:
-		drop = []string{kplanev1.TaintNodeUnreachable, kplanev1.TaintNodeNotReady}
-	}
-	in := func(key string, keys []string) bool {
-		for _, k := range keys {
-			if k == key {
-				return true
-			}
+	both := []string{kplanev1.TaintEffectNoSchedule, kplanev1.TaintEffectNoExecute}
+	var want []*kplanev1.Taint
+	drop := map[string]bool{} // "key:effect"
+	wantKey := func(key string, effects ...string) {
+		for _, e := range effects {
+			want = append(want, &kplanev1.Taint{Key: key, Effect: e, TimeAdded: timestamppb.New(now)})
 		}
-		return false
+	}
+	dropKey := func(key string, effects ...string) {
+		for _, e := range effects {
+			drop[key+":"+e] = true
+		}
+	}
+	conds := node.GetStatus().GetConditions()
+	switch apiutil.FindCondition(conds, kplanev1.NodeReady).GetStatus() {
+	case kplanev1.ConditionUnknown:
+		wantKey(kplanev1.TaintNodeUnreachable, both...)
+		dropKey(kplanev1.TaintNodeNotReady, both...)
+	case kplanev1.ConditionFalse:
+		wantKey(kplanev1.TaintNodeNotReady, both...)
+		dropKey(kplanev1.TaintNodeUnreachable, both...)
+	case kplanev1.ConditionTrue:
+		dropKey(kplanev1.TaintNodeUnreachable, both...)
+		dropKey(kplanev1.TaintNodeNotReady, both...)
+	}
+	for _, p := range pressureTaints {
+		switch apiutil.FindCondition(conds, p.cond).GetStatus() {
+		case kplanev1.ConditionTrue:
+			wantKey(p.key, kplanev1.TaintEffectNoSchedule)
+		case kplanev1.ConditionFalse:
+			dropKey(p.key, kplanev1.TaintEffectNoSchedule)
+		}
 	}
 	var ch taintChange
 	var out []*kplanev1.Taint
 	have := map[string]bool{}
 	for _, t := range node.GetSpec().GetTaints() {
-		if in(t.GetKey(), drop) && (t.GetEffect() == kplanev1.TaintEffectNoSchedule || t.GetEffect() == kplanev1.TaintEffectNoExecute) {
+		if drop[taintID(t)] {
 			ch.removed = append(ch.removed, taintID(t))
 			continue
 		}
@@ -155,16 +182,25 @@ func desiredTaints(node *kplanev1.Node, now time.Time) ([]*kplanev1.Taint, taint
 		have[taintID(t)] = true
 		out = append(out, t)
 	}
-	for _, key := range want {
-		for _, effect := range []string{kplanev1.TaintEffectNoSchedule, kplanev1.TaintEffectNoExecute} {
-			t := &kplanev1.Taint{Key: key, Effect: effect, TimeAdded: timestamppb.New(now)}
-			if !have[taintID(t)] {
-				out = append(out, t)
-				ch.added = append(ch.added, taintID(t))
-			}
+	for _, t := range want {
+		if !have[taintID(t)] {
+			out = append(out, t)
+			ch.added = append(ch.added, taintID(t))
 		}
 	}
 	return out, ch
+}
+
+// readinessTaints keeps the not-ready and unreachable taints of ids
+// ("key:effect").
+func readinessTaints(ids []string) []string {
+	var out []string
+	for _, id := range ids {
+		if strings.HasPrefix(id, kplanev1.TaintNodeNotReady+":") || strings.HasPrefix(id, kplanev1.TaintNodeUnreachable+":") {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // evictionDeadline returns when pod must leave a node with taints: for

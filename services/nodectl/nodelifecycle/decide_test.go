@@ -25,6 +25,14 @@ func nodeWith(ready *kplanev1.Condition, taints ...*kplanev1.Taint) *kplanev1.No
 	return n
 }
 
+// withConds adds conditions given as type, status pairs.
+func withConds(n *kplanev1.Node, typeStatus ...string) *kplanev1.Node {
+	for i := 0; i+1 < len(typeStatus); i += 2 {
+		n.Status.Conditions = append(n.Status.Conditions, &kplanev1.Condition{Type: typeStatus[i], Status: typeStatus[i+1]})
+	}
+	return n
+}
+
 func cond(status, reason string, heartbeat *timestamppb.Timestamp) *kplanev1.Condition {
 	return &kplanev1.Condition{Type: kplanev1.NodeReady, Status: status, Reason: reason, LastTransitionTime: ts(-time.Hour), LastHeartbeatTime: heartbeat}
 }
@@ -138,6 +146,19 @@ func TestDesiredTaints(t *testing.T) {
 		{name: "no Ready condition: ours left alone",
 			node: nodeWith(nil, &kplanev1.Taint{Key: kplanev1.TaintNodeNotReady, Effect: kplanev1.TaintEffectNoSchedule, TimeAdded: old}),
 			want: []string{kplanev1.TaintNodeNotReady + ":NoSchedule"}},
+		{name: "memory pressure: NoSchedule taint beside Ready",
+			node: withConds(nodeWith(cond(kplanev1.ConditionTrue, "", nil)), kplanev1.NodeMemoryPressure, kplanev1.ConditionTrue),
+			want: []string{kplanev1.TaintNodeMemoryPressure + ":NoSchedule"}, wantChanged: true},
+		{name: "pressure gone: its taint removed, the others' kept",
+			node: withConds(nodeWith(cond(kplanev1.ConditionTrue, "", nil),
+				&kplanev1.Taint{Key: kplanev1.TaintNodeDiskPressure, Effect: kplanev1.TaintEffectNoSchedule, TimeAdded: old},
+				&kplanev1.Taint{Key: kplanev1.TaintNodePIDPressure, Effect: kplanev1.TaintEffectNoSchedule, TimeAdded: old},
+				&kplanev1.Taint{Key: kplanev1.TaintNodeMemoryPressure, Effect: kplanev1.TaintEffectNoSchedule, TimeAdded: old}),
+				kplanev1.NodeDiskPressure, kplanev1.ConditionFalse, kplanev1.NodePIDPressure, kplanev1.ConditionTrue),
+			want: []string{kplanev1.TaintNodePIDPressure + ":NoSchedule", kplanev1.TaintNodeMemoryPressure + ":NoSchedule"}, wantChanged: true},
+		{name: "pressure and not ready together",
+			node: withConds(nodeWith(cond(kplanev1.ConditionFalse, "", nil)), kplanev1.NodePIDPressure, kplanev1.ConditionTrue),
+			want: []string{kplanev1.TaintNodeNotReady + ":NoSchedule", kplanev1.TaintNodeNotReady + ":NoExecute", kplanev1.TaintNodePIDPressure + ":NoSchedule"}, wantChanged: true},
 		{name: "a NoExecute taint without timeAdded is stamped", node: nodeWith(cond(kplanev1.ConditionTrue, "", nil), userNoExec),
 			want: []string{"dedicated:NoExecute"}, wantChanged: true},
 	}
@@ -158,7 +179,7 @@ func TestDesiredTaints(t *testing.T) {
 				if tt.GetEffect() == kplanev1.TaintEffectNoExecute && tt.GetTimeAdded() == nil {
 					t.Fatalf("NoExecute taint %s without timeAdded", taintID(tt))
 				}
-				if tt.GetKey() == kplanev1.TaintNodeUnreachable || tt.GetKey() == kplanev1.TaintNodeNotReady {
+				if tt.GetKey() != "keep" && tt.GetKey() != "dedicated" {
 					// Kept taints keep their timeAdded; new ones get now.
 					if at := tt.GetTimeAdded().AsTime(); !at.Equal(t0) && !at.Equal(old.AsTime()) {
 						t.Fatalf("timeAdded %v", at)

@@ -80,6 +80,10 @@ type Agent struct {
 	nodes   map[string]bool
 	hostIP  string
 	nodeRes nodeResources // stand in for limits containers do not set
+	stats   StatsSource   // pressure.go
+	press   pressure
+	// capacity and allocatable reported on the Node(s).
+	capacity, allocatable map[string]string
 
 	logsPort int // set by Run before nodes register
 
@@ -163,6 +167,11 @@ func New(c *app.Context, cfg *Config) (*Agent, error) {
 	}
 	for _, rp := range a.rt.Pods() {
 		a.track(rp.Key(), rp.UID)
+	}
+	a.press.crossed, a.press.lastCrossed, a.press.evicted = map[string]string{}, map[string]time.Time{}, map[string]bool{}
+	a.stats = newStatsSource(a)
+	if err := a.nodeResources(); err != nil {
+		return nil, err
 	}
 
 	// One informer: with one node, only its pods (field selector); with
@@ -278,6 +287,7 @@ func (a *Agent) housekeeping(ctx context.Context) {
 		}
 		a.m.podsRunning.Set(float64(running))
 		a.checkEmptyDirLimits(ctx)
+		a.checkPressure(ctx)
 		select {
 		case <-ctx.Done():
 			return

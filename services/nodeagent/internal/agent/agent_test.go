@@ -257,7 +257,7 @@ func TestExecPodRunsAndNodeRegisters(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := node.GetStatus()
-	if readyOf(ns) != kplanev1.ConditionTrue || ns.GetCapacity()["cpu"] != "3" || ns.GetAllocatable()["memory"] != "2Gi" || ns.GetCapacity()["pods"] != "110" {
+	if readyOf(ns) != kplanev1.ConditionTrue || ns.GetCapacity()["cpu"] != "3" || ns.GetCapacity()["memory"] != "2Gi" || ns.GetAllocatable()["memory"] != "1948Mi" || ns.GetCapacity()["ephemeral-storage"] == "" || ns.GetCapacity()["pods"] != "110" {
 		t.Fatalf("node status %v", ns)
 	}
 	if node.GetMetadata().GetLabels()["zone"] != "a" || node.GetMetadata().GetLabels()["kubernetes.io/hostname"] != "node-a" {

@@ -36,8 +36,15 @@ type Config struct {
 	FakeNodes         int
 	ShimBinary        string
 	HousekeepingEvery time.Duration
+	EphemeralStorage  string
+	EvictionHard      string
+	// PressureTransition: how long a pressure condition stays True after
+	// its threshold was last crossed (the kubelet's
+	// --eviction-pressure-transition-period).
+	PressureTransition time.Duration
 
-	labels map[string]string
+	labels     map[string]string
+	thresholds []Threshold
 }
 
 // AddFlags registers the flags with host-derived defaults.
@@ -60,6 +67,9 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.LogsAddr, "logs-addr", ":10250", "address of the HTTP server for container logs (its port is published in the Node status)")
 	fs.IntVar(&c.FakeNodes, "fake-nodes", 0, "with --runtime=fake, register this many nodes <node-name>-0 ... -N-1 from one process")
 	fs.StringVar(&c.ShimBinary, "shim-binary", "", "binary run as the container shim (default: this executable)")
+	fs.StringVar(&c.EphemeralStorage, "ephemeral-storage", "", "ephemeral-storage capacity of the node (default: the size of the filesystem holding --root-dir)")
+	fs.StringVar(&c.EvictionHard, "eviction-hard", DefaultEvictionHard, "hard eviction thresholds, signal<quantity or signal<percent, comma-separated (signals: memory.available, nodefs.available, nodefs.inodesFree, pid.available); checked every --housekeeping-interval; empty disables eviction")
+	fs.DurationVar(&c.PressureTransition, "eviction-pressure-transition-period", 5*time.Minute, "how long a pressure condition stays True after its threshold was last crossed")
 	fs.DurationVar(&c.HousekeepingEvery, "housekeeping-interval", 10*time.Second, "how often runtime pods are checked against the apiserver's")
 }
 
@@ -90,7 +100,10 @@ func (c *Config) validate() error {
 	if c.PodAddressIface == "" {
 		return fmt.Errorf("--pod-address-interface must be auto, none or an interface name")
 	}
-	for name, v := range map[string]string{"--cpu": c.CPU, "--memory": c.Memory} {
+	for name, v := range map[string]string{"--cpu": c.CPU, "--memory": c.Memory, "--ephemeral-storage": c.EphemeralStorage} {
+		if name == "--ephemeral-storage" && v == "" {
+			continue // measured
+		}
 		if _, err := quantity.ParseNonNegative(v); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -101,6 +114,14 @@ func (c *Config) validate() error {
 	if c.HeartbeatInterval <= 0 || c.LeaseDuration <= 0 || c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase || c.HousekeepingEvery <= 0 {
 		return fmt.Errorf("durations must be positive and --restart-backoff-max at least --restart-backoff-base")
 	}
+	if c.PressureTransition < 0 {
+		return fmt.Errorf("--eviction-pressure-transition-period must not be negative")
+	}
+	th, err := ParseEvictionHard(c.EvictionHard)
+	if err != nil {
+		return err
+	}
+	c.thresholds = th
 	set, err := parseLabels(c.NodeLabels)
 	if err != nil {
 		return fmt.Errorf("--node-labels: %w", err)

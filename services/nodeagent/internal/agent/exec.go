@@ -761,3 +761,20 @@ func (r *execRuntime) Logs(ctx context.Context, pod *kplanev1.Pod, container str
 		}
 	}
 }
+
+// podPids are the main processes of the pod's running containers.
+func (r *execRuntime) podPids(uid string) []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.pods[uid]
+	if !ok {
+		return nil
+	}
+	var out []int
+	for _, c := range p.containers {
+		if c.running && c.pid > 0 {
+			out = append(out, c.pid)
+		}
+	}
+	return out
+}

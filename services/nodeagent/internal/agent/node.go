@@ -4,9 +4,9 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -197,7 +197,6 @@ func (a *Agent) renewLease(ctx context.Context, ns *nodeState) error {
 
 // nodeStatus is the status the agent reports for node name.
 func (a *Agent) nodeStatus(name string, old *kplanev1.NodeStatus, info *kplanev1.NodeSystemInfo, health error, now time.Time) *kplanev1.NodeStatus {
-	res := map[string]string{"cpu": a.cfg.CPU, "memory": a.cfg.Memory, "pods": strconv.Itoa(a.cfg.MaxPods)}
 	ready := &kplanev1.Condition{Type: kplanev1.NodeReady, Status: kplanev1.ConditionTrue, Reason: "KubeletReady", Message: "node agent is posting ready status"}
 	if health != nil {
 		ready.Status, ready.Reason, ready.Message = kplanev1.ConditionFalse, "KubeletNotReady", "container runtime is not healthy: "+health.Error()
@@ -206,10 +205,15 @@ func (a *Agent) nodeStatus(name string, old *kplanev1.NodeStatus, info *kplanev1
 	}
 	ready.LastHeartbeatTime = timestamppb.New(now)
 	ready.LastTransitionTime = timestamppb.New(now)
+	conds := apiutil.SetStatusCondition(old.GetConditions(), ready) // conditions owned by others stay
+	for _, c := range a.pressureConditions(now) {
+		c.LastHeartbeatTime, c.LastTransitionTime = timestamppb.New(now), timestamppb.New(now)
+		conds = apiutil.SetStatusCondition(conds, c)
+	}
 	return &kplanev1.NodeStatus{
-		Capacity:    res,
-		Allocatable: res,
-		Conditions:  apiutil.SetStatusCondition(old.GetConditions(), ready), // conditions owned by others stay
+		Capacity:    maps.Clone(a.capacity),
+		Allocatable: maps.Clone(a.allocatable),
+		Conditions:  conds,
 		Addresses: []*kplanev1.NodeAddress{
 			{Type: "InternalIP", Address: a.cfg.NodeIP},
 			{Type: "Hostname", Address: name},
