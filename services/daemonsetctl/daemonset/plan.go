@@ -29,12 +29,7 @@ const (
 // them: a node agent is often what makes a node healthy again, so it must
 // not be evicted for the node being unhealthy, and cordoned nodes still
 // run their daemons.
-const (
-	taintDiskPressure   = "node.kubernetes.io/disk-pressure"
-	taintMemoryPressure = "node.kubernetes.io/memory-pressure"
-	taintPIDPressure    = "node.kubernetes.io/pid-pressure"
-)
-
+//
 // DefaultTolerations are added to every DaemonSet pod.
 func DefaultTolerations() []*kplanev1.Toleration {
 	exists := func(key, effect string) *kplanev1.Toleration {
@@ -43,9 +38,9 @@ func DefaultTolerations() []*kplanev1.Toleration {
 	return []*kplanev1.Toleration{
 		exists(kplanev1.TaintNodeNotReady, kplanev1.TaintEffectNoExecute),
 		exists(kplanev1.TaintNodeUnreachable, kplanev1.TaintEffectNoExecute),
-		exists(taintDiskPressure, kplanev1.TaintEffectNoSchedule),
-		exists(taintMemoryPressure, kplanev1.TaintEffectNoSchedule),
-		exists(taintPIDPressure, kplanev1.TaintEffectNoSchedule),
+		exists(kplanev1.TaintNodeDiskPressure, kplanev1.TaintEffectNoSchedule),
+		exists(kplanev1.TaintNodeMemoryPressure, kplanev1.TaintEffectNoSchedule),
+		exists(kplanev1.TaintNodePIDPressure, kplanev1.TaintEffectNoSchedule),
 		exists(kplanev1.TaintNodeUnschedulable, kplanev1.TaintEffectNoSchedule),
 	}
 }
