@@ -9,9 +9,11 @@ TOOLS     := $(CURDIR)/.tools/bin
 export PATH := $(TOOLS):$(PATH)
 
 # Modules are read from go.work; every module under services/ and cmd/
-# builds one binary named after its directory.
+# builds one binary named after its directory; examples/scheduler-plugin
+# builds the example custom scheduler (bin/scheduler-plugin).
 MODULES   := $(shell sed -n 's@^[[:space:]]*\./@@p' go.work)
-BINARIES  := $(foreach m,$(filter services/% cmd/%,$(MODULES)),$(m):$(notdir $(m)))
+BINARIES  := $(foreach m,$(filter services/% cmd/%,$(MODULES)),$(m):$(notdir $(m))) \
+             examples/scheduler-plugin:scheduler-plugin
 
 # Pinned tools (make tools installs them into .tools/bin): code generation
 # and the linters (.golangci.yml says which).

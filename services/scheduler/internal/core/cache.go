@@ -255,43 +255,55 @@ func (c *Cache) Summary() map[string]NodeSummary {
 }
 
 // Schedule picks a node for pod and assumes it there, in one step under
-// the cache's lock, so no two decisions can give away the same room. It
-// runs every filter on every known node, scores those that pass, and takes
-// the best (ties broken at random). When no node fits it returns a
-// *FitError listing why each node was rejected.
-func (c *Cache) Schedule(pod *PodInfo) (string, error) {
+// the cache's lock, so no two decisions can give away the same room.
+// decide gets the known nodes (in the order they appeared) and returns
+// the chosen one, or an error (a *FitError when none fits). The nodes
+// must not be kept after decide returns.
+func (c *Cache) Schedule(pod *PodInfo, decide func(nodes []*NodeInfo) (*NodeInfo, error)) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.feasible = c.feasible[:0]
-	var fit *FitError
-	for _, n := range c.order {
-		reasons := RunFilters(pod, n)
-		if len(reasons) == 0 {
-			c.feasible = append(c.feasible, n)
-			continue
-		}
-		if fit == nil {
-			fit = &FitError{Reasons: map[string]int{}}
-		}
-		for _, r := range reasons {
-			fit.Reasons[r]++
-		}
-	}
-	if len(c.feasible) == 0 {
-		if fit == nil {
-			fit = &FitError{Reasons: map[string]int{}}
-		}
-		fit.NumNodes = len(c.order)
-		return "", fit
-	}
-	best := c.feasible[0]
-	if len(c.feasible) > 1 {
-		best = c.feasible[SelectHost(Prioritize(pod, c.feasible), c.rnd)]
+	best, err := decide(c.order)
+	if err != nil {
+		return "", err
 	}
 	if err := c.assumeLocked(pod, best.Name); err != nil {
 		return "", err
 	}
 	return best.Name, nil
+}
+
+// ScheduleDefault is Schedule with the built-in filters and scores
+// (RunFilters, Prioritize), for the property tests of the rules.
+func (c *Cache) ScheduleDefault(pod *PodInfo) (string, error) {
+	return c.Schedule(pod, func(nodes []*NodeInfo) (*NodeInfo, error) {
+		c.feasible = c.feasible[:0]
+		var fit *FitError
+		for _, n := range nodes {
+			reasons := RunFilters(pod, n)
+			if len(reasons) == 0 {
+				c.feasible = append(c.feasible, n)
+				continue
+			}
+			if fit == nil {
+				fit = &FitError{Reasons: map[string]int{}}
+			}
+			for _, r := range reasons {
+				fit.Reasons[r]++
+			}
+		}
+		if len(c.feasible) == 0 {
+			if fit == nil {
+				fit = &FitError{Reasons: map[string]int{}}
+			}
+			fit.NumNodes = len(nodes)
+			return nil, fit
+		}
+		best := c.feasible[0]
+		if len(c.feasible) > 1 {
+			best = c.feasible[SelectHost(Prioritize(pod, c.feasible), c.rnd)]
+		}
+		return best, nil
+	})
 }
 
 func (c *Cache) addLocked(pod *PodInfo, node string, assumed bool) {

@@ -169,11 +169,15 @@ func Terminal(pod *kplanev1.Pod) bool {
 	return apiutil.IsPodTerminal(pod)
 }
 
-// NeedsScheduling reports whether pod waits for this scheduler: no node
-// yet, not being deleted, not finished, and ours.
+// Unassigned reports whether pod waits for a node: none yet, not being
+// deleted, not finished.
+func Unassigned(pod *kplanev1.Pod) bool {
+	return pod.GetSpec().GetNodeName() == "" && pod.GetMetadata().GetDeletionTimestamp() == nil && !Terminal(pod)
+}
+
+// NeedsScheduling reports whether pod waits for the default scheduler.
 func NeedsScheduling(pod *kplanev1.Pod) bool {
-	return pod.GetSpec().GetNodeName() == "" && pod.GetMetadata().GetDeletionTimestamp() == nil &&
-		!Terminal(pod) && ResponsibleFor(pod)
+	return Unassigned(pod) && ResponsibleFor(pod)
 }
 
 // NodeState is what the filters and scores read about a node itself,
@@ -304,6 +308,16 @@ func (n *NodeInfo) removePod(uid string) {
 	if p.OwnerUID != "" {
 		if n.owners[p.OwnerUID]--; n.owners[p.OwnerUID] <= 0 {
 			delete(n.owners, p.OwnerUID)
+		}
+	}
+}
+
+// Pods calls fn for each pod assigned to the node (bound or assumed), in
+// no particular order, until fn returns false.
+func (n *NodeInfo) Pods(fn func(*PodInfo) bool) {
+	for _, p := range n.pods {
+		if !fn(p) {
+			return
 		}
 	}
 }

@@ -48,17 +48,17 @@ func newFixture(t *testing.T) *fixture {
 
 // startScheduler runs a scheduler in-process as the binary would run it;
 // the returned stop function shuts it down (SIGTERM-like) and waits.
-func (f *fixture) startScheduler(id string) (stop func()) {
+func (f *fixture) startScheduler(id string, extra ...string) (stop func()) {
 	f.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- app.Run(ctx, NewService(), []string{
+		done <- app.Run(ctx, NewService(nil), append([]string{
 			"--apiserver", f.srv.Addr(), "--health-addr", "127.0.0.1:0", "--log-level", "warn", "--id", id,
 			"--leader-elect-lease-duration", "10s", "--leader-elect-renew-deadline", "8s",
 			"--leader-elect-retry-period", "200ms", "--shutdown-grace-period", "1s",
 			"--pod-initial-backoff", "100ms", "--pod-max-backoff", "500ms",
-		})
+		}, extra...))
 	}()
 	var once sync.Once
 	stop = func() {

@@ -17,6 +17,7 @@ import (
 	"github.com/kplane/kplane/pkg/record"
 	"github.com/kplane/kplane/pkg/workqueue"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+	"github.com/kplane/kplane/services/scheduler/framework"
 	"github.com/kplane/kplane/services/scheduler/internal/core"
 )
 
@@ -100,7 +101,7 @@ func (s *Scheduler) startTerm(t *term) int {
 	s.t = t
 	for _, obj := range s.pods.Store().List() {
 		pod := obj.GetPod()
-		if core.NeedsScheduling(pod) {
+		if s.needsScheduling(pod) {
 			if p := s.pending[obj.Key()]; p == nil || p.uid != pod.GetMetadata().GetUid() {
 				s.pending[obj.Key()] = &pendingPod{uid: pod.GetMetadata().GetUid(), firstSeen: s.now()}
 			}
@@ -130,7 +131,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, t *term, key string) {
 	}
 	pod := obj.GetPod()
 	uid := pod.GetMetadata().GetUid()
-	if !core.NeedsScheduling(pod) || s.cache.IsAssumed(uid) {
+	if !s.needsScheduling(pod) || s.cache.IsAssumed(uid) {
 		return // bound (perhaps by us, not yet seen), going away, or not ours
 	}
 	s.mu.Lock()
@@ -144,37 +145,59 @@ func (s *Scheduler) scheduleOne(ctx context.Context, t *term, key string) {
 	moves := s.moves
 	s.mu.Unlock()
 
+	fwk := s.profileFor(pod)
 	info, err := core.NewPodInfo(pod)
 	if err != nil {
 		s.m.attempts.WithLabelValues(resultError).Inc()
 		s.unschedulable(t, obj, key, moves, err.Error())
 		return
 	}
-	var why string
-	if info.Volumes, why = s.podVolumes(pod); why != "" {
-		s.m.attempts.WithLabelValues(resultUnschedulable).Inc()
-		s.unschedulable(t, obj, key, moves, fmt.Sprintf("0/%d nodes are available: %s.", s.knownNodes(), why))
-		return
-	}
-	start := time.Now()
-	node, err := s.cache.Schedule(info)
-	s.m.algorithm.Observe(time.Since(start).Seconds())
-	if err != nil {
-		var fit *core.FitError
-		if !errors.As(err, &fit) {
-			// Only ErrAlreadyAssigned: the watch confirmed a binding
-			// between our checks. Nothing to do.
-			s.log.Debug("not scheduling", "pod", key, "error", err)
+	state := framework.NewCycleState()
+	if st := fwk.RunPreFilterPlugins(ctx, state, info); !st.IsSuccess() {
+		if st.Code() == framework.Error {
+			s.m.attempts.WithLabelValues(resultError).Inc()
+			s.log.Warn("prefilter failed; will retry", "pod", key, "plugin", st.Plugin(), "error", st.AsError())
+			s.retryLater(t, key, uid)
 			return
 		}
 		s.m.attempts.WithLabelValues(resultUnschedulable).Inc()
-		s.unschedulable(t, obj, key, moves, fit.Error())
+		s.unschedulable(t, obj, key, moves, fmt.Sprintf("0/%d nodes are available: %s.", s.knownNodes(), st.Message()))
+		return
+	}
+	start := time.Now()
+	node, err := s.cache.Schedule(info, func(nodes []*core.NodeInfo) (*core.NodeInfo, error) {
+		best, _, err := fwk.SelectNode(ctx, state, info, nodes)
+		return best, err
+	})
+	s.m.algorithm.Observe(time.Since(start).Seconds())
+	if err != nil {
+		var fit *core.FitError
+		switch {
+		case errors.As(err, &fit):
+			s.m.attempts.WithLabelValues(resultUnschedulable).Inc()
+			s.unschedulable(t, obj, key, moves, fit.Error())
+		case errors.Is(err, core.ErrAlreadyAssigned):
+			// The watch confirmed a binding between our checks.
+			s.log.Debug("not scheduling", "pod", key, "error", err)
+		default:
+			s.m.attempts.WithLabelValues(resultError).Inc()
+			s.log.Warn("scheduling failed; will retry", "pod", key, "error", err)
+			s.retryLater(t, key, uid)
+		}
+		return
+	}
+	if st := fwk.RunReservePlugins(ctx, state, info, node); !st.IsSuccess() {
+		s.cache.Forget(uid)
+		s.m.attempts.WithLabelValues(resultError).Inc()
+		s.log.Warn("reserve failed; will retry", "pod", key, "plugin", st.Plugin(), "error", st.AsError())
+		s.retryLater(t, key, uid)
 		return
 	}
 	s.m.attempts.WithLabelValues(resultScheduled).Inc()
 	select {
-	case t.binds <- bindTask{obj: obj, info: info, node: node}:
+	case t.binds <- bindTask{obj: obj, info: info, node: node, fwk: fwk, state: state}:
 	case <-ctx.Done():
+		fwk.RunUnreservePlugins(ctx, state, info, node)
 		s.cache.Forget(uid)
 	}
 }
@@ -207,19 +230,26 @@ func (s *Scheduler) retryLater(t *term, key, uid string) {
 	}
 }
 
-// bind writes the decision: spec.nodeName, with the resourceVersion the
-// decision was made on, so a pod changed meanwhile is not bound blindly.
+// bind is the binding cycle: Permit, PreBind, Bind (DefaultBinder writes
+// spec.nodeName with the resourceVersion the decision was made on, so a
+// pod changed meanwhile is not bound blindly) and PostBind. A failure
+// undoes Reserve and frees the room the pod held.
 func (s *Scheduler) bind(ctx context.Context, t *term, b bindTask) {
-	if s.selectNodeForClaims(ctx, t, b) {
+	key, uid := b.obj.Key(), b.info.UID
+	start := time.Now()
+	st := b.fwk.RunPermitPlugins(ctx, b.state, b.info, b.node)
+	if st.IsSuccess() {
+		st = b.fwk.RunPreBindPlugins(ctx, b.state, b.info, b.node)
+	}
+	if st.Code() == framework.Pending {
+		s.pendingPreBind(t, b, st)
 		return
 	}
-	key, uid := b.obj.Key(), b.info.UID
-	pod := proto.Clone(b.obj.GetPod()).(*kplanev1.Pod)
-	pod.Spec.NodeName = b.node
-	start := time.Now()
-	_, err := s.api.Update(ctx, &kplanev1.UpdateRequest{Object: kplanev1.MustWrap(pod)})
+	if st.IsSuccess() {
+		st = b.fwk.RunBindPlugins(ctx, b.state, b.info, b.node)
+	}
 	elapsed := time.Since(start).Seconds()
-	if err == nil {
+	if st.IsSuccess() {
 		s.m.binding.WithLabelValues("ok").Observe(elapsed)
 		s.cache.FinishBinding(uid)
 		if p := s.donePending(key, uid); p != nil {
@@ -230,12 +260,15 @@ func (s *Scheduler) bind(ctx context.Context, t *term, b bindTask) {
 		if c := podScheduledCondition(b.obj.GetPod()); c != nil && c.GetStatus() != kplanev1.ConditionTrue {
 			s.wantStatus(t, key, statusWant{uid: uid, scheduled: true})
 		}
+		b.fwk.RunPostBindPlugins(ctx, b.state, b.info, b.node)
 		return
 	}
 	// The room it held is free again.
+	b.fwk.RunUnreservePlugins(ctx, b.state, b.info, b.node)
 	if s.cache.Forget(uid) {
 		s.moveAll("binding failed")
 	}
+	err := st.AsError()
 	switch {
 	case client.IsNotFound(err):
 		s.m.binding.WithLabelValues("gone").Observe(elapsed)
@@ -248,12 +281,44 @@ func (s *Scheduler) bind(ctx context.Context, t *term, b bindTask) {
 		s.retryLater(t, key, uid)
 	case ctx.Err() != nil:
 		// Stopping: the next leader schedules it.
+	case st.IsRejected():
+		// Permit rejected it (or timed out): like a failed fit.
+		s.m.binding.WithLabelValues("rejected").Observe(elapsed)
+		s.mu.Lock()
+		moves := s.moves
+		s.mu.Unlock()
+		s.unschedulable(t, b.obj, key, moves, fmt.Sprintf("0/%d nodes are available: %s.", s.knownNodes(), st.Message()))
 	default:
 		s.m.binding.WithLabelValues("error").Observe(elapsed)
-		s.log.Warn("binding failed; will retry", "pod", key, "node", b.node, "error", err)
+		s.log.Warn("binding failed; will retry", "pod", key, "node", b.node, "plugin", st.Plugin(), "error", err)
 		s.event(t, b.obj, record.Warning, "FailedScheduling", fmt.Sprintf("Binding rejected: %v", err))
 		s.retryLater(t, key, uid)
 	}
+}
+
+// pendingPreBind holds a pod whose PreBind started work it must wait for
+// (VolumeBinding wrote the node on its claims): the room it held is freed
+// and the pod parked until a cluster event (its claims bound) brings it
+// back.
+func (s *Scheduler) pendingPreBind(t *term, b bindTask, st *framework.Status) {
+	key, uid := b.obj.Key(), b.info.UID
+	b.fwk.RunUnreservePlugins(context.Background(), b.state, b.info, b.node)
+	if s.cache.Forget(uid) {
+		s.moveAll("room held for a pending pod is free")
+	}
+	s.mu.Lock()
+	moves := s.moves
+	s.mu.Unlock()
+	s.log.Debug("pod waits before binding", "pod", key, "node", b.node, "plugin", st.Plugin(), "reason", st.Message())
+	s.mu.Lock()
+	if p := s.pending[key]; p != nil && p.uid == uid {
+		if s.moves != moves {
+			t.queue.AddAfter(key, s.backoffLeftLocked(p))
+		} else {
+			p.unschedulable = true
+		}
+	}
+	s.mu.Unlock()
 }
 
 // event hands an Event to the writers, or drops it when over the Event
@@ -356,7 +421,7 @@ func (s *Scheduler) housekeep(ctx context.Context) {
 		}
 		for _, p := range s.cache.Expire() {
 			s.log.Warn("binding never showed up in the watch; forgetting it", "pod", p.Key, "node", p.NodeName)
-			if obj, ok := s.pods.Store().Get(p.Key); ok && core.NeedsScheduling(obj.GetPod()) {
+			if obj, ok := s.pods.Store().Get(p.Key); ok && s.needsScheduling(obj.GetPod()) {
 				s.addPending(p.Key, obj.Meta().GetUid(), true)
 			}
 		}

@@ -31,6 +31,7 @@ import (
 	"github.com/kplane/kplane/pkg/record"
 	"github.com/kplane/kplane/pkg/workqueue"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+	"github.com/kplane/kplane/services/scheduler/framework"
 	"github.com/kplane/kplane/services/scheduler/internal/core"
 )
 
@@ -58,6 +59,13 @@ type Config struct {
 	// UnschedulableRetry is how long an unschedulable pod waits for a
 	// cluster change before it is tried again anyway.
 	UnschedulableRetry time.Duration
+	// ConfigFile is a KubeSchedulerConfiguration file (--config): the
+	// profiles and their plugins. Empty: one profile, default-scheduler,
+	// with the default plugins.
+	ConfigFile string
+	// Registry holds plugins built into this binary besides the in-tree
+	// ones (app.WithPlugin).
+	Registry framework.Registry
 }
 
 // DefaultConfig returns the defaults of the flags.
@@ -83,6 +91,7 @@ func (c *Config) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.InitialBackoff, "pod-initial-backoff", c.InitialBackoff, "back-off after a pod's first failed attempt; doubles with each failure")
 	fs.DurationVar(&c.MaxBackoff, "pod-max-backoff", c.MaxBackoff, "longest back-off between a pod's attempts")
 	fs.DurationVar(&c.UnschedulableRetry, "unschedulable-retry-interval", c.UnschedulableRetry, "how long an unschedulable pod waits for a cluster change before it is retried anyway")
+	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1): profiles by schedulerName, their plugins and weights; empty: the default profile")
 }
 
 func (c *Config) validate() error {
@@ -104,8 +113,10 @@ func (c *Config) validate() error {
 // NewService returns the scheduler as an app.Service: leader-elected, its
 // work done by Run while leading. Every call makes an independent
 // scheduler, so tests and benchmarks can run several in one process.
-func NewService() app.Service {
+// registry adds out-of-tree plugins (nil: none).
+func NewService(registry framework.Registry) app.Service {
 	cfg := DefaultConfig()
+	cfg.Registry = registry
 	s := &Scheduler{cfg: &cfg}
 	return app.Service{
 		Name:          Name,
@@ -143,8 +154,10 @@ type Scheduler struct {
 	t *term
 	// statusWant holds the PodScheduled condition to write per pod key.
 	statusWant map[string]statusWant
-	// vol are the storage caches of volume binding (volumes.go).
-	vol *volumeCaches
+	// profiles are the frameworks by schedulerName.
+	profiles map[string]*framework.Framework
+	// handle is what plugins get.
+	handle *handle
 }
 
 // pendingPod is a pod waiting for a node.
@@ -166,9 +179,11 @@ type term struct {
 }
 
 type bindTask struct {
-	obj  *kplanev1.Object
-	info *core.PodInfo
-	node string
+	obj   *kplanev1.Object
+	info  *core.PodInfo
+	node  string
+	fwk   *framework.Framework
+	state *framework.CycleState
 }
 
 type eventTask struct {
@@ -213,6 +228,9 @@ func (s *Scheduler) setup(c *app.Context) (app.Reconciler, error) {
 	s.pods.AddEventHandler(informer.Handler{OnAdd: s.onPodAdd, OnUpdate: s.onPodUpdate, OnDelete: s.onPodDelete})
 	c.Informers.ForKind("Node").AddEventHandler(informer.Handler{OnAdd: s.onNodeAdd, OnUpdate: s.onNodeUpdate, OnDelete: s.onNodeDelete})
 	s.setupVolumes(c)
+	if err := s.setupProfiles(c); err != nil {
+		return nil, err
+	}
 	return nil, nil
 }
 
@@ -225,7 +243,7 @@ func (s *Scheduler) onPodAdd(obj *kplanev1.Object) {
 		s.donePending(obj.Key(), pod.GetMetadata().GetUid())
 		return
 	}
-	if core.NeedsScheduling(pod) {
+	if s.needsScheduling(pod) {
 		s.addPending(obj.Key(), pod.GetMetadata().GetUid(), false)
 	}
 }
@@ -241,7 +259,7 @@ func (s *Scheduler) onPodUpdate(oldObj, newObj *kplanev1.Object) {
 		if old.GetSpec().GetNodeName() == "" {
 			s.donePending(key, uid)
 		}
-	case core.NeedsScheduling(pod):
+	case s.needsScheduling(pod):
 		// A changed spec (tolerations, say) or labels may fit now.
 		changed := oldObj != newObj && (old.GetMetadata().GetGeneration() != pod.GetMetadata().GetGeneration() ||
 			!proto.Equal(old.GetSpec(), pod.GetSpec()))
