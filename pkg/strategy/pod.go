@@ -260,6 +260,8 @@ func validatePodSpec(s *kplanev1.PodSpec, path string) validation.ErrorList {
 	for i, t := range s.Tolerations {
 		validateToleration(t, index(child(path, "tolerations"), i), &errs)
 	}
+	validateAffinity(s.Affinity, child(path, "affinity"), &errs)
+	validateTopologySpread(s.TopologySpreadConstraints, child(path, "topologySpreadConstraints"), &errs)
 	return errs
 }
 

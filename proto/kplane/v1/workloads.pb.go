@@ -1322,158 +1322,6 @@ func (x *VolumeNodeAffinity) GetRequired() *NodeSelector {
 	return nil
 }
 
-// NodeSelector is a union of terms: a node matches when any term matches.
-type NodeSelector struct {
-	state             protoimpl.MessageState `protogen:"open.v1"`
-	NodeSelectorTerms []*NodeSelectorTerm    `protobuf:"bytes,1,rep,name=node_selector_terms,json=nodeSelectorTerms,proto3" json:"node_selector_terms,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
-}
-
-func (x *NodeSelector) Reset() {
-	*x = NodeSelector{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[18]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *NodeSelector) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*NodeSelector) ProtoMessage() {}
-
-func (x *NodeSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[18]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use NodeSelector.ProtoReflect.Descriptor instead.
-func (*NodeSelector) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{18}
-}
-
-func (x *NodeSelector) GetNodeSelectorTerms() []*NodeSelectorTerm {
-	if x != nil {
-		return x.NodeSelectorTerms
-	}
-	return nil
-}
-
-// NodeSelectorTerm matches a node when all its requirements match.
-type NodeSelectorTerm struct {
-	state            protoimpl.MessageState     `protogen:"open.v1"`
-	MatchExpressions []*NodeSelectorRequirement `protobuf:"bytes,1,rep,name=match_expressions,json=matchExpressions,proto3" json:"match_expressions,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
-}
-
-func (x *NodeSelectorTerm) Reset() {
-	*x = NodeSelectorTerm{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[19]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *NodeSelectorTerm) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*NodeSelectorTerm) ProtoMessage() {}
-
-func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[19]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use NodeSelectorTerm.ProtoReflect.Descriptor instead.
-func (*NodeSelectorTerm) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{19}
-}
-
-func (x *NodeSelectorTerm) GetMatchExpressions() []*NodeSelectorRequirement {
-	if x != nil {
-		return x.MatchExpressions
-	}
-	return nil
-}
-
-// NodeSelectorRequirement tests a node label: operator is In, NotIn,
-// Exists, DoesNotExist, Gt or Lt.
-type NodeSelectorRequirement struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Operator      string                 `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
-	Values        []string               `protobuf:"bytes,3,rep,name=values,proto3" json:"values,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *NodeSelectorRequirement) Reset() {
-	*x = NodeSelectorRequirement{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[20]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *NodeSelectorRequirement) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*NodeSelectorRequirement) ProtoMessage() {}
-
-func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[20]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use NodeSelectorRequirement.ProtoReflect.Descriptor instead.
-func (*NodeSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{20}
-}
-
-func (x *NodeSelectorRequirement) GetKey() string {
-	if x != nil {
-		return x.Key
-	}
-	return ""
-}
-
-func (x *NodeSelectorRequirement) GetOperator() string {
-	if x != nil {
-		return x.Operator
-	}
-	return ""
-}
-
-func (x *NodeSelectorRequirement) GetValues() []string {
-	if x != nil {
-		return x.Values
-	}
-	return nil
-}
-
 // PersistentVolumeStatus reports the volume phase: Pending, Available,
 // Bound, Released or Failed.
 type PersistentVolumeStatus struct {
@@ -1487,7 +1335,7 @@ type PersistentVolumeStatus struct {
 
 func (x *PersistentVolumeStatus) Reset() {
 	*x = PersistentVolumeStatus{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[21]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1347,7 @@ func (x *PersistentVolumeStatus) String() string {
 func (*PersistentVolumeStatus) ProtoMessage() {}
 
 func (x *PersistentVolumeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[21]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1360,7 @@ func (x *PersistentVolumeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeStatus.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{21}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PersistentVolumeStatus) GetPhase() string {
@@ -1548,7 +1396,7 @@ type PersistentVolumeClaim struct {
 
 func (x *PersistentVolumeClaim) Reset() {
 	*x = PersistentVolumeClaim{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[22]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1560,7 +1408,7 @@ func (x *PersistentVolumeClaim) String() string {
 func (*PersistentVolumeClaim) ProtoMessage() {}
 
 func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[22]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1573,7 +1421,7 @@ func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeClaim.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaim) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{22}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PersistentVolumeClaim) GetMetadata() *ObjectMeta {
@@ -1612,7 +1460,7 @@ type PersistentVolumeClaimSpec struct {
 
 func (x *PersistentVolumeClaimSpec) Reset() {
 	*x = PersistentVolumeClaimSpec{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[23]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1624,7 +1472,7 @@ func (x *PersistentVolumeClaimSpec) String() string {
 func (*PersistentVolumeClaimSpec) ProtoMessage() {}
 
 func (x *PersistentVolumeClaimSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[23]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1637,7 +1485,7 @@ func (x *PersistentVolumeClaimSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeClaimSpec.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaimSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{23}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PersistentVolumeClaimSpec) GetAccessModes() []string {
@@ -1695,7 +1543,7 @@ type PersistentVolumeClaimStatus struct {
 
 func (x *PersistentVolumeClaimStatus) Reset() {
 	*x = PersistentVolumeClaimStatus{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[24]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1707,7 +1555,7 @@ func (x *PersistentVolumeClaimStatus) String() string {
 func (*PersistentVolumeClaimStatus) ProtoMessage() {}
 
 func (x *PersistentVolumeClaimStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[24]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1720,7 +1568,7 @@ func (x *PersistentVolumeClaimStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeClaimStatus.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaimStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{24}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PersistentVolumeClaimStatus) GetPhase() string {
@@ -1769,7 +1617,7 @@ type StorageClass struct {
 
 func (x *StorageClass) Reset() {
 	*x = StorageClass{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[25]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +1629,7 @@ func (x *StorageClass) String() string {
 func (*StorageClass) ProtoMessage() {}
 
 func (x *StorageClass) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[25]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +1642,7 @@ func (x *StorageClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
 func (*StorageClass) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{25}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StorageClass) GetMetadata() *ObjectMeta {
@@ -1858,7 +1706,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[26]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +1718,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[26]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +1731,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{26}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Lease) GetMetadata() *ObjectMeta {
@@ -1914,7 +1762,7 @@ type LeaseSpec struct {
 
 func (x *LeaseSpec) Reset() {
 	*x = LeaseSpec{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[27]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1926,7 +1774,7 @@ func (x *LeaseSpec) String() string {
 func (*LeaseSpec) ProtoMessage() {}
 
 func (x *LeaseSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[27]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1939,7 +1787,7 @@ func (x *LeaseSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseSpec.ProtoReflect.Descriptor instead.
 func (*LeaseSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{27}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LeaseSpec) GetHolderIdentity() string {
@@ -1989,7 +1837,7 @@ type CronJob struct {
 
 func (x *CronJob) Reset() {
 	*x = CronJob{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[28]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +1849,7 @@ func (x *CronJob) String() string {
 func (*CronJob) ProtoMessage() {}
 
 func (x *CronJob) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[28]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +1862,7 @@ func (x *CronJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CronJob.ProtoReflect.Descriptor instead.
 func (*CronJob) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{28}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CronJob) GetMetadata() *ObjectMeta {
@@ -2063,7 +1911,7 @@ type CronJobSpec struct {
 
 func (x *CronJobSpec) Reset() {
 	*x = CronJobSpec{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[29]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2075,7 +1923,7 @@ func (x *CronJobSpec) String() string {
 func (*CronJobSpec) ProtoMessage() {}
 
 func (x *CronJobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[29]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2088,7 +1936,7 @@ func (x *CronJobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CronJobSpec.ProtoReflect.Descriptor instead.
 func (*CronJobSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{29}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CronJobSpec) GetSchedule() string {
@@ -2158,7 +2006,7 @@ type JobTemplateSpec struct {
 
 func (x *JobTemplateSpec) Reset() {
 	*x = JobTemplateSpec{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[30]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2170,7 +2018,7 @@ func (x *JobTemplateSpec) String() string {
 func (*JobTemplateSpec) ProtoMessage() {}
 
 func (x *JobTemplateSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[30]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2183,7 +2031,7 @@ func (x *JobTemplateSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobTemplateSpec.ProtoReflect.Descriptor instead.
 func (*JobTemplateSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{30}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *JobTemplateSpec) GetMetadata() *ObjectMeta {
@@ -2213,7 +2061,7 @@ type CronJobStatus struct {
 
 func (x *CronJobStatus) Reset() {
 	*x = CronJobStatus{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[31]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2225,7 +2073,7 @@ func (x *CronJobStatus) String() string {
 func (*CronJobStatus) ProtoMessage() {}
 
 func (x *CronJobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[31]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2238,7 +2086,7 @@ func (x *CronJobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CronJobStatus.ProtoReflect.Descriptor instead.
 func (*CronJobStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{31}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CronJobStatus) GetActive() []*ObjectReference {
@@ -2394,15 +2242,7 @@ const file_kplane_v1_workloads_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"I\n" +
 	"\x12VolumeNodeAffinity\x123\n" +
-	"\brequired\x18\x01 \x01(\v2\x17.kplane.v1.NodeSelectorR\brequired\"[\n" +
-	"\fNodeSelector\x12K\n" +
-	"\x13node_selector_terms\x18\x01 \x03(\v2\x1b.kplane.v1.NodeSelectorTermR\x11nodeSelectorTerms\"c\n" +
-	"\x10NodeSelectorTerm\x12O\n" +
-	"\x11match_expressions\x18\x01 \x03(\v2\".kplane.v1.NodeSelectorRequirementR\x10matchExpressions\"_\n" +
-	"\x17NodeSelectorRequirement\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
-	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +
-	"\x06values\x18\x03 \x03(\tR\x06values\"`\n" +
+	"\brequired\x18\x01 \x01(\v2\x17.kplane.v1.NodeSelectorR\brequired\"`\n" +
 	"\x16PersistentVolumeStatus\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
@@ -2495,7 +2335,7 @@ func file_kplane_v1_workloads_proto_rawDescGZIP() []byte {
 	return file_kplane_v1_workloads_proto_rawDescData
 }
 
-var file_kplane_v1_workloads_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_kplane_v1_workloads_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_kplane_v1_workloads_proto_goTypes = []any{
 	(*ReplicaSet)(nil),                             // 0: kplane.v1.ReplicaSet
 	(*ReplicaSetSpec)(nil),                         // 1: kplane.v1.ReplicaSetSpec
@@ -2515,97 +2355,93 @@ var file_kplane_v1_workloads_proto_goTypes = []any{
 	(*PersistentVolume)(nil),                       // 15: kplane.v1.PersistentVolume
 	(*PersistentVolumeSpec)(nil),                   // 16: kplane.v1.PersistentVolumeSpec
 	(*VolumeNodeAffinity)(nil),                     // 17: kplane.v1.VolumeNodeAffinity
-	(*NodeSelector)(nil),                           // 18: kplane.v1.NodeSelector
-	(*NodeSelectorTerm)(nil),                       // 19: kplane.v1.NodeSelectorTerm
-	(*NodeSelectorRequirement)(nil),                // 20: kplane.v1.NodeSelectorRequirement
-	(*PersistentVolumeStatus)(nil),                 // 21: kplane.v1.PersistentVolumeStatus
-	(*PersistentVolumeClaim)(nil),                  // 22: kplane.v1.PersistentVolumeClaim
-	(*PersistentVolumeClaimSpec)(nil),              // 23: kplane.v1.PersistentVolumeClaimSpec
-	(*PersistentVolumeClaimStatus)(nil),            // 24: kplane.v1.PersistentVolumeClaimStatus
-	(*StorageClass)(nil),                           // 25: kplane.v1.StorageClass
-	(*Lease)(nil),                                  // 26: kplane.v1.Lease
-	(*LeaseSpec)(nil),                              // 27: kplane.v1.LeaseSpec
-	(*CronJob)(nil),                                // 28: kplane.v1.CronJob
-	(*CronJobSpec)(nil),                            // 29: kplane.v1.CronJobSpec
-	(*JobTemplateSpec)(nil),                        // 30: kplane.v1.JobTemplateSpec
-	(*CronJobStatus)(nil),                          // 31: kplane.v1.CronJobStatus
-	nil,                                            // 32: kplane.v1.ReplicationControllerSpec.SelectorEntry
-	nil,                                            // 33: kplane.v1.PersistentVolumeSpec.CapacityEntry
-	nil,                                            // 34: kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
-	nil,                                            // 35: kplane.v1.StorageClass.ParametersEntry
-	(*ObjectMeta)(nil),                             // 36: kplane.v1.ObjectMeta
-	(*LabelSelector)(nil),                          // 37: kplane.v1.LabelSelector
-	(*PodTemplateSpec)(nil),                        // 38: kplane.v1.PodTemplateSpec
-	(*Condition)(nil),                              // 39: kplane.v1.Condition
-	(*timestamppb.Timestamp)(nil),                  // 40: google.protobuf.Timestamp
-	(*ObjectReference)(nil),                        // 41: kplane.v1.ObjectReference
-	(*HostPathVolumeSource)(nil),                   // 42: kplane.v1.HostPathVolumeSource
-	(*ResourceRequirements)(nil),                   // 43: kplane.v1.ResourceRequirements
+	(*PersistentVolumeStatus)(nil),                 // 18: kplane.v1.PersistentVolumeStatus
+	(*PersistentVolumeClaim)(nil),                  // 19: kplane.v1.PersistentVolumeClaim
+	(*PersistentVolumeClaimSpec)(nil),              // 20: kplane.v1.PersistentVolumeClaimSpec
+	(*PersistentVolumeClaimStatus)(nil),            // 21: kplane.v1.PersistentVolumeClaimStatus
+	(*StorageClass)(nil),                           // 22: kplane.v1.StorageClass
+	(*Lease)(nil),                                  // 23: kplane.v1.Lease
+	(*LeaseSpec)(nil),                              // 24: kplane.v1.LeaseSpec
+	(*CronJob)(nil),                                // 25: kplane.v1.CronJob
+	(*CronJobSpec)(nil),                            // 26: kplane.v1.CronJobSpec
+	(*JobTemplateSpec)(nil),                        // 27: kplane.v1.JobTemplateSpec
+	(*CronJobStatus)(nil),                          // 28: kplane.v1.CronJobStatus
+	nil,                                            // 29: kplane.v1.ReplicationControllerSpec.SelectorEntry
+	nil,                                            // 30: kplane.v1.PersistentVolumeSpec.CapacityEntry
+	nil,                                            // 31: kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
+	nil,                                            // 32: kplane.v1.StorageClass.ParametersEntry
+	(*ObjectMeta)(nil),                             // 33: kplane.v1.ObjectMeta
+	(*LabelSelector)(nil),                          // 34: kplane.v1.LabelSelector
+	(*PodTemplateSpec)(nil),                        // 35: kplane.v1.PodTemplateSpec
+	(*Condition)(nil),                              // 36: kplane.v1.Condition
+	(*timestamppb.Timestamp)(nil),                  // 37: google.protobuf.Timestamp
+	(*ObjectReference)(nil),                        // 38: kplane.v1.ObjectReference
+	(*HostPathVolumeSource)(nil),                   // 39: kplane.v1.HostPathVolumeSource
+	(*NodeSelector)(nil),                           // 40: kplane.v1.NodeSelector
+	(*ResourceRequirements)(nil),                   // 41: kplane.v1.ResourceRequirements
 }
 var file_kplane_v1_workloads_proto_depIdxs = []int32{
-	36, // 0: kplane.v1.ReplicaSet.metadata:type_name -> kplane.v1.ObjectMeta
+	33, // 0: kplane.v1.ReplicaSet.metadata:type_name -> kplane.v1.ObjectMeta
 	1,  // 1: kplane.v1.ReplicaSet.spec:type_name -> kplane.v1.ReplicaSetSpec
 	2,  // 2: kplane.v1.ReplicaSet.status:type_name -> kplane.v1.ReplicaSetStatus
-	37, // 3: kplane.v1.ReplicaSetSpec.selector:type_name -> kplane.v1.LabelSelector
-	38, // 4: kplane.v1.ReplicaSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
-	39, // 5: kplane.v1.ReplicaSetStatus.conditions:type_name -> kplane.v1.Condition
-	36, // 6: kplane.v1.ReplicationController.metadata:type_name -> kplane.v1.ObjectMeta
+	34, // 3: kplane.v1.ReplicaSetSpec.selector:type_name -> kplane.v1.LabelSelector
+	35, // 4: kplane.v1.ReplicaSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	36, // 5: kplane.v1.ReplicaSetStatus.conditions:type_name -> kplane.v1.Condition
+	33, // 6: kplane.v1.ReplicationController.metadata:type_name -> kplane.v1.ObjectMeta
 	4,  // 7: kplane.v1.ReplicationController.spec:type_name -> kplane.v1.ReplicationControllerSpec
 	2,  // 8: kplane.v1.ReplicationController.status:type_name -> kplane.v1.ReplicaSetStatus
-	32, // 9: kplane.v1.ReplicationControllerSpec.selector:type_name -> kplane.v1.ReplicationControllerSpec.SelectorEntry
-	38, // 10: kplane.v1.ReplicationControllerSpec.template:type_name -> kplane.v1.PodTemplateSpec
-	36, // 11: kplane.v1.Job.metadata:type_name -> kplane.v1.ObjectMeta
+	29, // 9: kplane.v1.ReplicationControllerSpec.selector:type_name -> kplane.v1.ReplicationControllerSpec.SelectorEntry
+	35, // 10: kplane.v1.ReplicationControllerSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	33, // 11: kplane.v1.Job.metadata:type_name -> kplane.v1.ObjectMeta
 	6,  // 12: kplane.v1.Job.spec:type_name -> kplane.v1.JobSpec
 	7,  // 13: kplane.v1.Job.status:type_name -> kplane.v1.JobStatus
-	37, // 14: kplane.v1.JobSpec.selector:type_name -> kplane.v1.LabelSelector
-	38, // 15: kplane.v1.JobSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	34, // 14: kplane.v1.JobSpec.selector:type_name -> kplane.v1.LabelSelector
+	35, // 15: kplane.v1.JobSpec.template:type_name -> kplane.v1.PodTemplateSpec
 	9,  // 16: kplane.v1.JobSpec.pod_failure_policy:type_name -> kplane.v1.PodFailurePolicy
 	13, // 17: kplane.v1.JobSpec.success_policy:type_name -> kplane.v1.SuccessPolicy
-	39, // 18: kplane.v1.JobStatus.conditions:type_name -> kplane.v1.Condition
-	40, // 19: kplane.v1.JobStatus.start_time:type_name -> google.protobuf.Timestamp
-	40, // 20: kplane.v1.JobStatus.completion_time:type_name -> google.protobuf.Timestamp
+	36, // 18: kplane.v1.JobStatus.conditions:type_name -> kplane.v1.Condition
+	37, // 19: kplane.v1.JobStatus.start_time:type_name -> google.protobuf.Timestamp
+	37, // 20: kplane.v1.JobStatus.completion_time:type_name -> google.protobuf.Timestamp
 	8,  // 21: kplane.v1.JobStatus.uncounted_terminated_pods:type_name -> kplane.v1.UncountedTerminatedPods
 	10, // 22: kplane.v1.PodFailurePolicy.rules:type_name -> kplane.v1.PodFailurePolicyRule
 	11, // 23: kplane.v1.PodFailurePolicyRule.on_exit_codes:type_name -> kplane.v1.PodFailurePolicyOnExitCodesRequirement
 	12, // 24: kplane.v1.PodFailurePolicyRule.on_pod_conditions:type_name -> kplane.v1.PodFailurePolicyOnPodConditionsPattern
 	14, // 25: kplane.v1.SuccessPolicy.rules:type_name -> kplane.v1.SuccessPolicyRule
-	36, // 26: kplane.v1.PersistentVolume.metadata:type_name -> kplane.v1.ObjectMeta
+	33, // 26: kplane.v1.PersistentVolume.metadata:type_name -> kplane.v1.ObjectMeta
 	16, // 27: kplane.v1.PersistentVolume.spec:type_name -> kplane.v1.PersistentVolumeSpec
-	21, // 28: kplane.v1.PersistentVolume.status:type_name -> kplane.v1.PersistentVolumeStatus
-	33, // 29: kplane.v1.PersistentVolumeSpec.capacity:type_name -> kplane.v1.PersistentVolumeSpec.CapacityEntry
-	41, // 30: kplane.v1.PersistentVolumeSpec.claim_ref:type_name -> kplane.v1.ObjectReference
-	42, // 31: kplane.v1.PersistentVolumeSpec.host_path:type_name -> kplane.v1.HostPathVolumeSource
+	18, // 28: kplane.v1.PersistentVolume.status:type_name -> kplane.v1.PersistentVolumeStatus
+	30, // 29: kplane.v1.PersistentVolumeSpec.capacity:type_name -> kplane.v1.PersistentVolumeSpec.CapacityEntry
+	38, // 30: kplane.v1.PersistentVolumeSpec.claim_ref:type_name -> kplane.v1.ObjectReference
+	39, // 31: kplane.v1.PersistentVolumeSpec.host_path:type_name -> kplane.v1.HostPathVolumeSource
 	17, // 32: kplane.v1.PersistentVolumeSpec.node_affinity:type_name -> kplane.v1.VolumeNodeAffinity
-	18, // 33: kplane.v1.VolumeNodeAffinity.required:type_name -> kplane.v1.NodeSelector
-	19, // 34: kplane.v1.NodeSelector.node_selector_terms:type_name -> kplane.v1.NodeSelectorTerm
-	20, // 35: kplane.v1.NodeSelectorTerm.match_expressions:type_name -> kplane.v1.NodeSelectorRequirement
-	36, // 36: kplane.v1.PersistentVolumeClaim.metadata:type_name -> kplane.v1.ObjectMeta
-	23, // 37: kplane.v1.PersistentVolumeClaim.spec:type_name -> kplane.v1.PersistentVolumeClaimSpec
-	24, // 38: kplane.v1.PersistentVolumeClaim.status:type_name -> kplane.v1.PersistentVolumeClaimStatus
-	37, // 39: kplane.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.v1.LabelSelector
-	43, // 40: kplane.v1.PersistentVolumeClaimSpec.resources:type_name -> kplane.v1.ResourceRequirements
-	34, // 41: kplane.v1.PersistentVolumeClaimStatus.capacity:type_name -> kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
-	39, // 42: kplane.v1.PersistentVolumeClaimStatus.conditions:type_name -> kplane.v1.Condition
-	36, // 43: kplane.v1.StorageClass.metadata:type_name -> kplane.v1.ObjectMeta
-	35, // 44: kplane.v1.StorageClass.parameters:type_name -> kplane.v1.StorageClass.ParametersEntry
-	36, // 45: kplane.v1.Lease.metadata:type_name -> kplane.v1.ObjectMeta
-	27, // 46: kplane.v1.Lease.spec:type_name -> kplane.v1.LeaseSpec
-	40, // 47: kplane.v1.LeaseSpec.acquire_time:type_name -> google.protobuf.Timestamp
-	40, // 48: kplane.v1.LeaseSpec.renew_time:type_name -> google.protobuf.Timestamp
-	36, // 49: kplane.v1.CronJob.metadata:type_name -> kplane.v1.ObjectMeta
-	29, // 50: kplane.v1.CronJob.spec:type_name -> kplane.v1.CronJobSpec
-	31, // 51: kplane.v1.CronJob.status:type_name -> kplane.v1.CronJobStatus
-	30, // 52: kplane.v1.CronJobSpec.job_template:type_name -> kplane.v1.JobTemplateSpec
-	36, // 53: kplane.v1.JobTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
-	6,  // 54: kplane.v1.JobTemplateSpec.spec:type_name -> kplane.v1.JobSpec
-	41, // 55: kplane.v1.CronJobStatus.active:type_name -> kplane.v1.ObjectReference
-	40, // 56: kplane.v1.CronJobStatus.last_schedule_time:type_name -> google.protobuf.Timestamp
-	40, // 57: kplane.v1.CronJobStatus.last_successful_time:type_name -> google.protobuf.Timestamp
-	58, // [58:58] is the sub-list for method output_type
-	58, // [58:58] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	40, // 33: kplane.v1.VolumeNodeAffinity.required:type_name -> kplane.v1.NodeSelector
+	33, // 34: kplane.v1.PersistentVolumeClaim.metadata:type_name -> kplane.v1.ObjectMeta
+	20, // 35: kplane.v1.PersistentVolumeClaim.spec:type_name -> kplane.v1.PersistentVolumeClaimSpec
+	21, // 36: kplane.v1.PersistentVolumeClaim.status:type_name -> kplane.v1.PersistentVolumeClaimStatus
+	34, // 37: kplane.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.v1.LabelSelector
+	41, // 38: kplane.v1.PersistentVolumeClaimSpec.resources:type_name -> kplane.v1.ResourceRequirements
+	31, // 39: kplane.v1.PersistentVolumeClaimStatus.capacity:type_name -> kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
+	36, // 40: kplane.v1.PersistentVolumeClaimStatus.conditions:type_name -> kplane.v1.Condition
+	33, // 41: kplane.v1.StorageClass.metadata:type_name -> kplane.v1.ObjectMeta
+	32, // 42: kplane.v1.StorageClass.parameters:type_name -> kplane.v1.StorageClass.ParametersEntry
+	33, // 43: kplane.v1.Lease.metadata:type_name -> kplane.v1.ObjectMeta
+	24, // 44: kplane.v1.Lease.spec:type_name -> kplane.v1.LeaseSpec
+	37, // 45: kplane.v1.LeaseSpec.acquire_time:type_name -> google.protobuf.Timestamp
+	37, // 46: kplane.v1.LeaseSpec.renew_time:type_name -> google.protobuf.Timestamp
+	33, // 47: kplane.v1.CronJob.metadata:type_name -> kplane.v1.ObjectMeta
+	26, // 48: kplane.v1.CronJob.spec:type_name -> kplane.v1.CronJobSpec
+	28, // 49: kplane.v1.CronJob.status:type_name -> kplane.v1.CronJobStatus
+	27, // 50: kplane.v1.CronJobSpec.job_template:type_name -> kplane.v1.JobTemplateSpec
+	33, // 51: kplane.v1.JobTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
+	6,  // 52: kplane.v1.JobTemplateSpec.spec:type_name -> kplane.v1.JobSpec
+	38, // 53: kplane.v1.CronJobStatus.active:type_name -> kplane.v1.ObjectReference
+	37, // 54: kplane.v1.CronJobStatus.last_schedule_time:type_name -> google.protobuf.Timestamp
+	37, // 55: kplane.v1.CronJobStatus.last_successful_time:type_name -> google.protobuf.Timestamp
+	56, // [56:56] is the sub-list for method output_type
+	56, // [56:56] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_workloads_proto_init() }
@@ -2622,16 +2458,16 @@ func file_kplane_v1_workloads_proto_init() {
 	file_kplane_v1_workloads_proto_msgTypes[7].OneofWrappers = []any{}
 	file_kplane_v1_workloads_proto_msgTypes[11].OneofWrappers = []any{}
 	file_kplane_v1_workloads_proto_msgTypes[14].OneofWrappers = []any{}
-	file_kplane_v1_workloads_proto_msgTypes[23].OneofWrappers = []any{}
-	file_kplane_v1_workloads_proto_msgTypes[25].OneofWrappers = []any{}
-	file_kplane_v1_workloads_proto_msgTypes[29].OneofWrappers = []any{}
+	file_kplane_v1_workloads_proto_msgTypes[20].OneofWrappers = []any{}
+	file_kplane_v1_workloads_proto_msgTypes[22].OneofWrappers = []any{}
+	file_kplane_v1_workloads_proto_msgTypes[26].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_v1_workloads_proto_rawDesc), len(file_kplane_v1_workloads_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   36,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

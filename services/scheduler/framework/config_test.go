@@ -51,9 +51,10 @@ func TestProfilesFromConfig(t *testing.T) {
 	}
 	def := profiles["default-scheduler"].PluginNames()
 	wantDefault := map[string]string{
-		"preFilter": "NodePorts,VolumeBinding",
-		"filter":    "NodeReady,NodeUnschedulable,TaintToleration,NodeAffinity,NodePorts,NodeResourcesFit,VolumeBinding",
-		"score":     "TaintToleration:3,NodeResourcesFit:1,NodeResourcesBalancedAllocation:1,SelectorSpread:2",
+		"preFilter": "NodePorts,VolumeBinding,PodTopologySpread",
+		"filter":    "NodeReady,NodeUnschedulable,TaintToleration,NodeAffinity,NodePorts,NodeResourcesFit,VolumeBinding,PodTopologySpread,InterPodAffinity",
+		"preScore":  "NodeAffinity,PodTopologySpread,InterPodAffinity",
+		"score":     "TaintToleration:3,NodeAffinity:2,NodeResourcesFit:1,PodTopologySpread:2,InterPodAffinity:2,NodeResourcesBalancedAllocation:1,SelectorSpread:2",
 		"preBind":   "VolumeBinding",
 		"bind":      "DefaultBinder",
 	}
@@ -63,13 +64,13 @@ func TestProfilesFromConfig(t *testing.T) {
 		}
 	}
 	packer := profiles["packer"].PluginNames()
-	if got, want := strings.Join(packer["score"], ","), "TaintToleration:3,NodeResourcesBalancedAllocation:1,NodeResourcesFit:5"; got != want {
+	if got, want := strings.Join(packer["score"], ","), "TaintToleration:3,NodeAffinity:2,PodTopologySpread:2,InterPodAffinity:2,NodeResourcesBalancedAllocation:1,NodeResourcesFit:5"; got != want {
 		t.Errorf("packer score = %s, want %s", got, want)
 	}
 	if got := strings.Join(packer["filter"], ","); strings.Contains(got, "NodePorts") {
 		t.Errorf("packer filter still has NodePorts: %s", got)
 	}
-	if got := strings.Join(packer["preFilter"], ","); got != "NodePorts,VolumeBinding" {
+	if got := strings.Join(packer["preFilter"], ","); got != "NodePorts,VolumeBinding,PodTopologySpread" {
 		t.Errorf("packer preFilter = %s (disabling a filter leaves the prefilter)", got)
 	}
 

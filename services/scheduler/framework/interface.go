@@ -165,8 +165,15 @@ func (s *Status) AsError() error {
 // PreScore computed for the pod, read back by its Filter or Score. One
 // scheduling attempt uses it from one goroutine at a time.
 type CycleState struct {
-	data map[string]any
+	data  map[string]any
+	nodes []*NodeInfo
 }
+
+// Nodes returns every node of the snapshot the current Filter, PostFilter,
+// PreScore or Score call runs against (not only the feasible ones), for
+// plugins that count pods across topology domains. Valid only during
+// those calls: the cache's lock protects it.
+func (c *CycleState) Nodes() []*NodeInfo { return c.nodes }
 
 // NewCycleState returns an empty state.
 func NewCycleState() *CycleState { return &CycleState{data: map[string]any{}} }
@@ -323,3 +330,7 @@ type Handle interface {
 	// none is).
 	WaitingPod(uid string) WaitingPod
 }
+
+// SetNodes sets what Nodes returns, for tests and tools that call plugins
+// directly rather than through a Framework.
+func (c *CycleState) SetNodes(nodes []*NodeInfo) { c.nodes = nodes }

@@ -137,6 +137,8 @@ func (f *Framework) RunFilterPlugins(ctx context.Context, state *CycleState, pod
 // the call (the cache holds its lock).
 func (f *Framework) SelectNode(ctx context.Context, state *CycleState, pod *PodInfo, nodes []*NodeInfo) (*NodeInfo, NodeToStatus, error) {
 	f.feasible = f.feasible[:0]
+	state.nodes = nodes
+	defer func() { state.nodes = nil }()
 	var filtered NodeToStatus
 	var fit *FitError
 	for _, n := range nodes {
@@ -218,6 +220,10 @@ func (f *Framework) prioritize(ctx context.Context, state *CycleState, pod *PodI
 // RunScorePlugins returns each node's weighted total score, for tests and
 // tools that rank nodes without choosing.
 func (f *Framework) RunScorePlugins(ctx context.Context, state *CycleState, pod *PodInfo, nodes []*NodeInfo) ([]int64, error) {
+	if state.nodes == nil {
+		state.nodes = nodes
+		defer func() { state.nodes = nil }()
+	}
 	totals, err := f.prioritize(ctx, state, pod, nodes)
 	return append([]int64(nil), totals...), err
 }

@@ -2,7 +2,8 @@
 // behaving as kube-scheduler's: NodeUnschedulable, TaintToleration,
 // NodeAffinity, NodePorts, NodeResourcesFit (LeastAllocated,
 // MostAllocated, RequestedToCapacityRatio),
-// NodeResourcesBalancedAllocation, VolumeBinding, DefaultBinder; plus
+// NodeResourcesBalancedAllocation, InterPodAffinity, PodTopologySpread,
+// VolumeBinding, DefaultBinder; plus
 // NodeReady and SelectorSpread (see their docs).
 package plugins
 
@@ -19,6 +20,8 @@ const (
 	NodeResourcesBalancedAllocationName = "NodeResourcesBalancedAllocation"
 	SelectorSpreadName                  = "SelectorSpread"
 	VolumeBindingName                   = "VolumeBinding"
+	InterPodAffinityName                = "InterPodAffinity"
+	PodTopologySpreadName               = "PodTopologySpread"
 	DefaultBinderName                   = "DefaultBinder"
 )
 
@@ -33,6 +36,8 @@ func NewInTreeRegistry() framework.Registry {
 		NodeResourcesFitName:                NewNodeResourcesFit,
 		NodeResourcesBalancedAllocationName: noArgs(func(framework.Handle) framework.Plugin { return BalancedAllocation{} }),
 		SelectorSpreadName:                  noArgs(func(framework.Handle) framework.Plugin { return SelectorSpread{} }),
+		InterPodAffinityName:                noArgs(func(h framework.Handle) framework.Plugin { return NewInterPodAffinity(h) }),
+		PodTopologySpreadName:               noArgs(func(framework.Handle) framework.Plugin { return PodTopologySpread{} }),
 		VolumeBindingName:                   noArgs(func(h framework.Handle) framework.Plugin { return NewVolumeBinding(h) }),
 		DefaultBinderName:                   noArgs(func(h framework.Handle) framework.Plugin { return DefaultBinder{h: h} }),
 	}
@@ -50,6 +55,8 @@ func DefaultPlugins() []framework.DefaultPlugin {
 		{Name: NodePortsName},
 		{Name: NodeResourcesFitName, Weight: 1},
 		{Name: VolumeBindingName},
+		{Name: PodTopologySpreadName, Weight: 2},
+		{Name: InterPodAffinityName, Weight: 2},
 		{Name: NodeResourcesBalancedAllocationName, Weight: 1},
 		{Name: SelectorSpreadName, Weight: 2},
 		{Name: DefaultBinderName},

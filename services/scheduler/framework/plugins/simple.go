@@ -131,20 +131,6 @@ func (BalancedAllocation) Score(_ context.Context, _ *framework.CycleState, pod 
 // ScoreExtensions implements framework.ScorePlugin.
 func (BalancedAllocation) ScoreExtensions() framework.ScoreExtensions { return nil }
 
-// NodeAffinity rejects nodes that lack a label of the pod's nodeSelector.
-type NodeAffinity struct{}
-
-// Name implements framework.Plugin.
-func (NodeAffinity) Name() string { return NodeAffinityName }
-
-// Filter implements framework.FilterPlugin.
-func (NodeAffinity) Filter(_ context.Context, _ *framework.CycleState, pod *framework.PodInfo, node *framework.NodeInfo) *framework.Status {
-	if r := core.FilterNodeSelector(pod, node); len(r) > 0 {
-		return framework.NewStatus(framework.UnschedulableAndUnresolvable, r...)
-	}
-	return nil
-}
-
 // NodePorts rejects nodes where a pod already uses a hostPort the pod
 // asks for (same protocol and port; host IPs are not modelled).
 type NodePorts struct{}

@@ -129,8 +129,10 @@ func (c *Cache) SyncPod(pod *kplanev1.Pod) (freed bool) {
 		}
 		return false
 	}
-	if st != nil && !st.assumed && st.node == node {
-		// Already counted; requests and owners of a bound pod do not change.
+	if st != nil && !st.assumed && st.node == node && labelsEqual(st.info.Labels, pod.GetMetadata().GetLabels()) {
+		// Already counted; requests, owners and affinity of a bound pod
+		// do not change (its labels may, which other pods' affinity and
+		// spreading read: then it is counted afresh below).
 		st.info.Pod = pod
 		return false
 	}
@@ -325,4 +327,16 @@ func (c *Cache) removeLocked(uid string) {
 			delete(c.nodes, st.node)
 		}
 	}
+}
+
+func labelsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
 }

@@ -67,6 +67,12 @@ type PodInfo struct {
 	// NodeSelector and Tolerations from the spec.
 	NodeSelector map[string]string
 	Tolerations  []*kplanev1.Toleration
+	// Namespace and Labels of the pod, for (anti-)affinity and spreading.
+	Namespace string
+	Labels    map[string]string
+	// Pod (anti-)affinity terms, parsed (affinity.go).
+	RequiredAffinity, RequiredAntiAffinity   []AffinityTerm
+	PreferredAffinity, PreferredAntiAffinity []AffinityTerm
 	// OwnerUID is the uid of the pod's controlling owner ("" if none):
 	// pods of one owner are spread across nodes.
 	OwnerUID string
@@ -91,6 +97,8 @@ func NewPodInfo(pod *kplanev1.Pod) (*PodInfo, error) {
 		NonZero:      nonZero,
 		NodeSelector: pod.GetSpec().GetNodeSelector(),
 		Tolerations:  pod.GetSpec().GetTolerations(),
+		Namespace:    meta.GetNamespace(),
+		Labels:       meta.GetLabels(),
 		Pod:          pod,
 	}
 	for _, ref := range meta.GetOwnerReferences() {
@@ -101,6 +109,11 @@ func NewPodInfo(pod *kplanev1.Pod) (*PodInfo, error) {
 	}
 	if err != nil {
 		return info, fmt.Errorf("pod %s: %w", info.Key, err)
+	}
+	if a := pod.GetSpec().GetAffinity(); a != nil {
+		if err := info.parseAffinity(a); err != nil {
+			return info, fmt.Errorf("pod %s: %w", info.Key, err)
+		}
 	}
 	return info, nil
 }
@@ -265,10 +278,13 @@ type NodeInfo struct {
 	owners map[string]int
 	// pods are the assigned pods by uid.
 	pods map[string]*PodInfo
+	// withAffinity are the assigned pods that have pod (anti-)affinity
+	// terms, by uid.
+	withAffinity map[string]*PodInfo
 }
 
 func newNodeInfo(name string) *NodeInfo {
-	return &NodeInfo{NodeState: NodeState{Name: name}, owners: map[string]int{}, pods: map[string]*PodInfo{}}
+	return &NodeInfo{NodeState: NodeState{Name: name}, owners: map[string]int{}, pods: map[string]*PodInfo{}, withAffinity: map[string]*PodInfo{}}
 }
 
 // NewNodeInfo returns a node with the given state and pods assigned, for
@@ -290,6 +306,9 @@ func (n *NodeInfo) NumPods() int { return len(n.pods) }
 
 func (n *NodeInfo) addPod(p *PodInfo) {
 	n.pods[p.UID] = p
+	if p.HasPodAffinity() {
+		n.withAffinity[p.UID] = p
+	}
 	n.Requested = n.Requested.Add(p.Requests)
 	n.NonZeroRequested = n.NonZeroRequested.Add(p.NonZero)
 	if p.OwnerUID != "" {
@@ -303,6 +322,7 @@ func (n *NodeInfo) removePod(uid string) {
 		return
 	}
 	delete(n.pods, uid)
+	delete(n.withAffinity, uid)
 	n.Requested = n.Requested.Sub(p.Requests)
 	n.NonZeroRequested = n.NonZeroRequested.Sub(p.NonZero)
 	if p.OwnerUID != "" {
@@ -321,3 +341,17 @@ func (n *NodeInfo) Pods(fn func(*PodInfo) bool) {
 		}
 	}
 }
+
+// PodsWithAffinity calls fn for each assigned pod that has pod
+// (anti-)affinity terms, until fn returns false.
+func (n *NodeInfo) PodsWithAffinity(fn func(*PodInfo) bool) {
+	for _, p := range n.withAffinity {
+		if !fn(p) {
+			return
+		}
+	}
+}
+
+// NumPodsWithAffinity returns how many assigned pods have pod
+// (anti-)affinity terms.
+func (n *NodeInfo) NumPodsWithAffinity() int { return len(n.withAffinity) }
