@@ -2,6 +2,7 @@ package strategy
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/kplane/kplane/pkg/validation"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -138,4 +139,44 @@ func validateTopologySpread(cs []*kplanev1.TopologySpreadConstraint, path string
 			}
 		}
 	}
+}
+
+// ---- PriorityClass
+
+var preemptionPolicies = []string{kplanev1.PreemptLowerPriority, kplanev1.PreemptNever}
+
+func defaultPriorityClass(pc *kplanev1.PriorityClass) {
+	if pc.PreemptionPolicy == nil {
+		p := kplanev1.PreemptLowerPriority
+		pc.PreemptionPolicy = &p
+	}
+}
+
+// validatePriorityClass: a user class may not take the system prefix or
+// a value above HighestUserDefinablePriority; the built-in system classes
+// are not objects.
+func validatePriorityClass(pc *kplanev1.PriorityClass) validation.ErrorList {
+	var errs validation.ErrorList
+	name := pc.GetMetadata().GetName()
+	if strings.HasPrefix(name, "system-") {
+		errs.Forbidden("metadata.name", "priority class names with 'system-' prefix are reserved for system use only")
+	}
+	if pc.GetValue() > kplanev1.HighestUserDefinablePriority {
+		errs.Forbidden("value", fmt.Sprintf("maximum allowed value of a user defined priority is %d", kplanev1.HighestUserDefinablePriority))
+	}
+	oneOf(&errs, "preemptionPolicy", pc.GetPreemptionPolicy(), preemptionPolicies...)
+	return errs
+}
+
+// validatePriorityClassUpdate keeps value and preemptionPolicy: pods
+// already resolved their priority from them.
+func validatePriorityClassUpdate(pc, old *kplanev1.PriorityClass) validation.ErrorList {
+	var errs validation.ErrorList
+	if pc.GetValue() != old.GetValue() {
+		errs.Forbidden("value", "may not be changed in an update.")
+	}
+	if pc.GetPreemptionPolicy() != old.GetPreemptionPolicy() {
+		errs.Forbidden("preemptionPolicy", "may not be changed in an update.")
+	}
+	return errs
 }

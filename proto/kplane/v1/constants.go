@@ -98,11 +98,12 @@ const DefaultSchedulerName = "default-scheduler"
 // apiVersions is the Kubernetes group/version each kind is served under;
 // kinds missing here belong to the core group, "v1".
 var apiVersions = map[string]string{
-	"ReplicaSet":   "apps/v1",
-	"Job":          "batch/v1",
-	"CronJob":      "batch/v1",
-	"StorageClass": "storage.k8s.io/v1",
-	"Lease":        "coordination.k8s.io/v1",
+	"ReplicaSet":    "apps/v1",
+	"Job":           "batch/v1",
+	"CronJob":       "batch/v1",
+	"StorageClass":  "storage.k8s.io/v1",
+	"Lease":         "coordination.k8s.io/v1",
+	"PriorityClass": "scheduling.k8s.io/v1",
 }
 
 // APIVersion returns the apiVersion Kubernetes serves kind under, e.g.

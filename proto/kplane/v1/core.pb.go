@@ -881,8 +881,13 @@ type PodSpec struct {
 	// branches adding PodSpec fields from 16 do not collide.
 	Affinity                  *Affinity                   `protobuf:"bytes,30,opt,name=affinity,proto3" json:"affinity,omitempty"`
 	TopologySpreadConstraints []*TopologySpreadConstraint `protobuf:"bytes,31,rep,name=topology_spread_constraints,json=topologySpreadConstraints,proto3" json:"topology_spread_constraints,omitempty"`
-	unknownFields             protoimpl.UnknownFields
-	sizeCache                 protoimpl.SizeCache
+	// priority_class_name names a PriorityClass; admission resolves it (or
+	// the globalDefault class) into priority and preemption_policy.
+	PriorityClassName string `protobuf:"bytes,32,opt,name=priority_class_name,json=priorityClassName,proto3" json:"priority_class_name,omitempty"`
+	// preemption_policy is PreemptLowerPriority or Never (from the class).
+	PreemptionPolicy *string `protobuf:"bytes,33,opt,name=preemption_policy,json=preemptionPolicy,proto3,oneof" json:"preemption_policy,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PodSpec) Reset() {
@@ -1032,6 +1037,20 @@ func (x *PodSpec) GetTopologySpreadConstraints() []*TopologySpreadConstraint {
 		return x.TopologySpreadConstraints
 	}
 	return nil
+}
+
+func (x *PodSpec) GetPriorityClassName() string {
+	if x != nil {
+		return x.PriorityClassName
+	}
+	return ""
+}
+
+func (x *PodSpec) GetPreemptionPolicy() string {
+	if x != nil && x.PreemptionPolicy != nil {
+		return *x.PreemptionPolicy
+	}
+	return ""
 }
 
 // NodeSelector (PersistentVolume nodeAffinity, pod nodeAffinity) is a
@@ -4111,6 +4130,87 @@ func (x *EventSource) GetHost() string {
 	return ""
 }
 
+// PriorityClass maps a name to a pod priority (scheduling.k8s.io/v1).
+// Cluster-scoped. value is at most 1000000000 for user classes;
+// global_default makes it the class of pods that name none (at most one
+// class may be the default); preemption_policy is PreemptLowerPriority
+// (default) or Never.
+type PriorityClass struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Metadata         *ObjectMeta            `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Value            int32                  `protobuf:"varint,2,opt,name=value,proto3" json:"value,omitempty"`
+	GlobalDefault    bool                   `protobuf:"varint,3,opt,name=global_default,json=globalDefault,proto3" json:"global_default,omitempty"`
+	Description      string                 `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	PreemptionPolicy *string                `protobuf:"bytes,5,opt,name=preemption_policy,json=preemptionPolicy,proto3,oneof" json:"preemption_policy,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *PriorityClass) Reset() {
+	*x = PriorityClass{}
+	mi := &file_kplane_v1_core_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PriorityClass) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PriorityClass) ProtoMessage() {}
+
+func (x *PriorityClass) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PriorityClass.ProtoReflect.Descriptor instead.
+func (*PriorityClass) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *PriorityClass) GetMetadata() *ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *PriorityClass) GetValue() int32 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *PriorityClass) GetGlobalDefault() bool {
+	if x != nil {
+		return x.GlobalDefault
+	}
+	return false
+}
+
+func (x *PriorityClass) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *PriorityClass) GetPreemptionPolicy() string {
+	if x != nil && x.PreemptionPolicy != nil {
+		return *x.PreemptionPolicy
+	}
+	return ""
+}
+
 var File_kplane_v1_core_proto protoreflect.FileDescriptor
 
 const file_kplane_v1_core_proto_rawDesc = "" +
@@ -4187,7 +4287,7 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x03Pod\x121\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12&\n" +
 	"\x04spec\x18\x02 \x01(\v2\x12.kplane.v1.PodSpecR\x04spec\x12,\n" +
-	"\x06status\x18\x03 \x01(\v2\x14.kplane.v1.PodStatusR\x06status\"\xb5\b\n" +
+	"\x06status\x18\x03 \x01(\v2\x14.kplane.v1.PodStatusR\x06status\"\xad\t\n" +
 	"\aPodSpec\x124\n" +
 	"\n" +
 	"containers\x18\x01 \x03(\v2\x14.kplane.v1.ContainerR\n" +
@@ -4208,13 +4308,16 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\bpriority\x18\x0e \x01(\x05R\bpriority\x12J\n" +
 	"\x1fautomount_service_account_token\x18\x0f \x01(\bH\x02R\x1cautomountServiceAccountToken\x88\x01\x01\x12/\n" +
 	"\baffinity\x18\x1e \x01(\v2\x13.kplane.v1.AffinityR\baffinity\x12c\n" +
-	"\x1btopology_spread_constraints\x18\x1f \x03(\v2#.kplane.v1.TopologySpreadConstraintR\x19topologySpreadConstraints\x1a?\n" +
+	"\x1btopology_spread_constraints\x18\x1f \x03(\v2#.kplane.v1.TopologySpreadConstraintR\x19topologySpreadConstraints\x12.\n" +
+	"\x13priority_class_name\x18  \x01(\tR\x11priorityClassName\x120\n" +
+	"\x11preemption_policy\x18! \x01(\tH\x03R\x10preemptionPolicy\x88\x01\x01\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B#\n" +
 	"!_termination_grace_period_secondsB\x1a\n" +
 	"\x18_active_deadline_secondsB\"\n" +
-	" _automount_service_account_token\"[\n" +
+	" _automount_service_account_tokenB\x14\n" +
+	"\x12_preemption_policy\"[\n" +
 	"\fNodeSelector\x12K\n" +
 	"\x13node_selector_terms\x18\x01 \x03(\v2\x1b.kplane.v1.NodeSelectorTermR\x11nodeSelectorTerms\"c\n" +
 	"\x10NodeSelectorTerm\x12O\n" +
@@ -4481,7 +4584,14 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"event_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampB\x04\xe8\xd2*\x01R\teventTime\"?\n" +
 	"\vEventSource\x12\x1c\n" +
 	"\tcomponent\x18\x01 \x01(\tR\tcomponent\x12\x12\n" +
-	"\x04host\x18\x02 \x01(\tR\x04hostB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
+	"\x04host\x18\x02 \x01(\tR\x04host\"\xe9\x01\n" +
+	"\rPriorityClass\x121\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value\x12%\n" +
+	"\x0eglobal_default\x18\x03 \x01(\bR\rglobalDefault\x12 \n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x120\n" +
+	"\x11preemption_policy\x18\x05 \x01(\tH\x00R\x10preemptionPolicy\x88\x01\x01B\x14\n" +
+	"\x12_preemption_policyB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
 
 var (
 	file_kplane_v1_core_proto_rawDescOnce sync.Once
@@ -4495,7 +4605,7 @@ func file_kplane_v1_core_proto_rawDescGZIP() []byte {
 	return file_kplane_v1_core_proto_rawDescData
 }
 
-var file_kplane_v1_core_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
+var file_kplane_v1_core_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_kplane_v1_core_proto_goTypes = []any{
 	(*Namespace)(nil),                         // 0: kplane.v1.Namespace
 	(*NamespaceSpec)(nil),                     // 1: kplane.v1.NamespaceSpec
@@ -4556,43 +4666,44 @@ var file_kplane_v1_core_proto_goTypes = []any{
 	(*Secret)(nil),                            // 56: kplane.v1.Secret
 	(*Event)(nil),                             // 57: kplane.v1.Event
 	(*EventSource)(nil),                       // 58: kplane.v1.EventSource
-	nil,                                       // 59: kplane.v1.NodeStatus.CapacityEntry
-	nil,                                       // 60: kplane.v1.NodeStatus.AllocatableEntry
-	nil,                                       // 61: kplane.v1.PodSpec.NodeSelectorEntry
-	nil,                                       // 62: kplane.v1.ServiceSpec.SelectorEntry
-	nil,                                       // 63: kplane.v1.Secret.DataEntry
-	nil,                                       // 64: kplane.v1.Secret.StringDataEntry
-	(*ObjectMeta)(nil),                        // 65: kplane.v1.ObjectMeta
-	(*timestamppb.Timestamp)(nil),             // 66: google.protobuf.Timestamp
-	(*Condition)(nil),                         // 67: kplane.v1.Condition
-	(*LabelSelector)(nil),                     // 68: kplane.v1.LabelSelector
-	(*ResourceRequirements)(nil),              // 69: kplane.v1.ResourceRequirements
-	(*IntOrString)(nil),                       // 70: kplane.v1.IntOrString
-	(*ObjectReference)(nil),                   // 71: kplane.v1.ObjectReference
-	(*LocalObjectReference)(nil),              // 72: kplane.v1.LocalObjectReference
+	(*PriorityClass)(nil),                     // 59: kplane.v1.PriorityClass
+	nil,                                       // 60: kplane.v1.NodeStatus.CapacityEntry
+	nil,                                       // 61: kplane.v1.NodeStatus.AllocatableEntry
+	nil,                                       // 62: kplane.v1.PodSpec.NodeSelectorEntry
+	nil,                                       // 63: kplane.v1.ServiceSpec.SelectorEntry
+	nil,                                       // 64: kplane.v1.Secret.DataEntry
+	nil,                                       // 65: kplane.v1.Secret.StringDataEntry
+	(*ObjectMeta)(nil),                        // 66: kplane.v1.ObjectMeta
+	(*timestamppb.Timestamp)(nil),             // 67: google.protobuf.Timestamp
+	(*Condition)(nil),                         // 68: kplane.v1.Condition
+	(*LabelSelector)(nil),                     // 69: kplane.v1.LabelSelector
+	(*ResourceRequirements)(nil),              // 70: kplane.v1.ResourceRequirements
+	(*IntOrString)(nil),                       // 71: kplane.v1.IntOrString
+	(*ObjectReference)(nil),                   // 72: kplane.v1.ObjectReference
+	(*LocalObjectReference)(nil),              // 73: kplane.v1.LocalObjectReference
 }
 var file_kplane_v1_core_proto_depIdxs = []int32{
-	65, // 0: kplane.v1.Namespace.metadata:type_name -> kplane.v1.ObjectMeta
+	66, // 0: kplane.v1.Namespace.metadata:type_name -> kplane.v1.ObjectMeta
 	1,  // 1: kplane.v1.Namespace.spec:type_name -> kplane.v1.NamespaceSpec
 	2,  // 2: kplane.v1.Namespace.status:type_name -> kplane.v1.NamespaceStatus
-	65, // 3: kplane.v1.Node.metadata:type_name -> kplane.v1.ObjectMeta
+	66, // 3: kplane.v1.Node.metadata:type_name -> kplane.v1.ObjectMeta
 	4,  // 4: kplane.v1.Node.spec:type_name -> kplane.v1.NodeSpec
 	7,  // 5: kplane.v1.Node.status:type_name -> kplane.v1.NodeStatus
 	5,  // 6: kplane.v1.NodeSpec.taints:type_name -> kplane.v1.Taint
-	66, // 7: kplane.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
-	59, // 8: kplane.v1.NodeStatus.capacity:type_name -> kplane.v1.NodeStatus.CapacityEntry
-	60, // 9: kplane.v1.NodeStatus.allocatable:type_name -> kplane.v1.NodeStatus.AllocatableEntry
-	67, // 10: kplane.v1.NodeStatus.conditions:type_name -> kplane.v1.Condition
+	67, // 7: kplane.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
+	60, // 8: kplane.v1.NodeStatus.capacity:type_name -> kplane.v1.NodeStatus.CapacityEntry
+	61, // 9: kplane.v1.NodeStatus.allocatable:type_name -> kplane.v1.NodeStatus.AllocatableEntry
+	68, // 10: kplane.v1.NodeStatus.conditions:type_name -> kplane.v1.Condition
 	8,  // 11: kplane.v1.NodeStatus.addresses:type_name -> kplane.v1.NodeAddress
 	9,  // 12: kplane.v1.NodeStatus.daemon_endpoints:type_name -> kplane.v1.NodeDaemonEndpoints
 	11, // 13: kplane.v1.NodeStatus.node_info:type_name -> kplane.v1.NodeSystemInfo
 	10, // 14: kplane.v1.NodeDaemonEndpoints.kubelet_endpoint:type_name -> kplane.v1.DaemonEndpoint
-	65, // 15: kplane.v1.Pod.metadata:type_name -> kplane.v1.ObjectMeta
+	66, // 15: kplane.v1.Pod.metadata:type_name -> kplane.v1.ObjectMeta
 	13, // 16: kplane.v1.Pod.spec:type_name -> kplane.v1.PodSpec
 	38, // 17: kplane.v1.Pod.status:type_name -> kplane.v1.PodStatus
 	25, // 18: kplane.v1.PodSpec.containers:type_name -> kplane.v1.Container
 	25, // 19: kplane.v1.PodSpec.init_containers:type_name -> kplane.v1.Container
-	61, // 20: kplane.v1.PodSpec.node_selector:type_name -> kplane.v1.PodSpec.NodeSelectorEntry
+	62, // 20: kplane.v1.PodSpec.node_selector:type_name -> kplane.v1.PodSpec.NodeSelectorEntry
 	6,  // 21: kplane.v1.PodSpec.tolerations:type_name -> kplane.v1.Toleration
 	33, // 22: kplane.v1.PodSpec.volumes:type_name -> kplane.v1.Volume
 	17, // 23: kplane.v1.PodSpec.affinity:type_name -> kplane.v1.Affinity
@@ -4609,27 +4720,27 @@ var file_kplane_v1_core_proto_depIdxs = []int32{
 	23, // 34: kplane.v1.PodAffinity.preferred_during_scheduling_ignored_during_execution:type_name -> kplane.v1.WeightedPodAffinityTerm
 	22, // 35: kplane.v1.PodAntiAffinity.required_during_scheduling_ignored_during_execution:type_name -> kplane.v1.PodAffinityTerm
 	23, // 36: kplane.v1.PodAntiAffinity.preferred_during_scheduling_ignored_during_execution:type_name -> kplane.v1.WeightedPodAffinityTerm
-	68, // 37: kplane.v1.PodAffinityTerm.label_selector:type_name -> kplane.v1.LabelSelector
-	68, // 38: kplane.v1.PodAffinityTerm.namespace_selector:type_name -> kplane.v1.LabelSelector
+	69, // 37: kplane.v1.PodAffinityTerm.label_selector:type_name -> kplane.v1.LabelSelector
+	69, // 38: kplane.v1.PodAffinityTerm.namespace_selector:type_name -> kplane.v1.LabelSelector
 	22, // 39: kplane.v1.WeightedPodAffinityTerm.pod_affinity_term:type_name -> kplane.v1.PodAffinityTerm
-	68, // 40: kplane.v1.TopologySpreadConstraint.label_selector:type_name -> kplane.v1.LabelSelector
+	69, // 40: kplane.v1.TopologySpreadConstraint.label_selector:type_name -> kplane.v1.LabelSelector
 	26, // 41: kplane.v1.Container.env:type_name -> kplane.v1.EnvVar
 	27, // 42: kplane.v1.Container.ports:type_name -> kplane.v1.ContainerPort
-	69, // 43: kplane.v1.Container.resources:type_name -> kplane.v1.ResourceRequirements
+	70, // 43: kplane.v1.Container.resources:type_name -> kplane.v1.ResourceRequirements
 	29, // 44: kplane.v1.Container.readiness_probe:type_name -> kplane.v1.Probe
 	29, // 45: kplane.v1.Container.liveness_probe:type_name -> kplane.v1.Probe
 	28, // 46: kplane.v1.Container.volume_mounts:type_name -> kplane.v1.VolumeMount
 	30, // 47: kplane.v1.Probe.exec:type_name -> kplane.v1.ExecAction
 	31, // 48: kplane.v1.Probe.tcp_socket:type_name -> kplane.v1.TCPSocketAction
 	32, // 49: kplane.v1.Probe.http_get:type_name -> kplane.v1.HTTPGetAction
-	70, // 50: kplane.v1.TCPSocketAction.port:type_name -> kplane.v1.IntOrString
-	70, // 51: kplane.v1.HTTPGetAction.port:type_name -> kplane.v1.IntOrString
+	71, // 50: kplane.v1.TCPSocketAction.port:type_name -> kplane.v1.IntOrString
+	71, // 51: kplane.v1.HTTPGetAction.port:type_name -> kplane.v1.IntOrString
 	34, // 52: kplane.v1.Volume.persistent_volume_claim:type_name -> kplane.v1.PersistentVolumeClaimVolumeSource
 	35, // 53: kplane.v1.Volume.empty_dir:type_name -> kplane.v1.EmptyDirVolumeSource
 	36, // 54: kplane.v1.Volume.secret:type_name -> kplane.v1.SecretVolumeSource
 	37, // 55: kplane.v1.Volume.host_path:type_name -> kplane.v1.HostPathVolumeSource
-	67, // 56: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
-	66, // 57: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
+	68, // 56: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
+	67, // 57: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
 	41, // 58: kplane.v1.PodStatus.container_statuses:type_name -> kplane.v1.ContainerStatus
 	41, // 59: kplane.v1.PodStatus.init_container_statuses:type_name -> kplane.v1.ContainerStatus
 	39, // 60: kplane.v1.PodStatus.pod_ips:type_name -> kplane.v1.PodIP
@@ -4639,41 +4750,42 @@ var file_kplane_v1_core_proto_depIdxs = []int32{
 	43, // 64: kplane.v1.ContainerState.waiting:type_name -> kplane.v1.ContainerStateWaiting
 	44, // 65: kplane.v1.ContainerState.running:type_name -> kplane.v1.ContainerStateRunning
 	45, // 66: kplane.v1.ContainerState.terminated:type_name -> kplane.v1.ContainerStateTerminated
-	66, // 67: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
-	66, // 68: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
-	66, // 69: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
-	65, // 70: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
+	67, // 67: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
+	67, // 68: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
+	67, // 69: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
+	66, // 70: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
 	13, // 71: kplane.v1.PodTemplateSpec.spec:type_name -> kplane.v1.PodSpec
-	65, // 72: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
+	66, // 72: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
 	48, // 73: kplane.v1.Service.spec:type_name -> kplane.v1.ServiceSpec
 	50, // 74: kplane.v1.Service.status:type_name -> kplane.v1.ServiceStatus
-	62, // 75: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
+	63, // 75: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
 	49, // 76: kplane.v1.ServiceSpec.ports:type_name -> kplane.v1.ServicePort
-	70, // 77: kplane.v1.ServicePort.target_port:type_name -> kplane.v1.IntOrString
-	67, // 78: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
-	65, // 79: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
+	71, // 77: kplane.v1.ServicePort.target_port:type_name -> kplane.v1.IntOrString
+	68, // 78: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
+	66, // 79: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
 	52, // 80: kplane.v1.Endpoints.subsets:type_name -> kplane.v1.EndpointSubset
 	53, // 81: kplane.v1.EndpointSubset.addresses:type_name -> kplane.v1.EndpointAddress
 	53, // 82: kplane.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.v1.EndpointAddress
 	54, // 83: kplane.v1.EndpointSubset.ports:type_name -> kplane.v1.EndpointPort
-	71, // 84: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
-	65, // 85: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
-	71, // 86: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
-	72, // 87: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
-	65, // 88: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
-	63, // 89: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
-	64, // 90: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
-	65, // 91: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
-	71, // 92: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
+	72, // 84: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
+	66, // 85: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
+	72, // 86: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
+	73, // 87: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
+	66, // 88: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
+	64, // 89: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
+	65, // 90: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
+	66, // 91: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
+	72, // 92: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
 	58, // 93: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
-	66, // 94: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
-	66, // 95: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
-	66, // 96: kplane.v1.Event.event_time:type_name -> google.protobuf.Timestamp
-	97, // [97:97] is the sub-list for method output_type
-	97, // [97:97] is the sub-list for method input_type
-	97, // [97:97] is the sub-list for extension type_name
-	97, // [97:97] is the sub-list for extension extendee
-	0,  // [0:97] is the sub-list for field type_name
+	67, // 94: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
+	67, // 95: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
+	67, // 96: kplane.v1.Event.event_time:type_name -> google.protobuf.Timestamp
+	66, // 97: kplane.v1.PriorityClass.metadata:type_name -> kplane.v1.ObjectMeta
+	98, // [98:98] is the sub-list for method output_type
+	98, // [98:98] is the sub-list for method input_type
+	98, // [98:98] is the sub-list for extension type_name
+	98, // [98:98] is the sub-list for extension extendee
+	0,  // [0:98] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_core_proto_init() }
@@ -4690,13 +4802,14 @@ func file_kplane_v1_core_proto_init() {
 	file_kplane_v1_core_proto_msgTypes[41].OneofWrappers = []any{}
 	file_kplane_v1_core_proto_msgTypes[55].OneofWrappers = []any{}
 	file_kplane_v1_core_proto_msgTypes[56].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[59].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_v1_core_proto_rawDesc), len(file_kplane_v1_core_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   65,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -157,7 +157,15 @@ var kubernetesTypes = map[string]string{
 		tolerations []Toleration
 		priority int32
 		affinity Affinity
-		topologySpreadConstraints []TopologySpreadConstraint`,
+		topologySpreadConstraints []TopologySpreadConstraint
+		priorityClassName string
+		preemptionPolicy string`,
+	"PriorityClass": `
+		metadata ObjectMeta
+		value int32
+		globalDefault bool
+		description string
+		preemptionPolicy string`,
 	"Affinity": `
 		nodeAffinity NodeAffinity
 		podAffinity PodAffinity

@@ -48,6 +48,7 @@ var clusterScoped = map[string]bool{
 	"Node":             true,
 	"PersistentVolume": true,
 	"StorageClass":     true,
+	"PriorityClass":    true,
 }
 
 var (

@@ -39,6 +39,8 @@ func (x *Object) kindMessage() (proto.Message, bool) {
 		return k.Event, k.Event != nil
 	case *Object_CronJob:
 		return k.CronJob, k.CronJob != nil
+	case *Object_PriorityClass:
+		return k.PriorityClass, k.PriorityClass != nil
 	}
 	return nil, false
 }

@@ -3,8 +3,8 @@ package kplanev1
 import "testing"
 
 func TestKindsFromOneof(t *testing.T) {
-	if got := len(KindNames()); got != 16 {
-		t.Fatalf("KindNames: got %d kinds, want 16: %v", got, KindNames())
+	if got := len(KindNames()); got != 17 {
+		t.Fatalf("KindNames: got %d kinds, want 17: %v", got, KindNames())
 	}
 	for _, k := range Kinds() {
 		o := k.Wrap(k.New())

@@ -102,6 +102,7 @@ type Object struct {
 	//	*Object_Lease
 	//	*Object_Event
 	//	*Object_CronJob
+	//	*Object_PriorityClass
 	Kind          isObject_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -288,6 +289,15 @@ func (x *Object) GetCronJob() *CronJob {
 	return nil
 }
 
+func (x *Object) GetPriorityClass() *PriorityClass {
+	if x != nil {
+		if x, ok := x.Kind.(*Object_PriorityClass); ok {
+			return x.PriorityClass
+		}
+	}
+	return nil
+}
+
 type isObject_Kind interface {
 	isObject_Kind()
 }
@@ -356,6 +366,10 @@ type Object_CronJob struct {
 	CronJob *CronJob `protobuf:"bytes,16,opt,name=cron_job,json=cronJob,proto3,oneof"`
 }
 
+type Object_PriorityClass struct {
+	PriorityClass *PriorityClass `protobuf:"bytes,21,opt,name=priority_class,json=priorityClass,proto3,oneof"`
+}
+
 func (*Object_Namespace) isObject_Kind() {}
 
 func (*Object_Node) isObject_Kind() {}
@@ -387,6 +401,8 @@ func (*Object_Lease) isObject_Kind() {}
 func (*Object_Event) isObject_Kind() {}
 
 func (*Object_CronJob) isObject_Kind() {}
+
+func (*Object_PriorityClass) isObject_Kind() {}
 
 // CreateRequest carries the object to create.
 type CreateRequest struct {
@@ -1277,7 +1293,7 @@ var File_kplane_v1_resources_proto protoreflect.FileDescriptor
 
 const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\n" +
-	"\x19kplane/v1/resources.proto\x12\tkplane.v1\x1a\x14kplane/v1/core.proto\x1a\x19kplane/v1/workloads.proto\"\x90\a\n" +
+	"\x19kplane/v1/resources.proto\x12\tkplane.v1\x1a\x14kplane/v1/core.proto\x1a\x19kplane/v1/workloads.proto\"\xd3\a\n" +
 	"\x06Object\x124\n" +
 	"\tnamespace\x18\x01 \x01(\v2\x14.kplane.v1.NamespaceH\x00R\tnamespace\x12%\n" +
 	"\x04node\x18\x02 \x01(\v2\x0f.kplane.v1.NodeH\x00R\x04node\x12\"\n" +
@@ -1296,7 +1312,8 @@ const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\x06secret\x18\r \x01(\v2\x11.kplane.v1.SecretH\x00R\x06secret\x12(\n" +
 	"\x05lease\x18\x0e \x01(\v2\x10.kplane.v1.LeaseH\x00R\x05lease\x12(\n" +
 	"\x05event\x18\x0f \x01(\v2\x10.kplane.v1.EventH\x00R\x05event\x12/\n" +
-	"\bcron_job\x18\x10 \x01(\v2\x12.kplane.v1.CronJobH\x00R\acronJobB\x06\n" +
+	"\bcron_job\x18\x10 \x01(\v2\x12.kplane.v1.CronJobH\x00R\acronJob\x12A\n" +
+	"\x0epriority_class\x18\x15 \x01(\v2\x18.kplane.v1.PriorityClassH\x00R\rpriorityClassB\x06\n" +
 	"\x04kind\":\n" +
 	"\rCreateRequest\x12)\n" +
 	"\x06object\x18\x01 \x01(\v2\x11.kplane.v1.ObjectR\x06object\";\n" +
@@ -1418,6 +1435,7 @@ var file_kplane_v1_resources_proto_goTypes = []any{
 	(*Lease)(nil),                 // 30: kplane.v1.Lease
 	(*Event)(nil),                 // 31: kplane.v1.Event
 	(*CronJob)(nil),               // 32: kplane.v1.CronJob
+	(*PriorityClass)(nil),         // 33: kplane.v1.PriorityClass
 }
 var file_kplane_v1_resources_proto_depIdxs = []int32{
 	17, // 0: kplane.v1.Object.namespace:type_name -> kplane.v1.Namespace
@@ -1436,37 +1454,38 @@ var file_kplane_v1_resources_proto_depIdxs = []int32{
 	30, // 13: kplane.v1.Object.lease:type_name -> kplane.v1.Lease
 	31, // 14: kplane.v1.Object.event:type_name -> kplane.v1.Event
 	32, // 15: kplane.v1.Object.cron_job:type_name -> kplane.v1.CronJob
-	1,  // 16: kplane.v1.CreateRequest.object:type_name -> kplane.v1.Object
-	1,  // 17: kplane.v1.CreateResponse.object:type_name -> kplane.v1.Object
-	1,  // 18: kplane.v1.GetResponse.object:type_name -> kplane.v1.Object
-	1,  // 19: kplane.v1.ListResponse.items:type_name -> kplane.v1.Object
-	1,  // 20: kplane.v1.UpdateRequest.object:type_name -> kplane.v1.Object
-	1,  // 21: kplane.v1.UpdateResponse.object:type_name -> kplane.v1.Object
-	1,  // 22: kplane.v1.UpdateStatusRequest.object:type_name -> kplane.v1.Object
-	1,  // 23: kplane.v1.UpdateStatusResponse.object:type_name -> kplane.v1.Object
-	12, // 24: kplane.v1.DeleteRequest.preconditions:type_name -> kplane.v1.Preconditions
-	1,  // 25: kplane.v1.DeleteResponse.object:type_name -> kplane.v1.Object
-	0,  // 26: kplane.v1.WatchResponse.type:type_name -> kplane.v1.EventType
-	1,  // 27: kplane.v1.WatchResponse.object:type_name -> kplane.v1.Object
-	2,  // 28: kplane.v1.Resources.Create:input_type -> kplane.v1.CreateRequest
-	4,  // 29: kplane.v1.Resources.Get:input_type -> kplane.v1.GetRequest
-	6,  // 30: kplane.v1.Resources.List:input_type -> kplane.v1.ListRequest
-	8,  // 31: kplane.v1.Resources.Update:input_type -> kplane.v1.UpdateRequest
-	10, // 32: kplane.v1.Resources.UpdateStatus:input_type -> kplane.v1.UpdateStatusRequest
-	13, // 33: kplane.v1.Resources.Delete:input_type -> kplane.v1.DeleteRequest
-	15, // 34: kplane.v1.Resources.Watch:input_type -> kplane.v1.WatchRequest
-	3,  // 35: kplane.v1.Resources.Create:output_type -> kplane.v1.CreateResponse
-	5,  // 36: kplane.v1.Resources.Get:output_type -> kplane.v1.GetResponse
-	7,  // 37: kplane.v1.Resources.List:output_type -> kplane.v1.ListResponse
-	9,  // 38: kplane.v1.Resources.Update:output_type -> kplane.v1.UpdateResponse
-	11, // 39: kplane.v1.Resources.UpdateStatus:output_type -> kplane.v1.UpdateStatusResponse
-	14, // 40: kplane.v1.Resources.Delete:output_type -> kplane.v1.DeleteResponse
-	16, // 41: kplane.v1.Resources.Watch:output_type -> kplane.v1.WatchResponse
-	35, // [35:42] is the sub-list for method output_type
-	28, // [28:35] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	33, // 16: kplane.v1.Object.priority_class:type_name -> kplane.v1.PriorityClass
+	1,  // 17: kplane.v1.CreateRequest.object:type_name -> kplane.v1.Object
+	1,  // 18: kplane.v1.CreateResponse.object:type_name -> kplane.v1.Object
+	1,  // 19: kplane.v1.GetResponse.object:type_name -> kplane.v1.Object
+	1,  // 20: kplane.v1.ListResponse.items:type_name -> kplane.v1.Object
+	1,  // 21: kplane.v1.UpdateRequest.object:type_name -> kplane.v1.Object
+	1,  // 22: kplane.v1.UpdateResponse.object:type_name -> kplane.v1.Object
+	1,  // 23: kplane.v1.UpdateStatusRequest.object:type_name -> kplane.v1.Object
+	1,  // 24: kplane.v1.UpdateStatusResponse.object:type_name -> kplane.v1.Object
+	12, // 25: kplane.v1.DeleteRequest.preconditions:type_name -> kplane.v1.Preconditions
+	1,  // 26: kplane.v1.DeleteResponse.object:type_name -> kplane.v1.Object
+	0,  // 27: kplane.v1.WatchResponse.type:type_name -> kplane.v1.EventType
+	1,  // 28: kplane.v1.WatchResponse.object:type_name -> kplane.v1.Object
+	2,  // 29: kplane.v1.Resources.Create:input_type -> kplane.v1.CreateRequest
+	4,  // 30: kplane.v1.Resources.Get:input_type -> kplane.v1.GetRequest
+	6,  // 31: kplane.v1.Resources.List:input_type -> kplane.v1.ListRequest
+	8,  // 32: kplane.v1.Resources.Update:input_type -> kplane.v1.UpdateRequest
+	10, // 33: kplane.v1.Resources.UpdateStatus:input_type -> kplane.v1.UpdateStatusRequest
+	13, // 34: kplane.v1.Resources.Delete:input_type -> kplane.v1.DeleteRequest
+	15, // 35: kplane.v1.Resources.Watch:input_type -> kplane.v1.WatchRequest
+	3,  // 36: kplane.v1.Resources.Create:output_type -> kplane.v1.CreateResponse
+	5,  // 37: kplane.v1.Resources.Get:output_type -> kplane.v1.GetResponse
+	7,  // 38: kplane.v1.Resources.List:output_type -> kplane.v1.ListResponse
+	9,  // 39: kplane.v1.Resources.Update:output_type -> kplane.v1.UpdateResponse
+	11, // 40: kplane.v1.Resources.UpdateStatus:output_type -> kplane.v1.UpdateStatusResponse
+	14, // 41: kplane.v1.Resources.Delete:output_type -> kplane.v1.DeleteResponse
+	16, // 42: kplane.v1.Resources.Watch:output_type -> kplane.v1.WatchResponse
+	36, // [36:43] is the sub-list for method output_type
+	29, // [29:36] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_resources_proto_init() }
@@ -1493,6 +1512,7 @@ func file_kplane_v1_resources_proto_init() {
 		(*Object_Lease)(nil),
 		(*Object_Event)(nil),
 		(*Object_CronJob)(nil),
+		(*Object_PriorityClass)(nil),
 	}
 	file_kplane_v1_resources_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}

@@ -27,6 +27,7 @@ var shortNames = map[string]string{
 	"ServiceAccount":        "sa",
 	"Event":                 "ev",
 	"CronJob":               "cj",
+	"PriorityClass":         "pc",
 }
 
 // aliases maps every lower-case name a user may type to the kind name.

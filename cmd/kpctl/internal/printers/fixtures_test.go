@@ -239,6 +239,10 @@ func fixtures() map[string][]*kplanev1.Object {
 				ReclaimPolicy: "Retain", VolumeBindingMode: "WaitForFirstConsumer",
 			}),
 		},
+		"PriorityClass": {
+			kplanev1.MustWrap(&kplanev1.PriorityClass{Metadata: meta("", "high-priority", 3*24*time.Hour), Value: 1000000, GlobalDefault: false}),
+			kplanev1.MustWrap(&kplanev1.PriorityClass{Metadata: meta("", "batch", time.Hour), Value: -10, GlobalDefault: true, PreemptionPolicy: ptr("Never")}),
+		},
 		"ServiceAccount": {
 			kplanev1.MustWrap(&kplanev1.ServiceAccount{Metadata: meta("default", "default", 50*24*time.Hour)}),
 			kplanev1.MustWrap(&kplanev1.ServiceAccount{Metadata: meta("default", "builder", time.Hour),

@@ -28,6 +28,7 @@ const (
 // NewInTreeRegistry returns the factories of every in-tree plugin.
 func NewInTreeRegistry() framework.Registry {
 	return framework.Registry{
+		PrioritySortName:                    noArgs(func(framework.Handle) framework.Plugin { return PrioritySort{} }),
 		NodeReadyName:                       noArgs(func(framework.Handle) framework.Plugin { return NodeReady{} }),
 		NodeUnschedulableName:               noArgs(func(framework.Handle) framework.Plugin { return NodeUnschedulable{} }),
 		TaintTolerationName:                 noArgs(func(framework.Handle) framework.Plugin { return TaintToleration{} }),
@@ -48,6 +49,7 @@ func NewInTreeRegistry() framework.Registry {
 // last) with kube-scheduler's default Score weights.
 func DefaultPlugins() []framework.DefaultPlugin {
 	return []framework.DefaultPlugin{
+		{Name: PrioritySortName},
 		{Name: NodeReadyName},
 		{Name: NodeUnschedulableName},
 		{Name: TaintTolerationName, Weight: 3},

@@ -75,3 +75,39 @@ func TestBadConfigStopsTheScheduler(t *testing.T) {
 		t.Fatalf("run = %v, want the bad plugin named", err)
 	}
 }
+
+// Pods that exist before the scheduler starts are decided by priority:
+// with room for one pod, the highest-priority pod (created last) gets it.
+func TestQueueOrdersByPriority(t *testing.T) {
+	f := newFixture(t)
+	for name, v := range map[string]int32{"low": 10, "high": 1000} {
+		if _, err := f.api.Create(f.ctx, &kplanev1.CreateRequest{Object: kplanev1.MustWrap(&kplanev1.PriorityClass{
+			Metadata: &kplanev1.ObjectMeta{Name: name}, Value: v})}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.createNode("n1", "1", "1Gi", 110)
+	for i := range 5 {
+		f.createPod("low-"+string(rune('a'+i)), "800m", "", func(p *kplanev1.Pod) { p.Spec.PriorityClassName = "low" })
+	}
+	f.createPod("high", "800m", "", func(p *kplanev1.Pod) { p.Spec.PriorityClassName = "high" })
+	if p := f.pod("high"); p.GetSpec().GetPriority() != 1000 {
+		t.Fatalf("admission gave priority %d", p.GetSpec().GetPriority())
+	}
+	f.startScheduler("s1")
+	if got := f.waitBound("high"); got != "n1" {
+		t.Fatalf("high bound to %q", got)
+	}
+	eventually(t, 20*time.Second, "the low pods to be reported unschedulable", func() bool {
+		for i := range 5 {
+			p := f.pod("low-" + string(rune('a'+i)))
+			if p.GetSpec().GetNodeName() != "" {
+				t.Fatalf("%s was bound before the higher-priority pod", p.GetMetadata().GetName())
+			}
+			if c := podScheduledCondition(p); c == nil || c.GetReason() != "Unschedulable" {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -33,7 +33,7 @@ const (
 // in flight (assumed pods whose binding was not written are forgotten).
 func (s *Scheduler) run(ctx context.Context, ac *app.Context) error {
 	t := &term{
-		queue:  workqueue.New(workqueue.Config{Name: Name, MetricsProvider: s.qmp}),
+		queue:  newSchedulingQueue(s.queueLess(), s.now),
 		status: workqueue.New(workqueue.Config{Name: Name + "-status", MetricsProvider: s.qmp}),
 		binds:  make(chan bindTask, 4*s.cfg.BindWorkers),
 		events: make(chan eventTask, eventBuffer),
@@ -80,12 +80,16 @@ func (s *Scheduler) run(ctx context.Context, ac *app.Context) error {
 		t.status.ShutDown()
 	})
 
-	// One worker decides, so decisions see each other's assumed pods;
+	// One goroutine decides, so decisions see each other's assumed pods;
 	// a pod's retries are paced by its own back-off (backoffLeftLocked).
-	ac.RunWorkers(ctx, Name, t.queue, 1, app.ReconcileFunc(func(ctx context.Context, key string) error {
+	for {
+		key, ok := t.queue.Pop(ctx)
+		if !ok {
+			break
+		}
 		s.scheduleOne(ctx, t, key)
-		return nil
-	}))
+		t.queue.Done(key)
+	}
 	close(t.binds) // binders forget what they did not write
 	wg.Wait()
 	s.log.Info("scheduling stopped")
@@ -105,11 +109,12 @@ func (s *Scheduler) startTerm(t *term) int {
 			if p := s.pending[obj.Key()]; p == nil || p.uid != pod.GetMetadata().GetUid() {
 				s.pending[obj.Key()] = &pendingPod{uid: pod.GetMetadata().GetUid(), firstSeen: s.now()}
 			}
+			s.pending[obj.Key()].pod = pod
 		}
 	}
 	for key, p := range s.pending {
 		p.unschedulable, p.attempts = false, 0
-		t.queue.Add(key)
+		t.queue.Add(key, p.queued())
 	}
 	for key := range s.statusWant {
 		t.status.Add(key)
@@ -140,6 +145,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, t *term, key string) {
 		p = &pendingPod{uid: uid, firstSeen: s.now()}
 		s.pending[key] = p
 	}
+	p.pod = pod
 	p.attempts++
 	p.lastAttempt = s.now()
 	moves := s.moves
@@ -210,7 +216,7 @@ func (s *Scheduler) unschedulable(t *term, obj *kplanev1.Object, key string, mov
 	s.mu.Lock()
 	if p := s.pending[key]; p != nil && p.uid == uid {
 		if s.moves != moves {
-			t.queue.AddAfter(key, s.backoffLeftLocked(p))
+			t.queue.AddAfter(key, p.queued(), s.backoffLeftLocked(p))
 		} else {
 			p.unschedulable = true
 		}
@@ -226,7 +232,7 @@ func (s *Scheduler) retryLater(t *term, key, uid string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p := s.pending[key]; p != nil && p.uid == uid {
-		t.queue.AddAfter(key, s.backoffLeftLocked(p))
+		t.queue.AddAfter(key, p.queued(), s.backoffLeftLocked(p))
 	}
 }
 
@@ -313,7 +319,7 @@ func (s *Scheduler) pendingPreBind(t *term, b bindTask, st *framework.Status) {
 	s.mu.Lock()
 	if p := s.pending[key]; p != nil && p.uid == uid {
 		if s.moves != moves {
-			t.queue.AddAfter(key, s.backoffLeftLocked(p))
+			t.queue.AddAfter(key, p.queued(), s.backoffLeftLocked(p))
 		} else {
 			p.unschedulable = true
 		}
@@ -422,7 +428,7 @@ func (s *Scheduler) housekeep(ctx context.Context) {
 		for _, p := range s.cache.Expire() {
 			s.log.Warn("binding never showed up in the watch; forgetting it", "pod", p.Key, "node", p.NodeName)
 			if obj, ok := s.pods.Store().Get(p.Key); ok && s.needsScheduling(obj.GetPod()) {
-				s.addPending(p.Key, obj.Meta().GetUid(), true)
+				s.addPending(p.Key, obj.GetPod(), true)
 			}
 		}
 		s.mu.Lock()
@@ -431,7 +437,7 @@ func (s *Scheduler) housekeep(ctx context.Context) {
 			for key, p := range s.pending {
 				if p.unschedulable && now.Sub(p.lastAttempt) >= s.cfg.UnschedulableRetry {
 					p.unschedulable = false
-					s.t.queue.Add(key)
+					s.t.queue.Add(key, p.queued())
 				}
 			}
 		}

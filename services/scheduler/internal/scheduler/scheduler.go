@@ -162,7 +162,9 @@ type Scheduler struct {
 
 // pendingPod is a pod waiting for a node.
 type pendingPod struct {
-	uid         string
+	uid string
+	// pod is its latest version seen (the queue orders by its priority).
+	pod         *kplanev1.Pod
 	firstSeen   time.Time
 	attempts    int
 	lastAttempt time.Time
@@ -172,7 +174,7 @@ type pendingPod struct {
 
 // term is what runs while this replica leads.
 type term struct {
-	queue  *workqueue.Queue // pod keys to schedule
+	queue  *schedulingQueue // pod keys to schedule
 	status *workqueue.Queue // pod keys whose PodScheduled condition to write
 	binds  chan bindTask
 	events chan eventTask
@@ -244,7 +246,7 @@ func (s *Scheduler) onPodAdd(obj *kplanev1.Object) {
 		return
 	}
 	if s.needsScheduling(pod) {
-		s.addPending(obj.Key(), pod.GetMetadata().GetUid(), false)
+		s.addPending(obj.Key(), pod, false)
 	}
 }
 
@@ -263,7 +265,7 @@ func (s *Scheduler) onPodUpdate(oldObj, newObj *kplanev1.Object) {
 		// A changed spec (tolerations, say) or labels may fit now.
 		changed := oldObj != newObj && (old.GetMetadata().GetGeneration() != pod.GetMetadata().GetGeneration() ||
 			!proto.Equal(old.GetSpec(), pod.GetSpec()))
-		s.addPending(key, uid, changed)
+		s.addPending(key, pod, changed)
 	default:
 		s.donePending(key, uid) // being deleted, finished, or not ours
 	}
@@ -306,7 +308,8 @@ func (s *Scheduler) onNodeDelete(obj any) {
 // addPending records a pod that waits for a node and queues it, unless it
 // waits for a cluster change (then retry says whether its own change is
 // one).
-func (s *Scheduler) addPending(key, uid string, retry bool) {
+func (s *Scheduler) addPending(key string, pod *kplanev1.Pod, retry bool) {
+	uid := pod.GetMetadata().GetUid()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.pending[key]
@@ -314,6 +317,7 @@ func (s *Scheduler) addPending(key, uid string, retry bool) {
 		p = &pendingPod{uid: uid, firstSeen: s.now()}
 		s.pending[key] = p
 	}
+	p.pod = pod
 	if s.t == nil {
 		return
 	}
@@ -322,10 +326,10 @@ func (s *Scheduler) addPending(key, uid string, retry bool) {
 			return
 		}
 		p.unschedulable = false
-		s.t.queue.AddAfter(key, s.backoffLeftLocked(p))
+		s.t.queue.AddAfter(key, p.queued(), s.backoffLeftLocked(p))
 		return
 	}
-	s.t.queue.Add(key)
+	s.t.queue.Add(key, p.queued())
 }
 
 // donePending forgets a pod that no longer waits (bound, deleted, not
@@ -354,7 +358,7 @@ func (s *Scheduler) moveAll(reason string) {
 	for key, p := range s.pending {
 		if p.unschedulable {
 			p.unschedulable = false
-			s.t.queue.AddAfter(key, s.backoffLeftLocked(p))
+			s.t.queue.AddAfter(key, p.queued(), s.backoffLeftLocked(p))
 			n++
 		}
 	}
@@ -386,4 +390,20 @@ func (s *Scheduler) pendingCounts() (active, unschedulable int) {
 		}
 	}
 	return active, unschedulable
+}
+
+// queued is what the QueueSort plugin compares.
+func (p *pendingPod) queued() *framework.QueuedPodInfo {
+	return &framework.QueuedPodInfo{Pod: p.pod, Timestamp: p.firstSeen, Attempts: p.attempts}
+}
+
+// queueLess is the QueueSort plugin's order (all profiles share one), or
+// first come first served when no profile enables one.
+func (s *Scheduler) queueLess() func(a, b *framework.QueuedPodInfo) bool {
+	for _, f := range s.profiles {
+		if qs := f.QueueSort(); qs != nil {
+			return qs.Less
+		}
+	}
+	return func(a, b *framework.QueuedPodInfo) bool { return a.Timestamp.Before(b.Timestamp) }
 }
