@@ -165,8 +165,19 @@ func (s *Status) AsError() error {
 // PreScore computed for the pod, read back by its Filter or Score. One
 // scheduling attempt uses it from one goroutine at a time.
 type CycleState struct {
-	data  map[string]any
-	nodes []*NodeInfo
+	data   map[string]any
+	nodes  []*NodeInfo
+	filter func(ctx context.Context, state *CycleState, pod *PodInfo, node *NodeInfo) *Status
+}
+
+// RunFilterPlugins runs the profile's Filter plugins on node (possibly a
+// clone with pods removed): for PostFilter plugins that simulate, as
+// preemption does. Success when called outside PostFilter.
+func (c *CycleState) RunFilterPlugins(ctx context.Context, pod *PodInfo, node *NodeInfo) *Status {
+	if c.filter == nil {
+		return nil
+	}
+	return c.filter(ctx, c, pod, node)
 }
 
 // Nodes returns every node of the snapshot the current Filter, PostFilter,
@@ -329,6 +340,9 @@ type Handle interface {
 	// WaitingPod returns the pod held by Permit plugins, by uid (nil when
 	// none is).
 	WaitingPod(uid string) WaitingPod
+	// Event records an Event about obj (rate limited; dropped under
+	// pressure).
+	Event(obj *kplanev1.Object, eventType, reason, message string)
 }
 
 // SetNodes sets what Nodes returns, for tests and tools that call plugins

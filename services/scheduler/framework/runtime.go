@@ -131,6 +131,10 @@ func (f *Framework) RunFilterPlugins(ctx context.Context, state *CycleState, pod
 	return nil
 }
 
+func (f *Framework) runFilters(ctx context.Context, state *CycleState, pod *PodInfo, node *NodeInfo) *Status {
+	return f.RunFilterPlugins(ctx, state, pod, node)
+}
+
 // SelectNode runs the filters on every node, scores the feasible ones and
 // returns the best (ties broken at random). When none fits it returns the
 // FitError and why each node was rejected. nodes must not change during
@@ -142,7 +146,7 @@ func (f *Framework) SelectNode(ctx context.Context, state *CycleState, pod *PodI
 	var filtered NodeToStatus
 	var fit *FitError
 	for _, n := range nodes {
-		st := f.RunFilterPlugins(ctx, state, pod, n)
+		st := f.RunFilterPlugins(ctx, state, pod, withNominated(pod, n))
 		if st.IsSuccess() {
 			f.feasible = append(f.feasible, n)
 			continue
@@ -230,6 +234,8 @@ func (f *Framework) RunScorePlugins(ctx context.Context, state *CycleState, pod 
 
 // RunPostFilterPlugins runs the PostFilter plugins until one succeeds.
 func (f *Framework) RunPostFilterPlugins(ctx context.Context, state *CycleState, pod *PodInfo, nodes []*NodeInfo, filtered NodeToStatus) (*PostFilterResult, *Status) {
+	state.nodes, state.filter = nodes, f.runFilters
+	defer func() { state.nodes, state.filter = nil, nil }()
 	var last *Status
 	for _, p := range f.postFilter {
 		r, st := p.PostFilter(ctx, state, pod, nodes, filtered)
@@ -418,4 +424,29 @@ func (p *waitingPod) Reject(plugin, msg string) {
 	case p.done <- NewStatus(Unschedulable, msg).WithPlugin(plugin):
 	default:
 	}
+}
+
+// withNominated returns node as pod must see it: with the pods that
+// preemption nominated there and that are at least as important (other
+// than pod itself) counted as if bound, so that a lower-priority pod does
+// not take the room made for them. The node itself when there are none.
+func withNominated(pod *PodInfo, node *NodeInfo) *NodeInfo {
+	if node.NumNominated() == 0 {
+		return node
+	}
+	prio := pod.Pod.GetSpec().GetPriority()
+	var sim *NodeInfo
+	node.NominatedPods(func(p *PodInfo) {
+		if p.UID == pod.UID || p.Pod.GetSpec().GetPriority() < prio {
+			return
+		}
+		if sim == nil {
+			sim = node.Clone()
+		}
+		sim.AddPod(p)
+	})
+	if sim == nil {
+		return node
+	}
+	return sim
 }

@@ -40,6 +40,7 @@ func NewInTreeRegistry() framework.Registry {
 		InterPodAffinityName:                noArgs(func(h framework.Handle) framework.Plugin { return NewInterPodAffinity(h) }),
 		PodTopologySpreadName:               noArgs(func(framework.Handle) framework.Plugin { return PodTopologySpread{} }),
 		VolumeBindingName:                   noArgs(func(h framework.Handle) framework.Plugin { return NewVolumeBinding(h) }),
+		DefaultPreemptionName:               noArgs(func(h framework.Handle) framework.Plugin { return &DefaultPreemption{h: h} }),
 		DefaultBinderName:                   noArgs(func(h framework.Handle) framework.Plugin { return DefaultBinder{h: h} }),
 	}
 }
@@ -61,6 +62,7 @@ func DefaultPlugins() []framework.DefaultPlugin {
 		{Name: InterPodAffinityName, Weight: 2},
 		{Name: NodeResourcesBalancedAllocationName, Weight: 1},
 		{Name: SelectorSpreadName, Weight: 2},
+		{Name: DefaultPreemptionName},
 		{Name: DefaultBinderName},
 	}
 }

@@ -49,6 +49,8 @@ type Cache struct {
 	// seeded cache decides reproducibly.
 	order []*NodeInfo
 	pods  map[string]*podState // by uid
+	// nominations: node preemption nominated, by pod uid.
+	nominations map[string]string
 	// scratch space reused by Schedule (it runs under mu).
 	feasible []*NodeInfo
 }
@@ -65,9 +67,10 @@ func NewCache(ttl time.Duration, now func() time.Time, seed uint64) *Cache {
 	}
 	return &Cache{
 		ttl: ttl, now: now,
-		rnd:   rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		nodes: map[string]*NodeInfo{},
-		pods:  map[string]*podState{},
+		rnd:         rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		nodes:       map[string]*NodeInfo{},
+		pods:        map[string]*podState{},
+		nominations: map[string]string{},
 	}
 }
 
@@ -133,7 +136,16 @@ func (c *Cache) SyncPod(pod *kplanev1.Pod) (freed bool) {
 		// Already counted; requests, owners and affinity of a bound pod
 		// do not change (its labels may, which other pods' affinity and
 		// spreading read: then it is counted afresh below).
-		st.info.Pod = pod
+		// The PodInfo is shared with snapshots: replace, never modify it.
+		info := *st.info
+		info.Pod = pod
+		st.info = &info
+		if n := c.nodes[node]; n != nil {
+			n.pods[uid] = &info
+			if _, ok := n.withAffinity[uid]; ok {
+				n.withAffinity[uid] = &info
+			}
+		}
 		return false
 	}
 	// Invalid quantities were rejected by the apiserver; if one slipped
@@ -152,6 +164,7 @@ func (c *Cache) RemovePod(pod *kplanev1.Pod) (freed bool) {
 	uid := pod.GetMetadata().GetUid()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.unnominateLocked(uid)
 	if _, ok := c.pods[uid]; !ok {
 		return false
 	}
@@ -309,6 +322,7 @@ func (c *Cache) ScheduleDefault(pod *PodInfo) (string, error) {
 }
 
 func (c *Cache) addLocked(pod *PodInfo, node string, assumed bool) {
+	c.unnominateLocked(pod.UID)
 	n := c.nodes[node]
 	if n == nil {
 		n = newNodeInfo(node) // bound to a node not seen (yet): not a candidate
@@ -339,4 +353,50 @@ func labelsEqual(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// Snapshot returns a copy of every known node (in the order Schedule sees
+// them) that the caller may read and change without the cache's lock:
+// what PostFilter plugins simulate on.
+func (c *Cache) Snapshot() []*NodeInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*NodeInfo, len(c.order))
+	for i, n := range c.order {
+		out[i] = n.Clone()
+	}
+	return out
+}
+
+// Nominate records that preemption made room for pod on node: until the
+// pod is bound or gone (or nominated elsewhere), pods of no higher
+// priority are decided as if it were there.
+func (c *Cache) Nominate(pod *PodInfo, node string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unnominateLocked(pod.UID)
+	n := c.nodes[node]
+	if n == nil || !n.Known {
+		return
+	}
+	n.nominated[pod.UID] = pod
+	c.nominations[pod.UID] = node
+}
+
+// Unnominate forgets pod uid's nomination.
+func (c *Cache) Unnominate(uid string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unnominateLocked(uid)
+}
+
+func (c *Cache) unnominateLocked(uid string) {
+	node, ok := c.nominations[uid]
+	if !ok {
+		return
+	}
+	delete(c.nominations, uid)
+	if n := c.nodes[node]; n != nil {
+		delete(n.nominated, uid)
+	}
 }

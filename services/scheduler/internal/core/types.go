@@ -281,10 +281,24 @@ type NodeInfo struct {
 	// withAffinity are the assigned pods that have pod (anti-)affinity
 	// terms, by uid.
 	withAffinity map[string]*PodInfo
+	// nominated are pods preemption made room for here, not yet bound,
+	// by uid: pods of lower priority must not take that room.
+	nominated map[string]*PodInfo
 }
 
+// NominatedPods calls fn for each pod nominated to the node (by
+// preemption) and not yet bound.
+func (n *NodeInfo) NominatedPods(fn func(*PodInfo)) {
+	for _, p := range n.nominated {
+		fn(p)
+	}
+}
+
+// NumNominated returns how many pods are nominated to the node.
+func (n *NodeInfo) NumNominated() int { return len(n.nominated) }
+
 func newNodeInfo(name string) *NodeInfo {
-	return &NodeInfo{NodeState: NodeState{Name: name}, owners: map[string]int{}, pods: map[string]*PodInfo{}, withAffinity: map[string]*PodInfo{}}
+	return &NodeInfo{NodeState: NodeState{Name: name}, owners: map[string]int{}, pods: map[string]*PodInfo{}, withAffinity: map[string]*PodInfo{}, nominated: map[string]*PodInfo{}}
 }
 
 // NewNodeInfo returns a node with the given state and pods assigned, for
@@ -355,3 +369,31 @@ func (n *NodeInfo) PodsWithAffinity(fn func(*PodInfo) bool) {
 // NumPodsWithAffinity returns how many assigned pods have pod
 // (anti-)affinity terms.
 func (n *NodeInfo) NumPodsWithAffinity() int { return len(n.withAffinity) }
+
+// Clone returns a copy of the node whose assigned pods can be changed
+// (AddPod, RemovePod) without touching n: for simulations such as
+// preemption's. The node's state and the pods themselves are shared.
+func (n *NodeInfo) Clone() *NodeInfo {
+	c := &NodeInfo{NodeState: n.NodeState, Known: n.Known, Requested: n.Requested, NonZeroRequested: n.NonZeroRequested,
+		owners: make(map[string]int, len(n.owners)), pods: make(map[string]*PodInfo, len(n.pods)),
+		withAffinity: make(map[string]*PodInfo, len(n.withAffinity)), nominated: make(map[string]*PodInfo, len(n.nominated))}
+	for k, v := range n.nominated {
+		c.nominated[k] = v
+	}
+	for k, v := range n.owners {
+		c.owners[k] = v
+	}
+	for k, v := range n.pods {
+		c.pods[k] = v
+	}
+	for k, v := range n.withAffinity {
+		c.withAffinity[k] = v
+	}
+	return c
+}
+
+// AddPod accounts p on a cloned node.
+func (n *NodeInfo) AddPod(p *PodInfo) { n.addPod(p) }
+
+// RemovePod drops the pod with uid from a cloned node.
+func (n *NodeInfo) RemovePod(uid string) { n.removePod(uid) }

@@ -88,3 +88,14 @@ func (s *Scheduler) profileFor(pod *kplanev1.Pod) *framework.Framework {
 func (s *Scheduler) needsScheduling(pod *kplanev1.Pod) bool {
 	return core.Unassigned(pod) && s.profileFor(pod) != nil
 }
+
+// Event hands an Event to the current term's writers (dropped while
+// standing by: only the leader acts).
+func (h *handle) Event(obj *kplanev1.Object, eventType, reason, message string) {
+	h.s.mu.Lock()
+	t := h.s.t
+	h.s.mu.Unlock()
+	if t != nil {
+		h.s.event(t, obj, eventType, reason, message)
+	}
+}

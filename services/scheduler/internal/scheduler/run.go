@@ -171,8 +171,10 @@ func (s *Scheduler) scheduleOne(ctx context.Context, t *term, key string) {
 		return
 	}
 	start := time.Now()
+	var filtered framework.NodeToStatus
 	node, err := s.cache.Schedule(info, func(nodes []*core.NodeInfo) (*core.NodeInfo, error) {
-		best, _, err := fwk.SelectNode(ctx, state, info, nodes)
+		best, f, err := fwk.SelectNode(ctx, state, info, nodes)
+		filtered = f
 		return best, err
 	})
 	s.m.algorithm.Observe(time.Since(start).Seconds())
@@ -181,7 +183,23 @@ func (s *Scheduler) scheduleOne(ctx context.Context, t *term, key string) {
 		switch {
 		case errors.As(err, &fit):
 			s.m.attempts.WithLabelValues(resultUnschedulable).Inc()
-			s.unschedulable(t, obj, key, moves, fit.Error())
+			msg, nominated := fit.Error(), ""
+			if fwk.HasPostFilter() {
+				// Preemption simulates on a copy of the cache, so it may
+				// call the apiserver without holding the cache's lock.
+				res, st := fwk.RunPostFilterPlugins(ctx, state, info, s.cache.Snapshot(), filtered)
+				switch {
+				case st.IsSuccess() && res != nil:
+					nominated = res.NominatedNodeName
+					s.cache.Nominate(info, nominated)
+					s.log.Debug("preemption nominated a node", "pod", key, "node", nominated)
+				case st.Code() == framework.Error:
+					s.log.Warn("preemption failed", "pod", key, "plugin", st.Plugin(), "error", st.AsError())
+				default:
+					msg += " preemption: " + st.Message()
+				}
+			}
+			s.unschedulableNominated(t, obj, key, moves, msg, nominated)
 		case errors.Is(err, core.ErrAlreadyAssigned):
 			// The watch confirmed a binding between our checks.
 			s.log.Debug("not scheduling", "pod", key, "error", err)
@@ -212,6 +230,12 @@ func (s *Scheduler) scheduleOne(ctx context.Context, t *term, key string) {
 // (or retries it after its back-off if it changed while we decided), and
 // reports why on the pod and in an Event.
 func (s *Scheduler) unschedulable(t *term, obj *kplanev1.Object, key string, moves uint64, message string) {
+	s.unschedulableNominated(t, obj, key, moves, message, "")
+}
+
+// unschedulableNominated is unschedulable that also records the node
+// preemption nominated for the pod (status.nominatedNodeName).
+func (s *Scheduler) unschedulableNominated(t *term, obj *kplanev1.Object, key string, moves uint64, message, nominated string) {
 	uid := obj.Meta().GetUid()
 	s.mu.Lock()
 	if p := s.pending[key]; p != nil && p.uid == uid {
@@ -223,7 +247,7 @@ func (s *Scheduler) unschedulable(t *term, obj *kplanev1.Object, key string, mov
 	}
 	s.mu.Unlock()
 	s.log.Debug("pod is unschedulable", "pod", key, "reason", message)
-	s.wantStatus(t, key, statusWant{uid: uid, message: message})
+	s.wantStatus(t, key, statusWant{uid: uid, message: message, nominated: nominated})
 	s.event(t, obj, record.Warning, "FailedScheduling", message)
 }
 
@@ -403,9 +427,14 @@ func setPodScheduled(pod *kplanev1.Pod, w statusWant, now time.Time) bool {
 	if pod.Status.Phase == "" {
 		pod.Status.Phase = kplanev1.PodPending
 	}
+	nominatedChanged := false
+	if w.nominated != "" && pod.Status.NominatedNodeName != w.nominated {
+		pod.Status.NominatedNodeName = w.nominated
+		nominatedChanged = true
+	}
 	c := podScheduledCondition(pod)
 	if c != nil && c.Status == want.Status && c.Reason == want.Reason && c.Message == want.Message {
-		return false
+		return nominatedChanged
 	}
 	ts := timestamppb.New(now)
 	want.LastProbeTime = ts

@@ -197,6 +197,8 @@ type statusWant struct {
 	uid       string
 	scheduled bool
 	message   string
+	// nominated is the node preemption made room on ("" for none).
+	nominated string
 }
 
 // setup runs before the informers start: it builds the cache and hooks
