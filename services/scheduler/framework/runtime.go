@@ -450,3 +450,8 @@ func withNominated(pod *PodInfo, node *NodeInfo) *NodeInfo {
 	}
 	return sim
 }
+
+// UseFilters makes state.RunFilterPlugins run f's filters, for tests and
+// tools that call PostFilter plugins directly (the framework does it
+// itself around RunPostFilterPlugins).
+func (f *Framework) UseFilters(state *CycleState) { state.filter = f.runFilters }

@@ -116,7 +116,7 @@ func TestFilters(t *testing.T) {
 		msg      string
 	}{
 		{"ready", NodeReady{}, pod("p"), nodeObj("n"), nil, framework.Success, ""},
-		{"not ready", NodeReady{}, pod("p"), nodeObj("n", notReady), nil, framework.Unschedulable, "node(s) were not ready"},
+		{"not ready", NodeReady{}, pod("p"), nodeObj("n", notReady), nil, framework.UnschedulableAndUnresolvable, "node(s) were not ready"},
 		{"schedulable", NodeUnschedulable{}, pod("p"), nodeObj("n"), nil, framework.Success, ""},
 		{"cordoned", NodeUnschedulable{}, pod("p"), nodeObj("n", cordoned), nil, framework.UnschedulableAndUnresolvable, "node(s) were unschedulable"},
 		{"cordoned, tolerated", NodeUnschedulable{}, pod("p", tolerate(kplanev1.TaintNodeUnschedulable)), nodeObj("n", cordoned), nil, framework.Success, ""},

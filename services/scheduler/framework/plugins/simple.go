@@ -38,7 +38,10 @@ func (NodeReady) Name() string { return NodeReadyName }
 
 // Filter implements framework.FilterPlugin.
 func (NodeReady) Filter(_ context.Context, _ *framework.CycleState, pod *framework.PodInfo, node *framework.NodeInfo) *framework.Status {
-	return status(core.FilterReady(pod, node))
+	if r := core.FilterReady(pod, node); len(r) > 0 {
+		return framework.NewStatus(framework.UnschedulableAndUnresolvable, r...)
+	}
+	return nil
 }
 
 // NodeUnschedulable rejects cordoned nodes unless the pod tolerates the
