@@ -133,9 +133,20 @@ func (p *InterPodAffinity) filterState(state *framework.CycleState, pod *framewo
 // Filter implements framework.FilterPlugin.
 func (p *InterPodAffinity) Filter(_ context.Context, state *framework.CycleState, pod *framework.PodInfo, node *framework.NodeInfo) *framework.Status {
 	s := p.filterState(state, pod)
-	for key, values := range s.existingAnti {
-		if v, ok := node.Labels[key]; ok && values[v] > 0 {
-			return framework.NewStatus(framework.Unschedulable, ReasonExistingAntiAffinityNotMatch)
+	// Checked in Kubernetes' order, which decides the reason reported.
+	if len(pod.RequiredAffinity) > 0 {
+		all, keys := true, true
+		for i := range pod.RequiredAffinity {
+			v, ok := node.Labels[pod.RequiredAffinity[i].TopologyKey]
+			if !ok {
+				keys = false
+			}
+			if !ok || s.affinity[i][v] == 0 {
+				all = false
+			}
+		}
+		if !all && !(keys && s.affinityTotal == 0 && s.matchesOwnAffinity) {
+			return framework.NewStatus(framework.UnschedulableAndUnresolvable, ReasonAffinityRulesNotMatch)
 		}
 	}
 	for i := range pod.RequiredAntiAffinity {
@@ -143,23 +154,12 @@ func (p *InterPodAffinity) Filter(_ context.Context, state *framework.CycleState
 			return framework.NewStatus(framework.Unschedulable, ReasonAntiAffinityRulesNotMatch)
 		}
 	}
-	if len(pod.RequiredAffinity) == 0 {
-		return nil
-	}
-	all, keys := true, true
-	for i := range pod.RequiredAffinity {
-		v, ok := node.Labels[pod.RequiredAffinity[i].TopologyKey]
-		if !ok {
-			keys = false
-		}
-		if !ok || s.affinity[i][v] == 0 {
-			all = false
+	for key, values := range s.existingAnti {
+		if v, ok := node.Labels[key]; ok && values[v] > 0 {
+			return framework.NewStatus(framework.Unschedulable, ReasonExistingAntiAffinityNotMatch)
 		}
 	}
-	if all || (keys && s.affinityTotal == 0 && s.matchesOwnAffinity) {
-		return nil
-	}
-	return framework.NewStatus(framework.UnschedulableAndUnresolvable, ReasonAffinityRulesNotMatch)
+	return nil
 }
 
 // PreScore implements framework.PreScorePlugin: it sums, per domain, the

@@ -59,7 +59,16 @@ func (p *DefaultPreemption) PostFilter(ctx context.Context, state *framework.Cyc
 	}
 	prio := spec.GetPriority()
 	// A pod whose earlier preemption is still under way waits for it.
-	if nominated := pod.Pod.GetStatus().GetNominatedNodeName(); nominated != "" {
+	// The nomination is in the cache at once; the status may lag.
+	nominated := pod.Pod.GetStatus().GetNominatedNodeName()
+	for _, n := range nodes {
+		n.NominatedPods(func(q *framework.PodInfo) {
+			if q.UID == pod.UID {
+				nominated = n.Name
+			}
+		})
+	}
+	if nominated != "" {
 		for _, n := range nodes {
 			if n.Name != nominated {
 				continue
