@@ -37,7 +37,7 @@ const perfNodes = 1000
 //     high-priority pods, each needing a whole node, preempt them (the
 //     benchmark plays the node agents and removes deleted victims).
 func BenchmarkSchedulerPerf(b *testing.B) {
-	for _, shape := range []string{"plain", "anti-affinity", "spread", "preemption"} {
+	for _, shape := range []string{"plain", "anti-affinity", "spread", "preemption"}[:shapes()] {
 		b.Run(shape, func(b *testing.B) {
 			for range b.N {
 				runShape(b, shape)
@@ -234,4 +234,13 @@ func runShape(b *testing.B, shape string) {
 	b.ReportMetric(rate, "pods/s")
 	fmt.Printf("scheduler perf [%s] %d nodes, %d pods: bound %d (complete=%v) in %v: %.0f pods/s\n",
 		shape, perfNodes, len(pods), n, complete, end.Sub(start).Round(time.Millisecond), rate)
+}
+
+// shapes is how many of the shapes to run: SCHEDULER_PERF_SHAPES=1 runs
+// only plain (for profiling), all four by default.
+func shapes() int {
+	if os.Getenv("SCHEDULER_PERF_SHAPES") == "1" {
+		return 1
+	}
+	return 4
 }

@@ -41,6 +41,7 @@ type Framework struct {
 	waiting    *waitingPods
 
 	// scratch reused by SelectNode (one decision at a time).
+	active   []FilterPlugin
 	rnd      *rand.Rand
 	feasible []*NodeInfo
 	totals   []int64
@@ -135,6 +136,15 @@ func (f *Framework) runFilters(ctx context.Context, state *CycleState, pod *PodI
 	return f.RunFilterPlugins(ctx, state, pod, node)
 }
 
+func (f *Framework) runActiveFilters(ctx context.Context, state *CycleState, pod *PodInfo, node *NodeInfo) *Status {
+	for _, p := range f.active {
+		if st := p.Filter(ctx, state, pod, node); !st.IsSuccess() {
+			return st.WithPlugin(p.Name())
+		}
+	}
+	return nil
+}
+
 // SelectNode runs the filters on every node, scores the feasible ones and
 // returns the best (ties broken at random). When none fits it returns the
 // FitError and why each node was rejected. nodes must not change during
@@ -145,8 +155,16 @@ func (f *Framework) SelectNode(ctx context.Context, state *CycleState, pod *PodI
 	defer func() { state.nodes = nil }()
 	var filtered NodeToStatus
 	var fit *FitError
+	// The filters this pod needs (PreFilter may have skipped some),
+	// decided once rather than per node.
+	f.active = f.active[:0]
+	for _, p := range f.filter {
+		if !state.skippedFilter(p.Name()) {
+			f.active = append(f.active, p)
+		}
+	}
 	for _, n := range nodes {
-		st := f.RunFilterPlugins(ctx, state, pod, withNominated(pod, n))
+		st := f.runActiveFilters(ctx, state, pod, withNominated(pod, n))
 		if st.IsSuccess() {
 			f.feasible = append(f.feasible, n)
 			continue
