@@ -145,7 +145,10 @@ func (p *InterPodAffinity) Filter(_ context.Context, state *framework.CycleState
 				all = false
 			}
 		}
-		if !all && !(keys && s.affinityTotal == 0 && s.matchesOwnAffinity) {
+		// The first pod of a group that selects itself may go to any node
+		// with the keys.
+		firstOfGroup := keys && s.affinityTotal == 0 && s.matchesOwnAffinity
+		if !all && !firstOfGroup {
 			return framework.NewStatus(framework.UnschedulableAndUnresolvable, ReasonAffinityRulesNotMatch)
 		}
 	}
