@@ -345,6 +345,14 @@ type Handle interface {
 	Event(obj *kplanev1.Object, eventType, reason, message string)
 }
 
+// Fork returns an empty state that runs the same filters
+// (RunFilterPlugins): preemption evaluates each simulated cluster on a
+// fork, so that plugins which count pods across nodes (InterPodAffinity,
+// PodTopologySpread) count the simulation, not what PreFilter saw.
+func (c *CycleState) Fork() *CycleState {
+	return &CycleState{data: map[string]any{}, filter: c.filter}
+}
+
 // SetNodes sets what Nodes returns, for tests and tools that call plugins
 // directly rather than through a Framework.
 func (c *CycleState) SetNodes(nodes []*NodeInfo) { c.nodes = nodes }

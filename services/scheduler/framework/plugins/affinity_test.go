@@ -280,3 +280,32 @@ func TestNodeAffinity(t *testing.T) {
 		t.Errorf("preferred scores %v", got)
 	}
 }
+
+// Preemption recounts pods across nodes for each simulation: a pod kept
+// out only by a lower-priority pod's presence (its own anti-affinity)
+// can preempt that pod, and not a more important one.
+func TestPreemptionForAntiAffinity(t *testing.T) {
+	fwk := defaultProfile(t)
+	low := pod("low-web", labelled("app", "web"))
+	low.Spec.Priority = 1
+	peer := pod("peer-web", labelled("app", "web"))
+	peer.Spec.Priority = 100
+	c := newCluster(t, map[string][]*kplanev1.Pod{"a": {low}, "b": {peer}}, false)
+	c.nodes = c.nodes[:2] // a and b only
+	high := pod("high", labelled("app", "web"), antiAffinity(term("kubernetes.io/hostname", "web")))
+	high.Spec.Priority = 100
+	hi := info(t, high)
+	ctx, state := context.Background(), framework.NewCycleState()
+	if _, _, err := fwk.SelectNode(ctx, state, hi, c.nodes); err == nil {
+		t.Fatal("the pod fits without preemption")
+	}
+	state.SetNodes(c.nodes)
+	fwk.UseFilters(state)
+	pre := &DefaultPreemption{}
+	if cand := pre.victimsOn(ctx, state, hi, c.nodes[0], c.nodes, true); cand == nil || len(cand.victims) != 1 || cand.victims[0].Key != "default/low-web" {
+		t.Fatalf("node a: victims %+v, want low-web", cand)
+	}
+	if cand := pre.victimsOn(ctx, state, hi, c.nodes[1], c.nodes, true); cand != nil {
+		t.Fatalf("node b: victims %+v, want none (peer-web is as important)", cand)
+	}
+}

@@ -85,6 +85,12 @@ func (p *DefaultPreemption) PostFilter(ctx context.Context, state *framework.Cyc
 			}
 		}
 	}
+	// Whether fits must recount pods across nodes for each simulation
+	// (the pod or a placed pod has pod affinity terms, or the pod spreads).
+	aware := pod.HasPodAffinity() || len(pod.Pod.GetSpec().GetTopologySpreadConstraints()) > 0
+	for _, n := range nodes {
+		aware = aware || n.NumPodsWithAffinity() > 0
+	}
 	var best *candidate
 	var bestKey [3]int64
 	noVictims, notHelpful := 0, 0
@@ -94,7 +100,7 @@ func (p *DefaultPreemption) PostFilter(ctx context.Context, state *framework.Cyc
 			notHelpful++
 			continue
 		}
-		c := p.victimsOn(ctx, state, pod, n)
+		c := p.victimsOn(ctx, state, pod, n, nodes, aware)
 		if c == nil {
 			noVictims++
 			continue
@@ -136,9 +142,26 @@ func rank(c *candidate) [3]int64 {
 
 // victimsOn returns the fewest, least important pods of lower priority
 // to evict from node for pod to fit, or nil when evicting cannot help.
-func (p *DefaultPreemption) victimsOn(ctx context.Context, state *framework.CycleState, pod *framework.PodInfo, node *framework.NodeInfo) *candidate {
+func (p *DefaultPreemption) victimsOn(ctx context.Context, state *framework.CycleState, pod *framework.PodInfo, node *framework.NodeInfo,
+	nodes []*framework.NodeInfo, aware bool) *candidate {
 	prio := pod.Pod.GetSpec().GetPriority()
 	sim := node.Clone()
+	fits := func() bool { return state.RunFilterPlugins(ctx, pod, sim).IsSuccess() }
+	if aware {
+		// Count across the cluster as simulated: node replaced by sim.
+		view := make([]*framework.NodeInfo, len(nodes))
+		for i, n := range nodes {
+			view[i] = n
+			if n.Name == node.Name {
+				view[i] = sim
+			}
+		}
+		fits = func() bool {
+			fork := state.Fork()
+			fork.SetNodes(view)
+			return fork.RunFilterPlugins(ctx, pod, sim).IsSuccess()
+		}
+	}
 	var lower []*framework.PodInfo
 	node.Pods(func(e *framework.PodInfo) bool {
 		if e.Pod.GetSpec().GetPriority() < prio && e.Pod.GetMetadata().GetDeletionTimestamp() == nil {
@@ -152,7 +175,7 @@ func (p *DefaultPreemption) victimsOn(ctx context.Context, state *framework.Cycl
 	for _, v := range lower {
 		sim.RemovePod(v.UID)
 	}
-	if !state.RunFilterPlugins(ctx, pod, sim).IsSuccess() {
+	if !fits() {
 		return nil
 	}
 	// Give back the most important first; keep each that still lets the
@@ -166,7 +189,7 @@ func (p *DefaultPreemption) victimsOn(ctx context.Context, state *framework.Cycl
 	c := &candidate{node: node.Name}
 	for _, v := range lower {
 		sim.AddPod(v)
-		if !state.RunFilterPlugins(ctx, pod, sim).IsSuccess() {
+		if !fits() {
 			sim.RemovePod(v.UID)
 			c.victims = append(c.victims, v)
 		}

@@ -120,8 +120,9 @@ func TestPropertyRequiredRulesHold(t *testing.T) {
 		pre := &DefaultPreemption{}
 		state.SetNodes(nodes)
 		fwk.UseFilters(state)
+		aware := true // the pods drawn may have any rule: always recount
 		for _, n := range nodes {
-			c := pre.victimsOn(ctx, state, high, n)
+			c := pre.victimsOn(ctx, state, high, n, nodes, aware)
 			if c == nil {
 				continue
 			}
@@ -132,7 +133,16 @@ func TestPropertyRequiredRulesHold(t *testing.T) {
 				}
 				sim.RemovePod(v.UID)
 			}
-			if st := fwk.RunFilterPlugins(ctx, state, high, sim); !st.IsSuccess() {
+			view := make([]*framework.NodeInfo, len(nodes))
+			for i, m := range nodes {
+				view[i] = m
+				if m.Name == n.Name {
+					view[i] = sim
+				}
+			}
+			fork := state.Fork()
+			fork.SetNodes(view)
+			if st := fork.RunFilterPlugins(ctx, high, sim); !st.IsSuccess() {
 				t.Fatalf("pod does not fit %s after evicting %d victims: %s", n.Name, len(c.victims), st.Message())
 			}
 		}
