@@ -9,9 +9,11 @@ TOOLS     := $(CURDIR)/.tools/bin
 export PATH := $(TOOLS):$(PATH)
 
 # Modules are read from go.work; every module under services/ and cmd/
-# builds one binary named after its directory.
+# builds one binary named after its directory; examples/scheduler-plugin
+# builds the example custom scheduler (bin/scheduler-plugin).
 MODULES   := $(shell sed -n 's@^[[:space:]]*\./@@p' go.work)
-BINARIES  := $(foreach m,$(filter services/% cmd/%,$(MODULES)),$(m):$(notdir $(m)))
+BINARIES  := $(foreach m,$(filter services/% cmd/%,$(MODULES)),$(m):$(notdir $(m))) \
+             examples/scheduler-plugin:scheduler-plugin
 
 # Pinned tools (make tools installs them into .tools/bin): code generation
 # and the linters (.golangci.yml says which).
@@ -174,6 +176,9 @@ bench-endpoints:
 
 # 100 nodes, 5000 pods created at once: pods scheduled per second and
 # time from the first create to every pod Running.
+# The scheduler: BenchmarkScheduler (100 fake nodes, 5,000 pods) and
+# BenchmarkSchedulerPerf (scheduler_perf shapes on 1,000 nodes: plain,
+# anti-affinity, spread, preemption; SCHEDULER_PERF_SHAPES=1 for plain only).
 bench-scheduler:
 	cd services/scheduler && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./bench/...
 

@@ -538,6 +538,16 @@ func storageClassRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
 	return []string{name, sc.GetProvisioner(), policy, mode, strconv.FormatBool(sc.GetAllowVolumeExpansion()), Age(sc.GetMetadata().GetCreationTimestamp(), now)}, nil
 }
 
+func priorityClassRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	pc := o.GetPriorityClass()
+	policy := pc.GetPreemptionPolicy()
+	if policy == "" {
+		policy = kplanev1.PreemptLowerPriority
+	}
+	return []string{pc.GetMetadata().GetName(), strconv.Itoa(int(pc.GetValue())), strconv.FormatBool(pc.GetGlobalDefault()),
+		Age(pc.GetMetadata().GetCreationTimestamp(), now), policy}, nil
+}
+
 func serviceAccountRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
 	sa := o.GetServiceAccount()
 	return []string{sa.GetMetadata().GetName(), strconv.Itoa(len(sa.GetSecrets())), Age(sa.GetMetadata().GetCreationTimestamp(), now)}, nil

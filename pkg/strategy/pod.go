@@ -297,6 +297,12 @@ func validatePodSpec(s *kplanev1.PodSpec, path string) validation.ErrorList {
 	for i, t := range s.Tolerations {
 		validateToleration(t, index(child(path, "tolerations"), i), &errs)
 	}
+	validateName(&errs, child(path, "priorityClassName"), s.PriorityClassName, false, validation.IsDNS1123Subdomain)
+	if s.PreemptionPolicy != nil {
+		oneOf(&errs, child(path, "preemptionPolicy"), s.GetPreemptionPolicy(), preemptionPolicies...)
+	}
+	validateAffinity(s.Affinity, child(path, "affinity"), &errs)
+	validateTopologySpread(s.TopologySpreadConstraints, child(path, "topologySpreadConstraints"), &errs)
 	return errs
 }
 

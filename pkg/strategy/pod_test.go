@@ -333,7 +333,86 @@ func TestPodValidate(t *testing.T) {
 			p.Status = &kplanev1.PodStatus{PodIp: "10.0.0.1", PodIps: []*kplanev1.PodIP{{Ip: "10.0.0.2"}}}
 		}, []string{"status.podIPs[0]: Invalid value: \"10.0.0.2\": must match `status.podIP`"}},
 		{"generateName is enough", func(p *kplanev1.Pod) { p.Metadata.Name, p.Metadata.GenerateName = "", "web-" }, nil},
+		{"affinity and spread", func(p *kplanev1.Pod) {
+			p.Spec.Affinity, p.Spec.TopologySpreadConstraints = validAffinity(), validSpread()
+		}, nil},
+		{"node affinity without terms", func(p *kplanev1.Pod) {
+			p.Spec.Affinity = &kplanev1.Affinity{NodeAffinity: &kplanev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &kplanev1.NodeSelector{}}}
+		}, []string{"spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms: Required value: must have at least one node selector term"}},
+		{"node affinity operator", func(p *kplanev1.Pod) {
+			p.Spec.Affinity = validAffinity()
+			p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Operator = "Is"
+		}, []string{`spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator: Unsupported value: "Is": supported values: "In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"`}},
+		{"node affinity Gt not a number", func(p *kplanev1.Pod) {
+			p.Spec.Affinity = validAffinity()
+			p.Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].Preference.MatchExpressions[0] = &kplanev1.NodeSelectorRequirement{Key: "cores", Operator: "Gt", Values: []string{"many"}}
+		}, []string{`spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchExpressions[0].values[0]: Invalid value: "many": must be an integer when ` + "`operator`" + ` is 'Lt' or 'Gt'`}},
+		{"preferred weight", func(p *kplanev1.Pod) {
+			p.Spec.Affinity = validAffinity()
+			p.Spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].Weight = 0
+		}, []string{"spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: Invalid value: 0: must be in the range 1-100"}},
+		{"topology key missing", func(p *kplanev1.Pod) {
+			p.Spec.Affinity = validAffinity()
+			p.Spec.Affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].TopologyKey = ""
+		}, []string{"spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: Required value: can not be empty"}},
+		{"pod affinity selector", func(p *kplanev1.Pod) {
+			p.Spec.Affinity = validAffinity()
+			p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].LabelSelector.MatchExpressions = []*kplanev1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}
+		}, []string{`spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchExpressions[0].operator: Unsupported value: "Near": ...`}},
+		{"spread maxSkew", func(p *kplanev1.Pod) {
+			p.Spec.TopologySpreadConstraints = validSpread()
+			p.Spec.TopologySpreadConstraints[0].MaxSkew = 0
+		},
+			[]string{"spec.topologySpreadConstraints[0].maxSkew: Invalid value: 0: must be greater than zero"}},
+		{"spread whenUnsatisfiable", func(p *kplanev1.Pod) {
+			p.Spec.TopologySpreadConstraints = validSpread()
+			p.Spec.TopologySpreadConstraints[0].WhenUnsatisfiable, p.Spec.TopologySpreadConstraints[0].MinDomains = "", nil
+		},
+			[]string{`spec.topologySpreadConstraints[0].whenUnsatisfiable: Unsupported value: "": supported values: "DoNotSchedule", "ScheduleAnyway"`}},
+		{"spread duplicate", func(p *kplanev1.Pod) {
+			p.Spec.TopologySpreadConstraints = append(validSpread(), validSpread()[0])
+		}, []string{`spec.topologySpreadConstraints[2]: Duplicate value: "{topology.kubernetes.io/zone, DoNotSchedule}"`}},
+		{"spread minDomains with ScheduleAnyway", func(p *kplanev1.Pod) {
+			p.Spec.TopologySpreadConstraints = validSpread()
+			p.Spec.TopologySpreadConstraints[1].MinDomains = ptr[int32](2)
+		}, []string{"spec.topologySpreadConstraints[1].minDomains: Invalid value: 2: can only use minDomains if whenUnsatisfiable=DoNotSchedule"}},
+		{"spread policy", func(p *kplanev1.Pod) {
+			p.Spec.TopologySpreadConstraints = validSpread()
+			p.Spec.TopologySpreadConstraints[0].NodeTaintsPolicy = "Always"
+		},
+			[]string{`spec.topologySpreadConstraints[0].nodeTaintsPolicy: Unsupported value: "Always": supported values: "Honor", "Ignore"`}},
+		{"spread matchLabelKeys overlap", func(p *kplanev1.Pod) {
+			p.Spec.TopologySpreadConstraints = validSpread()
+			p.Spec.TopologySpreadConstraints[0].MatchLabelKeys = []string{"app"}
+		}, []string{`spec.topologySpreadConstraints[0].matchLabelKeys[0]: Invalid value: "app": exists in both matchLabelKeys and labelSelector`}},
 	})
+}
+
+func validAffinity() *kplanev1.Affinity {
+	term := func() *kplanev1.PodAffinityTerm {
+		return &kplanev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname", LabelSelector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}
+	}
+	zone := func() *kplanev1.NodeSelectorTerm {
+		return &kplanev1.NodeSelectorTerm{MatchExpressions: []*kplanev1.NodeSelectorRequirement{{Key: "topology.kubernetes.io/zone", Operator: "In", Values: []string{"a"}}}}
+	}
+	return &kplanev1.Affinity{
+		NodeAffinity: &kplanev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution:  &kplanev1.NodeSelector{NodeSelectorTerms: []*kplanev1.NodeSelectorTerm{zone()}},
+			PreferredDuringSchedulingIgnoredDuringExecution: []*kplanev1.PreferredSchedulingTerm{{Weight: 10, Preference: zone()}},
+		},
+		PodAffinity:     &kplanev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []*kplanev1.PodAffinityTerm{term()}},
+		PodAntiAffinity: &kplanev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []*kplanev1.PodAffinityTerm{term()}, PreferredDuringSchedulingIgnoredDuringExecution: []*kplanev1.WeightedPodAffinityTerm{{Weight: 50, PodAffinityTerm: term()}}},
+	}
+}
+
+func validSpread() []*kplanev1.TopologySpreadConstraint {
+	sel := func() *kplanev1.LabelSelector {
+		return &kplanev1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	}
+	return []*kplanev1.TopologySpreadConstraint{
+		{MaxSkew: 1, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: "DoNotSchedule", LabelSelector: sel(), MinDomains: ptr[int32](3), NodeAffinityPolicy: "Ignore", MatchLabelKeys: []string{"pod-template-hash"}},
+		{MaxSkew: 2, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: "ScheduleAnyway", LabelSelector: sel()},
+	}
 }
 
 func TestPodUpdate(t *testing.T) {

@@ -170,6 +170,8 @@ func init() {
 		nameFn: validation.IsDNS1123Subdomain, validate: validateLease})
 	register(&typed[*kplanev1.CronJob]{kind: "CronJob", get: (*kplanev1.Object).GetCronJob,
 		nameFn: cronJobName, defaults: defaultCronJob, validate: validateCronJob})
+	register(&typed[*kplanev1.PriorityClass]{kind: "PriorityClass", get: (*kplanev1.Object).GetPriorityClass,
+		nameFn: validation.IsDNS1123Subdomain, defaults: defaultPriorityClass, validate: validatePriorityClass, update: validatePriorityClassUpdate})
 	register(eventStrategy{&typed[*kplanev1.Event]{kind: "Event", get: (*kplanev1.Object).GetEvent,
 		nameFn: validation.IsDNS1123Subdomain, defaults: defaultEvent, validate: validateEvent}})
 }

@@ -86,6 +86,7 @@ func TestMinimalObjects(t *testing.T) {
 		&kplanev1.PersistentVolumeClaim{Metadata: meta("d", "c"), Spec: &kplanev1.PersistentVolumeClaimSpec{
 			AccessModes: []string{"ReadWriteOnce"}, Resources: &kplanev1.ResourceRequirements{Requests: map[string]string{"storage": "1Gi"}}}},
 		&kplanev1.StorageClass{Metadata: meta("", "sc"), Provisioner: "kplane.io/hostpath"},
+		&kplanev1.PriorityClass{Metadata: meta("", "high"), Value: 1000},
 		&kplanev1.ServiceAccount{Metadata: meta("d", "default")},
 		&kplanev1.Secret{Metadata: meta("d", "s")},
 		&kplanev1.Lease{Metadata: meta("kplane-system", "replicactl")},
@@ -124,7 +125,7 @@ func TestMinimalObjects(t *testing.T) {
 // that Default is idempotent, and that an unchanged object is a valid update.
 func FuzzValidate(f *testing.F) {
 	seeds := []proto.Message{validPod(), validReplicaSet(), validRC(), validJob(), validService(), validEndpoints(), validNode(),
-		validPV(), validPVC(), validStorageClass(), validSecret(), validEvent(), validCronJob(), validDeployment(), validStatefulSet(), validDaemonSet(),
+		validPV(), validPVC(), validStorageClass(), validSecret(), validEvent(), validCronJob(), validDeployment(), validStatefulSet(), validDaemonSet(), validPriorityClass(),
 		&kplanev1.Namespace{Metadata: meta("", "a")}, &kplanev1.Lease{Spec: &kplanev1.LeaseSpec{HolderIdentity: "x"}},
 		&kplanev1.ServiceAccount{}}
 	for _, m := range seeds {

@@ -2,6 +2,7 @@ package strategy
 
 import (
 	"maps"
+	"strconv"
 
 	"google.golang.org/protobuf/proto"
 
@@ -116,30 +117,44 @@ func validateVolumeNodeAffinity(na *kplanev1.VolumeNodeAffinity, path string, er
 		errs.Required(path+".required", "")
 		return
 	}
-	tp := path + ".required.nodeSelectorTerms"
-	if len(req.GetNodeSelectorTerms()) == 0 {
+	validateNodeSelector(req, path+".required", errs)
+}
+
+// validateNodeSelector checks a required node selector: at least one
+// term, each valid (validateNodeSelectorTerm).
+func validateNodeSelector(sel *kplanev1.NodeSelector, path string, errs *validation.ErrorList) {
+	tp := path + ".nodeSelectorTerms"
+	if len(sel.GetNodeSelectorTerms()) == 0 {
 		errs.Required(tp, "must have at least one node selector term")
 	}
-	for i, term := range req.GetNodeSelectorTerms() {
-		for j, r := range term.GetMatchExpressions() {
-			rp := index(index(tp, i)+".matchExpressions", j)
-			if r.GetKey() == "" {
-				errs.Required(rp+".key", "")
+	for i, term := range sel.GetNodeSelectorTerms() {
+		validateNodeSelectorTerm(term, index(tp, i), errs)
+	}
+}
+
+// validateNodeSelectorTerm checks each requirement: a key, a known
+// operator and the values its operator needs.
+func validateNodeSelectorTerm(term *kplanev1.NodeSelectorTerm, path string, errs *validation.ErrorList) {
+	for j, r := range term.GetMatchExpressions() {
+		rp := index(path+".matchExpressions", j)
+		if r.GetKey() == "" {
+			errs.Required(rp+".key", "")
+		}
+		oneOf(errs, rp+".operator", r.GetOperator(), nodeSelectorOperators...)
+		switch r.GetOperator() {
+		case "In", "NotIn":
+			if len(r.GetValues()) == 0 {
+				errs.Required(rp+".values", "must be specified when `operator` is 'In' or 'NotIn'")
 			}
-			oneOf(errs, rp+".operator", r.GetOperator(), nodeSelectorOperators...)
-			switch r.GetOperator() {
-			case "In", "NotIn":
-				if len(r.GetValues()) == 0 {
-					errs.Required(rp+".values", "must be specified when `operator` is 'In' or 'NotIn'")
-				}
-			case "Exists", "DoesNotExist":
-				if len(r.GetValues()) > 0 {
-					errs.Forbidden(rp+".values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
-				}
-			case "Gt", "Lt":
-				if len(r.GetValues()) != 1 {
-					errs.Required(rp+".values", "must be specified single value when `operator` is 'Lt' or 'Gt'")
-				}
+		case "Exists", "DoesNotExist":
+			if len(r.GetValues()) > 0 {
+				errs.Forbidden(rp+".values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
+			}
+		case "Gt", "Lt":
+			if len(r.GetValues()) != 1 {
+				errs.Required(rp+".values", "must be specified single value when `operator` is 'Lt' or 'Gt'")
+			} else if _, err := strconv.ParseInt(r.GetValues()[0], 10, 64); err != nil {
+				errs.Invalid(rp+".values[0]", r.GetValues()[0], "must be an integer when `operator` is 'Lt' or 'Gt'")
 			}
 		}
 	}

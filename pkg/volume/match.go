@@ -200,24 +200,39 @@ func NodeAdmits(pv *kplanev1.PersistentVolume, node *kplanev1.Node) (bool, error
 	if req == nil {
 		return true, nil
 	}
-	lbls := node.GetMetadata().GetLabels()
-	for _, term := range req.GetNodeSelectorTerms() {
-		all := true
-		for _, r := range term.GetMatchExpressions() {
-			ok, err := requirementMatches(r, lbls)
-			if err != nil {
-				return false, fmt.Errorf("volume %s: spec.nodeAffinity: %w", pv.GetMetadata().GetName(), err)
-			}
-			if !ok {
-				all = false
-				break
-			}
-		}
-		if all && len(term.GetMatchExpressions()) > 0 {
-			return true, nil
+	ok, err := NodeSelectorMatches(req, node.GetMetadata().GetLabels())
+	if err != nil {
+		return false, fmt.Errorf("volume %s: spec.nodeAffinity: %w", pv.GetMetadata().GetName(), err)
+	}
+	return ok, nil
+}
+
+// NodeSelectorMatches reports whether one of sel's terms matches lbls (a
+// node's labels). A term with no requirements matches nothing, as in
+// Kubernetes.
+func NodeSelectorMatches(sel *kplanev1.NodeSelector, lbls map[string]string) (bool, error) {
+	for _, term := range sel.GetNodeSelectorTerms() {
+		ok, err := NodeSelectorTermMatches(term, lbls)
+		if err != nil || ok {
+			return ok, err
 		}
 	}
 	return false, nil
+}
+
+// NodeSelectorTermMatches reports whether every requirement of term
+// matches lbls (false for a term without requirements).
+func NodeSelectorTermMatches(term *kplanev1.NodeSelectorTerm, lbls map[string]string) (bool, error) {
+	if len(term.GetMatchExpressions()) == 0 {
+		return false, nil
+	}
+	for _, r := range term.GetMatchExpressions() {
+		ok, err := requirementMatches(r, lbls)
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 func requirementMatches(r *kplanev1.NodeSelectorRequirement, lbls map[string]string) (bool, error) {

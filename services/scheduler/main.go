@@ -1,15 +1,18 @@
-// Command scheduler places pods on nodes: it watches pods without a node
-// and the nodes, filters the nodes each pod fits (ready, not cordoned,
-// resources, pod count, nodeSelector, taints), scores those (least
-// allocated, balanced, spread across the pod's owner, taint preferences),
-// and binds the pod to the best by setting spec.nodeName with a
-// compare-and-swap update. One replica schedules at a time (lease
-// kplane-system/scheduler); the others stand by with a warm cache.
+// Command scheduler places pods on nodes, as kube-scheduler does: each
+// pod waiting for a node goes through the plugins of its profile
+// (schedulerName; --config gives profiles in KubeSchedulerConfiguration's
+// shape) — filters (ready, not cordoned, taints, node affinity, host
+// ports, resources, volumes), scores (resources, balance, spreading,
+// taint preferences) — and is bound to the best node by setting
+// spec.nodeName with a compare-and-swap update. One replica schedules at
+// a time (lease kplane-system/scheduler); the others stand by with a
+// warm cache. A custom binary with plugins of its own is built with
+// package app (see examples/scheduler-plugin).
 package main
 
 import (
-	"github.com/kplane/kplane/pkg/app"
-	"github.com/kplane/kplane/services/scheduler/internal/scheduler"
+	kapp "github.com/kplane/kplane/pkg/app"
+	"github.com/kplane/kplane/services/scheduler/app"
 )
 
-func main() { app.Main(scheduler.NewService()) }
+func main() { kapp.Main(app.NewService()) }

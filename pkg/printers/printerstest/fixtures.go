@@ -322,6 +322,10 @@ func Fixtures() map[string][]*kplanev1.Object {
 				ReclaimPolicy: "Retain", VolumeBindingMode: "WaitForFirstConsumer",
 			}),
 		},
+		"PriorityClass": {
+			kplanev1.MustWrap(&kplanev1.PriorityClass{Metadata: meta("", "high-priority", 3*24*time.Hour), Value: 1000000, GlobalDefault: false}),
+			kplanev1.MustWrap(&kplanev1.PriorityClass{Metadata: meta("", "batch", time.Hour), Value: -10, GlobalDefault: true, PreemptionPolicy: Ptr("Never")}),
+		},
 		"ServiceAccount": {
 			kplanev1.MustWrap(&kplanev1.ServiceAccount{Metadata: meta("default", "default", 50*24*time.Hour)}),
 			kplanev1.MustWrap(&kplanev1.ServiceAccount{Metadata: meta("default", "builder", time.Hour),

@@ -877,8 +877,17 @@ type PodSpec struct {
 	Subdomain                     string            `protobuf:"bytes,13,opt,name=subdomain,proto3" json:"subdomain,omitempty"`
 	Priority                      int32             `protobuf:"varint,14,opt,name=priority,proto3" json:"priority,omitempty"`
 	AutomountServiceAccountToken  *bool             `protobuf:"varint,15,opt,name=automount_service_account_token,json=automountServiceAccountToken,proto3,oneof" json:"automount_service_account_token,omitempty"`
-	unknownFields                 protoimpl.UnknownFields
-	sizeCache                     protoimpl.SizeCache
+	// Scheduling constraints (issue 21); numbered from 30 so other
+	// branches adding PodSpec fields from 16 do not collide.
+	Affinity                  *Affinity                   `protobuf:"bytes,30,opt,name=affinity,proto3" json:"affinity,omitempty"`
+	TopologySpreadConstraints []*TopologySpreadConstraint `protobuf:"bytes,31,rep,name=topology_spread_constraints,json=topologySpreadConstraints,proto3" json:"topology_spread_constraints,omitempty"`
+	// priority_class_name names a PriorityClass; admission resolves it (or
+	// the globalDefault class) into priority and preemption_policy.
+	PriorityClassName string `protobuf:"bytes,32,opt,name=priority_class_name,json=priorityClassName,proto3" json:"priority_class_name,omitempty"`
+	// preemption_policy is PreemptLowerPriority or Never (from the class).
+	PreemptionPolicy *string `protobuf:"bytes,33,opt,name=preemption_policy,json=preemptionPolicy,proto3,oneof" json:"preemption_policy,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PodSpec) Reset() {
@@ -1016,6 +1025,691 @@ func (x *PodSpec) GetAutomountServiceAccountToken() bool {
 	return false
 }
 
+func (x *PodSpec) GetAffinity() *Affinity {
+	if x != nil {
+		return x.Affinity
+	}
+	return nil
+}
+
+func (x *PodSpec) GetTopologySpreadConstraints() []*TopologySpreadConstraint {
+	if x != nil {
+		return x.TopologySpreadConstraints
+	}
+	return nil
+}
+
+func (x *PodSpec) GetPriorityClassName() string {
+	if x != nil {
+		return x.PriorityClassName
+	}
+	return ""
+}
+
+func (x *PodSpec) GetPreemptionPolicy() string {
+	if x != nil && x.PreemptionPolicy != nil {
+		return *x.PreemptionPolicy
+	}
+	return ""
+}
+
+// NodeSelector (PersistentVolume nodeAffinity, pod nodeAffinity) is a
+// union of terms: a node matches when any term matches.
+type NodeSelector struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	NodeSelectorTerms []*NodeSelectorTerm    `protobuf:"bytes,1,rep,name=node_selector_terms,json=nodeSelectorTerms,proto3" json:"node_selector_terms,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *NodeSelector) Reset() {
+	*x = NodeSelector{}
+	mi := &file_kplane_v1_core_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeSelector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeSelector) ProtoMessage() {}
+
+func (x *NodeSelector) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeSelector.ProtoReflect.Descriptor instead.
+func (*NodeSelector) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *NodeSelector) GetNodeSelectorTerms() []*NodeSelectorTerm {
+	if x != nil {
+		return x.NodeSelectorTerms
+	}
+	return nil
+}
+
+// NodeSelectorTerm matches a node when all its requirements match.
+type NodeSelectorTerm struct {
+	state            protoimpl.MessageState     `protogen:"open.v1"`
+	MatchExpressions []*NodeSelectorRequirement `protobuf:"bytes,1,rep,name=match_expressions,json=matchExpressions,proto3" json:"match_expressions,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *NodeSelectorTerm) Reset() {
+	*x = NodeSelectorTerm{}
+	mi := &file_kplane_v1_core_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeSelectorTerm) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeSelectorTerm) ProtoMessage() {}
+
+func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeSelectorTerm.ProtoReflect.Descriptor instead.
+func (*NodeSelectorTerm) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *NodeSelectorTerm) GetMatchExpressions() []*NodeSelectorRequirement {
+	if x != nil {
+		return x.MatchExpressions
+	}
+	return nil
+}
+
+// NodeSelectorRequirement tests a node label: operator is In, NotIn,
+// Exists, DoesNotExist, Gt or Lt.
+type NodeSelectorRequirement struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Operator      string                 `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	Values        []string               `protobuf:"bytes,3,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeSelectorRequirement) Reset() {
+	*x = NodeSelectorRequirement{}
+	mi := &file_kplane_v1_core_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeSelectorRequirement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeSelectorRequirement) ProtoMessage() {}
+
+func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeSelectorRequirement.ProtoReflect.Descriptor instead.
+func (*NodeSelectorRequirement) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *NodeSelectorRequirement) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *NodeSelectorRequirement) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *NodeSelectorRequirement) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+// Affinity is a pod's node affinity and its (anti-)affinity to other pods.
+type Affinity struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	NodeAffinity    *NodeAffinity          `protobuf:"bytes,1,opt,name=node_affinity,json=nodeAffinity,proto3" json:"node_affinity,omitempty"`
+	PodAffinity     *PodAffinity           `protobuf:"bytes,2,opt,name=pod_affinity,json=podAffinity,proto3" json:"pod_affinity,omitempty"`
+	PodAntiAffinity *PodAntiAffinity       `protobuf:"bytes,3,opt,name=pod_anti_affinity,json=podAntiAffinity,proto3" json:"pod_anti_affinity,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Affinity) Reset() {
+	*x = Affinity{}
+	mi := &file_kplane_v1_core_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Affinity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Affinity) ProtoMessage() {}
+
+func (x *Affinity) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Affinity.ProtoReflect.Descriptor instead.
+func (*Affinity) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Affinity) GetNodeAffinity() *NodeAffinity {
+	if x != nil {
+		return x.NodeAffinity
+	}
+	return nil
+}
+
+func (x *Affinity) GetPodAffinity() *PodAffinity {
+	if x != nil {
+		return x.PodAffinity
+	}
+	return nil
+}
+
+func (x *Affinity) GetPodAntiAffinity() *PodAntiAffinity {
+	if x != nil {
+		return x.PodAntiAffinity
+	}
+	return nil
+}
+
+// NodeAffinity: nodes the pod must (required) or would rather (preferred,
+// weighted) run on.
+type NodeAffinity struct {
+	state                                           protoimpl.MessageState     `protogen:"open.v1"`
+	RequiredDuringSchedulingIgnoredDuringExecution  *NodeSelector              `protobuf:"bytes,1,opt,name=required_during_scheduling_ignored_during_execution,json=requiredDuringSchedulingIgnoredDuringExecution,proto3" json:"required_during_scheduling_ignored_during_execution,omitempty"`
+	PreferredDuringSchedulingIgnoredDuringExecution []*PreferredSchedulingTerm `protobuf:"bytes,2,rep,name=preferred_during_scheduling_ignored_during_execution,json=preferredDuringSchedulingIgnoredDuringExecution,proto3" json:"preferred_during_scheduling_ignored_during_execution,omitempty"`
+	unknownFields                                   protoimpl.UnknownFields
+	sizeCache                                       protoimpl.SizeCache
+}
+
+func (x *NodeAffinity) Reset() {
+	*x = NodeAffinity{}
+	mi := &file_kplane_v1_core_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeAffinity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeAffinity) ProtoMessage() {}
+
+func (x *NodeAffinity) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeAffinity.ProtoReflect.Descriptor instead.
+func (*NodeAffinity) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *NodeAffinity) GetRequiredDuringSchedulingIgnoredDuringExecution() *NodeSelector {
+	if x != nil {
+		return x.RequiredDuringSchedulingIgnoredDuringExecution
+	}
+	return nil
+}
+
+func (x *NodeAffinity) GetPreferredDuringSchedulingIgnoredDuringExecution() []*PreferredSchedulingTerm {
+	if x != nil {
+		return x.PreferredDuringSchedulingIgnoredDuringExecution
+	}
+	return nil
+}
+
+// PreferredSchedulingTerm is a node selector term with a weight in 1..100.
+type PreferredSchedulingTerm struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Weight        int32                  `protobuf:"varint,1,opt,name=weight,proto3" json:"weight,omitempty"`
+	Preference    *NodeSelectorTerm      `protobuf:"bytes,2,opt,name=preference,proto3" json:"preference,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreferredSchedulingTerm) Reset() {
+	*x = PreferredSchedulingTerm{}
+	mi := &file_kplane_v1_core_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreferredSchedulingTerm) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreferredSchedulingTerm) ProtoMessage() {}
+
+func (x *PreferredSchedulingTerm) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreferredSchedulingTerm.ProtoReflect.Descriptor instead.
+func (*PreferredSchedulingTerm) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *PreferredSchedulingTerm) GetWeight() int32 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+func (x *PreferredSchedulingTerm) GetPreference() *NodeSelectorTerm {
+	if x != nil {
+		return x.Preference
+	}
+	return nil
+}
+
+// PodAffinity: the pod must (required) or would rather (preferred) run in
+// the same topology domain as pods the terms select.
+type PodAffinity struct {
+	state                                           protoimpl.MessageState     `protogen:"open.v1"`
+	RequiredDuringSchedulingIgnoredDuringExecution  []*PodAffinityTerm         `protobuf:"bytes,1,rep,name=required_during_scheduling_ignored_during_execution,json=requiredDuringSchedulingIgnoredDuringExecution,proto3" json:"required_during_scheduling_ignored_during_execution,omitempty"`
+	PreferredDuringSchedulingIgnoredDuringExecution []*WeightedPodAffinityTerm `protobuf:"bytes,2,rep,name=preferred_during_scheduling_ignored_during_execution,json=preferredDuringSchedulingIgnoredDuringExecution,proto3" json:"preferred_during_scheduling_ignored_during_execution,omitempty"`
+	unknownFields                                   protoimpl.UnknownFields
+	sizeCache                                       protoimpl.SizeCache
+}
+
+func (x *PodAffinity) Reset() {
+	*x = PodAffinity{}
+	mi := &file_kplane_v1_core_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodAffinity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodAffinity) ProtoMessage() {}
+
+func (x *PodAffinity) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodAffinity.ProtoReflect.Descriptor instead.
+func (*PodAffinity) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *PodAffinity) GetRequiredDuringSchedulingIgnoredDuringExecution() []*PodAffinityTerm {
+	if x != nil {
+		return x.RequiredDuringSchedulingIgnoredDuringExecution
+	}
+	return nil
+}
+
+func (x *PodAffinity) GetPreferredDuringSchedulingIgnoredDuringExecution() []*WeightedPodAffinityTerm {
+	if x != nil {
+		return x.PreferredDuringSchedulingIgnoredDuringExecution
+	}
+	return nil
+}
+
+// PodAntiAffinity: the pod must not (required) or would rather not
+// (preferred) run in the same topology domain as pods the terms select.
+type PodAntiAffinity struct {
+	state                                           protoimpl.MessageState     `protogen:"open.v1"`
+	RequiredDuringSchedulingIgnoredDuringExecution  []*PodAffinityTerm         `protobuf:"bytes,1,rep,name=required_during_scheduling_ignored_during_execution,json=requiredDuringSchedulingIgnoredDuringExecution,proto3" json:"required_during_scheduling_ignored_during_execution,omitempty"`
+	PreferredDuringSchedulingIgnoredDuringExecution []*WeightedPodAffinityTerm `protobuf:"bytes,2,rep,name=preferred_during_scheduling_ignored_during_execution,json=preferredDuringSchedulingIgnoredDuringExecution,proto3" json:"preferred_during_scheduling_ignored_during_execution,omitempty"`
+	unknownFields                                   protoimpl.UnknownFields
+	sizeCache                                       protoimpl.SizeCache
+}
+
+func (x *PodAntiAffinity) Reset() {
+	*x = PodAntiAffinity{}
+	mi := &file_kplane_v1_core_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodAntiAffinity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodAntiAffinity) ProtoMessage() {}
+
+func (x *PodAntiAffinity) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodAntiAffinity.ProtoReflect.Descriptor instead.
+func (*PodAntiAffinity) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *PodAntiAffinity) GetRequiredDuringSchedulingIgnoredDuringExecution() []*PodAffinityTerm {
+	if x != nil {
+		return x.RequiredDuringSchedulingIgnoredDuringExecution
+	}
+	return nil
+}
+
+func (x *PodAntiAffinity) GetPreferredDuringSchedulingIgnoredDuringExecution() []*WeightedPodAffinityTerm {
+	if x != nil {
+		return x.PreferredDuringSchedulingIgnoredDuringExecution
+	}
+	return nil
+}
+
+// PodAffinityTerm selects pods (label_selector, in namespaces; the pod's
+// own namespace when both namespaces and namespace_selector are empty)
+// and names the node label whose value is the topology domain.
+type PodAffinityTerm struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	LabelSelector     *LabelSelector         `protobuf:"bytes,1,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	Namespaces        []string               `protobuf:"bytes,2,rep,name=namespaces,proto3" json:"namespaces,omitempty"`
+	TopologyKey       string                 `protobuf:"bytes,3,opt,name=topology_key,json=topologyKey,proto3" json:"topology_key,omitempty"`
+	NamespaceSelector *LabelSelector         `protobuf:"bytes,4,opt,name=namespace_selector,json=namespaceSelector,proto3" json:"namespace_selector,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *PodAffinityTerm) Reset() {
+	*x = PodAffinityTerm{}
+	mi := &file_kplane_v1_core_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodAffinityTerm) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodAffinityTerm) ProtoMessage() {}
+
+func (x *PodAffinityTerm) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodAffinityTerm.ProtoReflect.Descriptor instead.
+func (*PodAffinityTerm) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PodAffinityTerm) GetLabelSelector() *LabelSelector {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return nil
+}
+
+func (x *PodAffinityTerm) GetNamespaces() []string {
+	if x != nil {
+		return x.Namespaces
+	}
+	return nil
+}
+
+func (x *PodAffinityTerm) GetTopologyKey() string {
+	if x != nil {
+		return x.TopologyKey
+	}
+	return ""
+}
+
+func (x *PodAffinityTerm) GetNamespaceSelector() *LabelSelector {
+	if x != nil {
+		return x.NamespaceSelector
+	}
+	return nil
+}
+
+// WeightedPodAffinityTerm is a pod affinity term with a weight in 1..100.
+type WeightedPodAffinityTerm struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Weight          int32                  `protobuf:"varint,1,opt,name=weight,proto3" json:"weight,omitempty"`
+	PodAffinityTerm *PodAffinityTerm       `protobuf:"bytes,2,opt,name=pod_affinity_term,json=podAffinityTerm,proto3" json:"pod_affinity_term,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *WeightedPodAffinityTerm) Reset() {
+	*x = WeightedPodAffinityTerm{}
+	mi := &file_kplane_v1_core_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WeightedPodAffinityTerm) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WeightedPodAffinityTerm) ProtoMessage() {}
+
+func (x *WeightedPodAffinityTerm) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WeightedPodAffinityTerm.ProtoReflect.Descriptor instead.
+func (*WeightedPodAffinityTerm) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *WeightedPodAffinityTerm) GetWeight() int32 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+func (x *WeightedPodAffinityTerm) GetPodAffinityTerm() *PodAffinityTerm {
+	if x != nil {
+		return x.PodAffinityTerm
+	}
+	return nil
+}
+
+// TopologySpreadConstraint spreads matching pods over the domains of
+// topology_key so no domain has more than max_skew more than the least
+// populated; when_unsatisfiable is DoNotSchedule or ScheduleAnyway;
+// node_affinity_policy and node_taints_policy are Honor or Ignore.
+type TopologySpreadConstraint struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	MaxSkew            int32                  `protobuf:"varint,1,opt,name=max_skew,json=maxSkew,proto3" json:"max_skew,omitempty"`
+	TopologyKey        string                 `protobuf:"bytes,2,opt,name=topology_key,json=topologyKey,proto3" json:"topology_key,omitempty"`
+	WhenUnsatisfiable  string                 `protobuf:"bytes,3,opt,name=when_unsatisfiable,json=whenUnsatisfiable,proto3" json:"when_unsatisfiable,omitempty"`
+	LabelSelector      *LabelSelector         `protobuf:"bytes,4,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	MinDomains         *int32                 `protobuf:"varint,5,opt,name=min_domains,json=minDomains,proto3,oneof" json:"min_domains,omitempty"`
+	NodeAffinityPolicy string                 `protobuf:"bytes,6,opt,name=node_affinity_policy,json=nodeAffinityPolicy,proto3" json:"node_affinity_policy,omitempty"`
+	NodeTaintsPolicy   string                 `protobuf:"bytes,7,opt,name=node_taints_policy,json=nodeTaintsPolicy,proto3" json:"node_taints_policy,omitempty"`
+	MatchLabelKeys     []string               `protobuf:"bytes,8,rep,name=match_label_keys,json=matchLabelKeys,proto3" json:"match_label_keys,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *TopologySpreadConstraint) Reset() {
+	*x = TopologySpreadConstraint{}
+	mi := &file_kplane_v1_core_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopologySpreadConstraint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopologySpreadConstraint) ProtoMessage() {}
+
+func (x *TopologySpreadConstraint) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopologySpreadConstraint.ProtoReflect.Descriptor instead.
+func (*TopologySpreadConstraint) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *TopologySpreadConstraint) GetMaxSkew() int32 {
+	if x != nil {
+		return x.MaxSkew
+	}
+	return 0
+}
+
+func (x *TopologySpreadConstraint) GetTopologyKey() string {
+	if x != nil {
+		return x.TopologyKey
+	}
+	return ""
+}
+
+func (x *TopologySpreadConstraint) GetWhenUnsatisfiable() string {
+	if x != nil {
+		return x.WhenUnsatisfiable
+	}
+	return ""
+}
+
+func (x *TopologySpreadConstraint) GetLabelSelector() *LabelSelector {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return nil
+}
+
+func (x *TopologySpreadConstraint) GetMinDomains() int32 {
+	if x != nil && x.MinDomains != nil {
+		return *x.MinDomains
+	}
+	return 0
+}
+
+func (x *TopologySpreadConstraint) GetNodeAffinityPolicy() string {
+	if x != nil {
+		return x.NodeAffinityPolicy
+	}
+	return ""
+}
+
+func (x *TopologySpreadConstraint) GetNodeTaintsPolicy() string {
+	if x != nil {
+		return x.NodeTaintsPolicy
+	}
+	return ""
+}
+
+func (x *TopologySpreadConstraint) GetMatchLabelKeys() []string {
+	if x != nil {
+		return x.MatchLabelKeys
+	}
+	return nil
+}
+
 // Container is one process of a pod.
 type Container struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -1055,7 +1749,7 @@ type Container struct {
 
 func (x *Container) Reset() {
 	*x = Container{}
-	mi := &file_kplane_v1_core_proto_msgTypes[14]
+	mi := &file_kplane_v1_core_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1761,7 @@ func (x *Container) String() string {
 func (*Container) ProtoMessage() {}
 
 func (x *Container) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[14]
+	mi := &file_kplane_v1_core_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1774,7 @@ func (x *Container) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Container.ProtoReflect.Descriptor instead.
 func (*Container) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{14}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Container) GetName() string {
@@ -1221,7 +1915,7 @@ type Lifecycle struct {
 
 func (x *Lifecycle) Reset() {
 	*x = Lifecycle{}
-	mi := &file_kplane_v1_core_proto_msgTypes[15]
+	mi := &file_kplane_v1_core_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1927,7 @@ func (x *Lifecycle) String() string {
 func (*Lifecycle) ProtoMessage() {}
 
 func (x *Lifecycle) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[15]
+	mi := &file_kplane_v1_core_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1940,7 @@ func (x *Lifecycle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lifecycle.ProtoReflect.Descriptor instead.
 func (*Lifecycle) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{15}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Lifecycle) GetPostStart() *LifecycleHandler {
@@ -1274,7 +1968,7 @@ type LifecycleHandler struct {
 
 func (x *LifecycleHandler) Reset() {
 	*x = LifecycleHandler{}
-	mi := &file_kplane_v1_core_proto_msgTypes[16]
+	mi := &file_kplane_v1_core_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1286,7 +1980,7 @@ func (x *LifecycleHandler) String() string {
 func (*LifecycleHandler) ProtoMessage() {}
 
 func (x *LifecycleHandler) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[16]
+	mi := &file_kplane_v1_core_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1299,7 +1993,7 @@ func (x *LifecycleHandler) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LifecycleHandler.ProtoReflect.Descriptor instead.
 func (*LifecycleHandler) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{16}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *LifecycleHandler) GetExec() *ExecAction {
@@ -1332,7 +2026,7 @@ type EnvVar struct {
 
 func (x *EnvVar) Reset() {
 	*x = EnvVar{}
-	mi := &file_kplane_v1_core_proto_msgTypes[17]
+	mi := &file_kplane_v1_core_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +2038,7 @@ func (x *EnvVar) String() string {
 func (*EnvVar) ProtoMessage() {}
 
 func (x *EnvVar) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[17]
+	mi := &file_kplane_v1_core_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +2051,7 @@ func (x *EnvVar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvVar.ProtoReflect.Descriptor instead.
 func (*EnvVar) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{17}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *EnvVar) GetName() string {
@@ -1393,7 +2087,7 @@ type EnvVarSource struct {
 
 func (x *EnvVarSource) Reset() {
 	*x = EnvVarSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[18]
+	mi := &file_kplane_v1_core_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +2099,7 @@ func (x *EnvVarSource) String() string {
 func (*EnvVarSource) ProtoMessage() {}
 
 func (x *EnvVarSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[18]
+	mi := &file_kplane_v1_core_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +2112,7 @@ func (x *EnvVarSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvVarSource.ProtoReflect.Descriptor instead.
 func (*EnvVarSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{18}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *EnvVarSource) GetFieldRef() *ObjectFieldSelector {
@@ -1456,7 +2150,7 @@ type ObjectFieldSelector struct {
 
 func (x *ObjectFieldSelector) Reset() {
 	*x = ObjectFieldSelector{}
-	mi := &file_kplane_v1_core_proto_msgTypes[19]
+	mi := &file_kplane_v1_core_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1468,7 +2162,7 @@ func (x *ObjectFieldSelector) String() string {
 func (*ObjectFieldSelector) ProtoMessage() {}
 
 func (x *ObjectFieldSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[19]
+	mi := &file_kplane_v1_core_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1481,7 +2175,7 @@ func (x *ObjectFieldSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectFieldSelector.ProtoReflect.Descriptor instead.
 func (*ObjectFieldSelector) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{19}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ObjectFieldSelector) GetApiVersion() string {
@@ -1512,7 +2206,7 @@ type ResourceFieldSelector struct {
 
 func (x *ResourceFieldSelector) Reset() {
 	*x = ResourceFieldSelector{}
-	mi := &file_kplane_v1_core_proto_msgTypes[20]
+	mi := &file_kplane_v1_core_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1524,7 +2218,7 @@ func (x *ResourceFieldSelector) String() string {
 func (*ResourceFieldSelector) ProtoMessage() {}
 
 func (x *ResourceFieldSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[20]
+	mi := &file_kplane_v1_core_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1537,7 +2231,7 @@ func (x *ResourceFieldSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceFieldSelector.ProtoReflect.Descriptor instead.
 func (*ResourceFieldSelector) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{20}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ResourceFieldSelector) GetContainerName() string {
@@ -1575,7 +2269,7 @@ type SecretKeySelector struct {
 
 func (x *SecretKeySelector) Reset() {
 	*x = SecretKeySelector{}
-	mi := &file_kplane_v1_core_proto_msgTypes[21]
+	mi := &file_kplane_v1_core_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1587,7 +2281,7 @@ func (x *SecretKeySelector) String() string {
 func (*SecretKeySelector) ProtoMessage() {}
 
 func (x *SecretKeySelector) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[21]
+	mi := &file_kplane_v1_core_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1600,7 +2294,7 @@ func (x *SecretKeySelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretKeySelector.ProtoReflect.Descriptor instead.
 func (*SecretKeySelector) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{21}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SecretKeySelector) GetName() string {
@@ -1635,7 +2329,7 @@ type EnvFromSource struct {
 
 func (x *EnvFromSource) Reset() {
 	*x = EnvFromSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[22]
+	mi := &file_kplane_v1_core_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1647,7 +2341,7 @@ func (x *EnvFromSource) String() string {
 func (*EnvFromSource) ProtoMessage() {}
 
 func (x *EnvFromSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[22]
+	mi := &file_kplane_v1_core_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1660,7 +2354,7 @@ func (x *EnvFromSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvFromSource.ProtoReflect.Descriptor instead.
 func (*EnvFromSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{22}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *EnvFromSource) GetPrefix() string {
@@ -1688,7 +2382,7 @@ type SecretEnvSource struct {
 
 func (x *SecretEnvSource) Reset() {
 	*x = SecretEnvSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[23]
+	mi := &file_kplane_v1_core_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1700,7 +2394,7 @@ func (x *SecretEnvSource) String() string {
 func (*SecretEnvSource) ProtoMessage() {}
 
 func (x *SecretEnvSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[23]
+	mi := &file_kplane_v1_core_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1713,7 +2407,7 @@ func (x *SecretEnvSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretEnvSource.ProtoReflect.Descriptor instead.
 func (*SecretEnvSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{23}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SecretEnvSource) GetName() string {
@@ -1743,7 +2437,7 @@ type ContainerPort struct {
 
 func (x *ContainerPort) Reset() {
 	*x = ContainerPort{}
-	mi := &file_kplane_v1_core_proto_msgTypes[24]
+	mi := &file_kplane_v1_core_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1755,7 +2449,7 @@ func (x *ContainerPort) String() string {
 func (*ContainerPort) ProtoMessage() {}
 
 func (x *ContainerPort) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[24]
+	mi := &file_kplane_v1_core_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1768,7 +2462,7 @@ func (x *ContainerPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerPort.ProtoReflect.Descriptor instead.
 func (*ContainerPort) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{24}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ContainerPort) GetName() string {
@@ -1813,7 +2507,7 @@ type VolumeMount struct {
 
 func (x *VolumeMount) Reset() {
 	*x = VolumeMount{}
-	mi := &file_kplane_v1_core_proto_msgTypes[25]
+	mi := &file_kplane_v1_core_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1825,7 +2519,7 @@ func (x *VolumeMount) String() string {
 func (*VolumeMount) ProtoMessage() {}
 
 func (x *VolumeMount) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[25]
+	mi := &file_kplane_v1_core_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1838,7 +2532,7 @@ func (x *VolumeMount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeMount.ProtoReflect.Descriptor instead.
 func (*VolumeMount) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{25}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *VolumeMount) GetName() string {
@@ -1891,7 +2585,7 @@ type Probe struct {
 
 func (x *Probe) Reset() {
 	*x = Probe{}
-	mi := &file_kplane_v1_core_proto_msgTypes[26]
+	mi := &file_kplane_v1_core_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1903,7 +2597,7 @@ func (x *Probe) String() string {
 func (*Probe) ProtoMessage() {}
 
 func (x *Probe) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[26]
+	mi := &file_kplane_v1_core_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1916,7 +2610,7 @@ func (x *Probe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Probe.ProtoReflect.Descriptor instead.
 func (*Probe) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{26}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Probe) GetExec() *ExecAction {
@@ -2001,7 +2695,7 @@ type GRPCAction struct {
 
 func (x *GRPCAction) Reset() {
 	*x = GRPCAction{}
-	mi := &file_kplane_v1_core_proto_msgTypes[27]
+	mi := &file_kplane_v1_core_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2013,7 +2707,7 @@ func (x *GRPCAction) String() string {
 func (*GRPCAction) ProtoMessage() {}
 
 func (x *GRPCAction) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[27]
+	mi := &file_kplane_v1_core_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2026,7 +2720,7 @@ func (x *GRPCAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GRPCAction.ProtoReflect.Descriptor instead.
 func (*GRPCAction) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{27}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GRPCAction) GetPort() int32 {
@@ -2054,7 +2748,7 @@ type HTTPHeader struct {
 
 func (x *HTTPHeader) Reset() {
 	*x = HTTPHeader{}
-	mi := &file_kplane_v1_core_proto_msgTypes[28]
+	mi := &file_kplane_v1_core_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2066,7 +2760,7 @@ func (x *HTTPHeader) String() string {
 func (*HTTPHeader) ProtoMessage() {}
 
 func (x *HTTPHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[28]
+	mi := &file_kplane_v1_core_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2079,7 +2773,7 @@ func (x *HTTPHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPHeader.ProtoReflect.Descriptor instead.
 func (*HTTPHeader) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{28}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *HTTPHeader) GetName() string {
@@ -2106,7 +2800,7 @@ type ExecAction struct {
 
 func (x *ExecAction) Reset() {
 	*x = ExecAction{}
-	mi := &file_kplane_v1_core_proto_msgTypes[29]
+	mi := &file_kplane_v1_core_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2118,7 +2812,7 @@ func (x *ExecAction) String() string {
 func (*ExecAction) ProtoMessage() {}
 
 func (x *ExecAction) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[29]
+	mi := &file_kplane_v1_core_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2131,7 +2825,7 @@ func (x *ExecAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecAction.ProtoReflect.Descriptor instead.
 func (*ExecAction) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{29}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ExecAction) GetCommand() []string {
@@ -2153,7 +2847,7 @@ type TCPSocketAction struct {
 
 func (x *TCPSocketAction) Reset() {
 	*x = TCPSocketAction{}
-	mi := &file_kplane_v1_core_proto_msgTypes[30]
+	mi := &file_kplane_v1_core_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2859,7 @@ func (x *TCPSocketAction) String() string {
 func (*TCPSocketAction) ProtoMessage() {}
 
 func (x *TCPSocketAction) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[30]
+	mi := &file_kplane_v1_core_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2872,7 @@ func (x *TCPSocketAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TCPSocketAction.ProtoReflect.Descriptor instead.
 func (*TCPSocketAction) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{30}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TCPSocketAction) GetPort() *IntOrString {
@@ -2210,7 +2904,7 @@ type HTTPGetAction struct {
 
 func (x *HTTPGetAction) Reset() {
 	*x = HTTPGetAction{}
-	mi := &file_kplane_v1_core_proto_msgTypes[31]
+	mi := &file_kplane_v1_core_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2222,7 +2916,7 @@ func (x *HTTPGetAction) String() string {
 func (*HTTPGetAction) ProtoMessage() {}
 
 func (x *HTTPGetAction) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[31]
+	mi := &file_kplane_v1_core_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2235,7 +2929,7 @@ func (x *HTTPGetAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPGetAction.ProtoReflect.Descriptor instead.
 func (*HTTPGetAction) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{31}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *HTTPGetAction) GetPath() string {
@@ -2287,7 +2981,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_kplane_v1_core_proto_msgTypes[32]
+	mi := &file_kplane_v1_core_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2299,7 +2993,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[32]
+	mi := &file_kplane_v1_core_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2312,7 +3006,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{32}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Volume) GetName() string {
@@ -2361,7 +3055,7 @@ type PersistentVolumeClaimVolumeSource struct {
 
 func (x *PersistentVolumeClaimVolumeSource) Reset() {
 	*x = PersistentVolumeClaimVolumeSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[33]
+	mi := &file_kplane_v1_core_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2373,7 +3067,7 @@ func (x *PersistentVolumeClaimVolumeSource) String() string {
 func (*PersistentVolumeClaimVolumeSource) ProtoMessage() {}
 
 func (x *PersistentVolumeClaimVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[33]
+	mi := &file_kplane_v1_core_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2386,7 +3080,7 @@ func (x *PersistentVolumeClaimVolumeSource) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use PersistentVolumeClaimVolumeSource.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaimVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{33}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PersistentVolumeClaimVolumeSource) GetClaimName() string {
@@ -2414,7 +3108,7 @@ type EmptyDirVolumeSource struct {
 
 func (x *EmptyDirVolumeSource) Reset() {
 	*x = EmptyDirVolumeSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[34]
+	mi := &file_kplane_v1_core_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2426,7 +3120,7 @@ func (x *EmptyDirVolumeSource) String() string {
 func (*EmptyDirVolumeSource) ProtoMessage() {}
 
 func (x *EmptyDirVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[34]
+	mi := &file_kplane_v1_core_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2439,7 +3133,7 @@ func (x *EmptyDirVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmptyDirVolumeSource.ProtoReflect.Descriptor instead.
 func (*EmptyDirVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{34}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *EmptyDirVolumeSource) GetMedium() string {
@@ -2469,7 +3163,7 @@ type SecretVolumeSource struct {
 
 func (x *SecretVolumeSource) Reset() {
 	*x = SecretVolumeSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[35]
+	mi := &file_kplane_v1_core_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2481,7 +3175,7 @@ func (x *SecretVolumeSource) String() string {
 func (*SecretVolumeSource) ProtoMessage() {}
 
 func (x *SecretVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[35]
+	mi := &file_kplane_v1_core_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2494,7 +3188,7 @@ func (x *SecretVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretVolumeSource.ProtoReflect.Descriptor instead.
 func (*SecretVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{35}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SecretVolumeSource) GetSecretName() string {
@@ -2529,7 +3223,7 @@ type HostPathVolumeSource struct {
 
 func (x *HostPathVolumeSource) Reset() {
 	*x = HostPathVolumeSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[36]
+	mi := &file_kplane_v1_core_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2541,7 +3235,7 @@ func (x *HostPathVolumeSource) String() string {
 func (*HostPathVolumeSource) ProtoMessage() {}
 
 func (x *HostPathVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[36]
+	mi := &file_kplane_v1_core_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2554,7 +3248,7 @@ func (x *HostPathVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostPathVolumeSource.ProtoReflect.Descriptor instead.
 func (*HostPathVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{36}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *HostPathVolumeSource) GetPath() string {
@@ -2597,7 +3291,7 @@ type PodStatus struct {
 
 func (x *PodStatus) Reset() {
 	*x = PodStatus{}
-	mi := &file_kplane_v1_core_proto_msgTypes[37]
+	mi := &file_kplane_v1_core_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2609,7 +3303,7 @@ func (x *PodStatus) String() string {
 func (*PodStatus) ProtoMessage() {}
 
 func (x *PodStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[37]
+	mi := &file_kplane_v1_core_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2622,7 +3316,7 @@ func (x *PodStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodStatus.ProtoReflect.Descriptor instead.
 func (*PodStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{37}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *PodStatus) GetPhase() string {
@@ -2726,7 +3420,7 @@ type PodIP struct {
 
 func (x *PodIP) Reset() {
 	*x = PodIP{}
-	mi := &file_kplane_v1_core_proto_msgTypes[38]
+	mi := &file_kplane_v1_core_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2738,7 +3432,7 @@ func (x *PodIP) String() string {
 func (*PodIP) ProtoMessage() {}
 
 func (x *PodIP) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[38]
+	mi := &file_kplane_v1_core_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2751,7 +3445,7 @@ func (x *PodIP) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodIP.ProtoReflect.Descriptor instead.
 func (*PodIP) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{38}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PodIP) GetIp() string {
@@ -2771,7 +3465,7 @@ type HostIP struct {
 
 func (x *HostIP) Reset() {
 	*x = HostIP{}
-	mi := &file_kplane_v1_core_proto_msgTypes[39]
+	mi := &file_kplane_v1_core_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2783,7 +3477,7 @@ func (x *HostIP) String() string {
 func (*HostIP) ProtoMessage() {}
 
 func (x *HostIP) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[39]
+	mi := &file_kplane_v1_core_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2796,7 +3490,7 @@ func (x *HostIP) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostIP.ProtoReflect.Descriptor instead.
 func (*HostIP) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{39}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HostIP) GetIp() string {
@@ -2824,7 +3518,7 @@ type ContainerStatus struct {
 
 func (x *ContainerStatus) Reset() {
 	*x = ContainerStatus{}
-	mi := &file_kplane_v1_core_proto_msgTypes[40]
+	mi := &file_kplane_v1_core_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2836,7 +3530,7 @@ func (x *ContainerStatus) String() string {
 func (*ContainerStatus) ProtoMessage() {}
 
 func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[40]
+	mi := &file_kplane_v1_core_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2849,7 +3543,7 @@ func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStatus.ProtoReflect.Descriptor instead.
 func (*ContainerStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{40}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ContainerStatus) GetName() string {
@@ -2927,7 +3621,7 @@ type ContainerState struct {
 
 func (x *ContainerState) Reset() {
 	*x = ContainerState{}
-	mi := &file_kplane_v1_core_proto_msgTypes[41]
+	mi := &file_kplane_v1_core_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2939,7 +3633,7 @@ func (x *ContainerState) String() string {
 func (*ContainerState) ProtoMessage() {}
 
 func (x *ContainerState) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[41]
+	mi := &file_kplane_v1_core_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2952,7 +3646,7 @@ func (x *ContainerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerState.ProtoReflect.Descriptor instead.
 func (*ContainerState) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{41}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ContainerState) GetWaiting() *ContainerStateWaiting {
@@ -2987,7 +3681,7 @@ type ContainerStateWaiting struct {
 
 func (x *ContainerStateWaiting) Reset() {
 	*x = ContainerStateWaiting{}
-	mi := &file_kplane_v1_core_proto_msgTypes[42]
+	mi := &file_kplane_v1_core_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2999,7 +3693,7 @@ func (x *ContainerStateWaiting) String() string {
 func (*ContainerStateWaiting) ProtoMessage() {}
 
 func (x *ContainerStateWaiting) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[42]
+	mi := &file_kplane_v1_core_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3012,7 +3706,7 @@ func (x *ContainerStateWaiting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateWaiting.ProtoReflect.Descriptor instead.
 func (*ContainerStateWaiting) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{42}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ContainerStateWaiting) GetReason() string {
@@ -3039,7 +3733,7 @@ type ContainerStateRunning struct {
 
 func (x *ContainerStateRunning) Reset() {
 	*x = ContainerStateRunning{}
-	mi := &file_kplane_v1_core_proto_msgTypes[43]
+	mi := &file_kplane_v1_core_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3051,7 +3745,7 @@ func (x *ContainerStateRunning) String() string {
 func (*ContainerStateRunning) ProtoMessage() {}
 
 func (x *ContainerStateRunning) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[43]
+	mi := &file_kplane_v1_core_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3064,7 +3758,7 @@ func (x *ContainerStateRunning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateRunning.ProtoReflect.Descriptor instead.
 func (*ContainerStateRunning) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{43}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ContainerStateRunning) GetStartedAt() *timestamppb.Timestamp {
@@ -3090,7 +3784,7 @@ type ContainerStateTerminated struct {
 
 func (x *ContainerStateTerminated) Reset() {
 	*x = ContainerStateTerminated{}
-	mi := &file_kplane_v1_core_proto_msgTypes[44]
+	mi := &file_kplane_v1_core_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3102,7 +3796,7 @@ func (x *ContainerStateTerminated) String() string {
 func (*ContainerStateTerminated) ProtoMessage() {}
 
 func (x *ContainerStateTerminated) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[44]
+	mi := &file_kplane_v1_core_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3115,7 +3809,7 @@ func (x *ContainerStateTerminated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStateTerminated.ProtoReflect.Descriptor instead.
 func (*ContainerStateTerminated) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{44}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ContainerStateTerminated) GetExitCode() int32 {
@@ -3178,7 +3872,7 @@ type PodTemplateSpec struct {
 
 func (x *PodTemplateSpec) Reset() {
 	*x = PodTemplateSpec{}
-	mi := &file_kplane_v1_core_proto_msgTypes[45]
+	mi := &file_kplane_v1_core_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3190,7 +3884,7 @@ func (x *PodTemplateSpec) String() string {
 func (*PodTemplateSpec) ProtoMessage() {}
 
 func (x *PodTemplateSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[45]
+	mi := &file_kplane_v1_core_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3203,7 +3897,7 @@ func (x *PodTemplateSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodTemplateSpec.ProtoReflect.Descriptor instead.
 func (*PodTemplateSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{45}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PodTemplateSpec) GetMetadata() *ObjectMeta {
@@ -3232,7 +3926,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_kplane_v1_core_proto_msgTypes[46]
+	mi := &file_kplane_v1_core_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3244,7 +3938,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[46]
+	mi := &file_kplane_v1_core_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3257,7 +3951,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{46}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Service) GetMetadata() *ObjectMeta {
@@ -3302,7 +3996,7 @@ type ServiceSpec struct {
 
 func (x *ServiceSpec) Reset() {
 	*x = ServiceSpec{}
-	mi := &file_kplane_v1_core_proto_msgTypes[47]
+	mi := &file_kplane_v1_core_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3314,7 +4008,7 @@ func (x *ServiceSpec) String() string {
 func (*ServiceSpec) ProtoMessage() {}
 
 func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[47]
+	mi := &file_kplane_v1_core_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3327,7 +4021,7 @@ func (x *ServiceSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceSpec.ProtoReflect.Descriptor instead.
 func (*ServiceSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{47}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ServiceSpec) GetSelector() map[string]string {
@@ -3402,7 +4096,7 @@ type ServicePort struct {
 
 func (x *ServicePort) Reset() {
 	*x = ServicePort{}
-	mi := &file_kplane_v1_core_proto_msgTypes[48]
+	mi := &file_kplane_v1_core_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3414,7 +4108,7 @@ func (x *ServicePort) String() string {
 func (*ServicePort) ProtoMessage() {}
 
 func (x *ServicePort) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[48]
+	mi := &file_kplane_v1_core_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3427,7 +4121,7 @@ func (x *ServicePort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePort.ProtoReflect.Descriptor instead.
 func (*ServicePort) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{48}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ServicePort) GetName() string {
@@ -3475,7 +4169,7 @@ type ServiceStatus struct {
 
 func (x *ServiceStatus) Reset() {
 	*x = ServiceStatus{}
-	mi := &file_kplane_v1_core_proto_msgTypes[49]
+	mi := &file_kplane_v1_core_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3487,7 +4181,7 @@ func (x *ServiceStatus) String() string {
 func (*ServiceStatus) ProtoMessage() {}
 
 func (x *ServiceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[49]
+	mi := &file_kplane_v1_core_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3500,7 +4194,7 @@ func (x *ServiceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceStatus.ProtoReflect.Descriptor instead.
 func (*ServiceStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{49}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ServiceStatus) GetConditions() []*Condition {
@@ -3521,7 +4215,7 @@ type Endpoints struct {
 
 func (x *Endpoints) Reset() {
 	*x = Endpoints{}
-	mi := &file_kplane_v1_core_proto_msgTypes[50]
+	mi := &file_kplane_v1_core_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3533,7 +4227,7 @@ func (x *Endpoints) String() string {
 func (*Endpoints) ProtoMessage() {}
 
 func (x *Endpoints) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[50]
+	mi := &file_kplane_v1_core_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3546,7 +4240,7 @@ func (x *Endpoints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoints.ProtoReflect.Descriptor instead.
 func (*Endpoints) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{50}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Endpoints) GetMetadata() *ObjectMeta {
@@ -3575,7 +4269,7 @@ type EndpointSubset struct {
 
 func (x *EndpointSubset) Reset() {
 	*x = EndpointSubset{}
-	mi := &file_kplane_v1_core_proto_msgTypes[51]
+	mi := &file_kplane_v1_core_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3587,7 +4281,7 @@ func (x *EndpointSubset) String() string {
 func (*EndpointSubset) ProtoMessage() {}
 
 func (x *EndpointSubset) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[51]
+	mi := &file_kplane_v1_core_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3600,7 +4294,7 @@ func (x *EndpointSubset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointSubset.ProtoReflect.Descriptor instead.
 func (*EndpointSubset) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{51}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *EndpointSubset) GetAddresses() []*EndpointAddress {
@@ -3637,7 +4331,7 @@ type EndpointAddress struct {
 
 func (x *EndpointAddress) Reset() {
 	*x = EndpointAddress{}
-	mi := &file_kplane_v1_core_proto_msgTypes[52]
+	mi := &file_kplane_v1_core_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3649,7 +4343,7 @@ func (x *EndpointAddress) String() string {
 func (*EndpointAddress) ProtoMessage() {}
 
 func (x *EndpointAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[52]
+	mi := &file_kplane_v1_core_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3662,7 +4356,7 @@ func (x *EndpointAddress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointAddress.ProtoReflect.Descriptor instead.
 func (*EndpointAddress) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{52}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *EndpointAddress) GetIp() string {
@@ -3705,7 +4399,7 @@ type EndpointPort struct {
 
 func (x *EndpointPort) Reset() {
 	*x = EndpointPort{}
-	mi := &file_kplane_v1_core_proto_msgTypes[53]
+	mi := &file_kplane_v1_core_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3717,7 +4411,7 @@ func (x *EndpointPort) String() string {
 func (*EndpointPort) ProtoMessage() {}
 
 func (x *EndpointPort) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[53]
+	mi := &file_kplane_v1_core_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3730,7 +4424,7 @@ func (x *EndpointPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointPort.ProtoReflect.Descriptor instead.
 func (*EndpointPort) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{53}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *EndpointPort) GetName() string {
@@ -3767,7 +4461,7 @@ type ServiceAccount struct {
 
 func (x *ServiceAccount) Reset() {
 	*x = ServiceAccount{}
-	mi := &file_kplane_v1_core_proto_msgTypes[54]
+	mi := &file_kplane_v1_core_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3779,7 +4473,7 @@ func (x *ServiceAccount) String() string {
 func (*ServiceAccount) ProtoMessage() {}
 
 func (x *ServiceAccount) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[54]
+	mi := &file_kplane_v1_core_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3792,7 +4486,7 @@ func (x *ServiceAccount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceAccount.ProtoReflect.Descriptor instead.
 func (*ServiceAccount) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{54}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ServiceAccount) GetMetadata() *ObjectMeta {
@@ -3838,7 +4532,7 @@ type Secret struct {
 
 func (x *Secret) Reset() {
 	*x = Secret{}
-	mi := &file_kplane_v1_core_proto_msgTypes[55]
+	mi := &file_kplane_v1_core_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3850,7 +4544,7 @@ func (x *Secret) String() string {
 func (*Secret) ProtoMessage() {}
 
 func (x *Secret) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[55]
+	mi := &file_kplane_v1_core_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3863,7 +4557,7 @@ func (x *Secret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Secret.ProtoReflect.Descriptor instead.
 func (*Secret) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{55}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *Secret) GetMetadata() *ObjectMeta {
@@ -3926,7 +4620,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_kplane_v1_core_proto_msgTypes[56]
+	mi := &file_kplane_v1_core_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3938,7 +4632,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[56]
+	mi := &file_kplane_v1_core_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3951,7 +4645,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{56}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *Event) GetMetadata() *ObjectMeta {
@@ -4056,7 +4750,7 @@ type EventSource struct {
 
 func (x *EventSource) Reset() {
 	*x = EventSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[57]
+	mi := &file_kplane_v1_core_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4068,7 +4762,7 @@ func (x *EventSource) String() string {
 func (*EventSource) ProtoMessage() {}
 
 func (x *EventSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[57]
+	mi := &file_kplane_v1_core_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4081,7 +4775,7 @@ func (x *EventSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventSource.ProtoReflect.Descriptor instead.
 func (*EventSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{57}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *EventSource) GetComponent() string {
@@ -4094,6 +4788,87 @@ func (x *EventSource) GetComponent() string {
 func (x *EventSource) GetHost() string {
 	if x != nil {
 		return x.Host
+	}
+	return ""
+}
+
+// PriorityClass maps a name to a pod priority (scheduling.k8s.io/v1).
+// Cluster-scoped. value is at most 1000000000 for user classes;
+// global_default makes it the class of pods that name none (at most one
+// class may be the default); preemption_policy is PreemptLowerPriority
+// (default) or Never.
+type PriorityClass struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Metadata         *ObjectMeta            `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Value            int32                  `protobuf:"varint,2,opt,name=value,proto3" json:"value,omitempty"`
+	GlobalDefault    bool                   `protobuf:"varint,3,opt,name=global_default,json=globalDefault,proto3" json:"global_default,omitempty"`
+	Description      string                 `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	PreemptionPolicy *string                `protobuf:"bytes,5,opt,name=preemption_policy,json=preemptionPolicy,proto3,oneof" json:"preemption_policy,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *PriorityClass) Reset() {
+	*x = PriorityClass{}
+	mi := &file_kplane_v1_core_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PriorityClass) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PriorityClass) ProtoMessage() {}
+
+func (x *PriorityClass) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PriorityClass.ProtoReflect.Descriptor instead.
+func (*PriorityClass) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *PriorityClass) GetMetadata() *ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *PriorityClass) GetValue() int32 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *PriorityClass) GetGlobalDefault() bool {
+	if x != nil {
+		return x.GlobalDefault
+	}
+	return false
+}
+
+func (x *PriorityClass) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *PriorityClass) GetPreemptionPolicy() string {
+	if x != nil && x.PreemptionPolicy != nil {
+		return *x.PreemptionPolicy
 	}
 	return ""
 }
@@ -4174,7 +4949,7 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x03Pod\x121\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12&\n" +
 	"\x04spec\x18\x02 \x01(\v2\x12.kplane.v1.PodSpecR\x04spec\x12,\n" +
-	"\x06status\x18\x03 \x01(\v2\x14.kplane.v1.PodStatusR\x06status\"\x9f\a\n" +
+	"\x06status\x18\x03 \x01(\v2\x14.kplane.v1.PodStatusR\x06status\"\xad\t\n" +
 	"\aPodSpec\x124\n" +
 	"\n" +
 	"containers\x18\x01 \x03(\v2\x14.kplane.v1.ContainerR\n" +
@@ -4193,13 +4968,65 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\bhostname\x18\f \x01(\tR\bhostname\x12\x1c\n" +
 	"\tsubdomain\x18\r \x01(\tR\tsubdomain\x12\x1a\n" +
 	"\bpriority\x18\x0e \x01(\x05R\bpriority\x12J\n" +
-	"\x1fautomount_service_account_token\x18\x0f \x01(\bH\x02R\x1cautomountServiceAccountToken\x88\x01\x01\x1a?\n" +
+	"\x1fautomount_service_account_token\x18\x0f \x01(\bH\x02R\x1cautomountServiceAccountToken\x88\x01\x01\x12/\n" +
+	"\baffinity\x18\x1e \x01(\v2\x13.kplane.v1.AffinityR\baffinity\x12c\n" +
+	"\x1btopology_spread_constraints\x18\x1f \x03(\v2#.kplane.v1.TopologySpreadConstraintR\x19topologySpreadConstraints\x12.\n" +
+	"\x13priority_class_name\x18  \x01(\tR\x11priorityClassName\x120\n" +
+	"\x11preemption_policy\x18! \x01(\tH\x03R\x10preemptionPolicy\x88\x01\x01\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B#\n" +
 	"!_termination_grace_period_secondsB\x1a\n" +
 	"\x18_active_deadline_secondsB\"\n" +
-	" _automount_service_account_token\"\xcc\x06\n" +
+	" _automount_service_account_tokenB\x14\n" +
+	"\x12_preemption_policy\"[\n" +
+	"\fNodeSelector\x12K\n" +
+	"\x13node_selector_terms\x18\x01 \x03(\v2\x1b.kplane.v1.NodeSelectorTermR\x11nodeSelectorTerms\"c\n" +
+	"\x10NodeSelectorTerm\x12O\n" +
+	"\x11match_expressions\x18\x01 \x03(\v2\".kplane.v1.NodeSelectorRequirementR\x10matchExpressions\"_\n" +
+	"\x17NodeSelectorRequirement\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +
+	"\x06values\x18\x03 \x03(\tR\x06values\"\xcb\x01\n" +
+	"\bAffinity\x12<\n" +
+	"\rnode_affinity\x18\x01 \x01(\v2\x17.kplane.v1.NodeAffinityR\fnodeAffinity\x129\n" +
+	"\fpod_affinity\x18\x02 \x01(\v2\x16.kplane.v1.PodAffinityR\vpodAffinity\x12F\n" +
+	"\x11pod_anti_affinity\x18\x03 \x01(\v2\x1a.kplane.v1.PodAntiAffinityR\x0fpodAntiAffinity\"\xa9\x02\n" +
+	"\fNodeAffinity\x12\x84\x01\n" +
+	"3required_during_scheduling_ignored_during_execution\x18\x01 \x01(\v2\x17.kplane.v1.NodeSelectorR.requiredDuringSchedulingIgnoredDuringExecution\x12\x91\x01\n" +
+	"4preferred_during_scheduling_ignored_during_execution\x18\x02 \x03(\v2\".kplane.v1.PreferredSchedulingTermR/preferredDuringSchedulingIgnoredDuringExecution\"n\n" +
+	"\x17PreferredSchedulingTerm\x12\x16\n" +
+	"\x06weight\x18\x01 \x01(\x05R\x06weight\x12;\n" +
+	"\n" +
+	"preference\x18\x02 \x01(\v2\x1b.kplane.v1.NodeSelectorTermR\n" +
+	"preference\"\xab\x02\n" +
+	"\vPodAffinity\x12\x87\x01\n" +
+	"3required_during_scheduling_ignored_during_execution\x18\x01 \x03(\v2\x1a.kplane.v1.PodAffinityTermR.requiredDuringSchedulingIgnoredDuringExecution\x12\x91\x01\n" +
+	"4preferred_during_scheduling_ignored_during_execution\x18\x02 \x03(\v2\".kplane.v1.WeightedPodAffinityTermR/preferredDuringSchedulingIgnoredDuringExecution\"\xaf\x02\n" +
+	"\x0fPodAntiAffinity\x12\x87\x01\n" +
+	"3required_during_scheduling_ignored_during_execution\x18\x01 \x03(\v2\x1a.kplane.v1.PodAffinityTermR.requiredDuringSchedulingIgnoredDuringExecution\x12\x91\x01\n" +
+	"4preferred_during_scheduling_ignored_during_execution\x18\x02 \x03(\v2\".kplane.v1.WeightedPodAffinityTermR/preferredDuringSchedulingIgnoredDuringExecution\"\xde\x01\n" +
+	"\x0fPodAffinityTerm\x12?\n" +
+	"\x0elabel_selector\x18\x01 \x01(\v2\x18.kplane.v1.LabelSelectorR\rlabelSelector\x12\x1e\n" +
+	"\n" +
+	"namespaces\x18\x02 \x03(\tR\n" +
+	"namespaces\x12!\n" +
+	"\ftopology_key\x18\x03 \x01(\tR\vtopologyKey\x12G\n" +
+	"\x12namespace_selector\x18\x04 \x01(\v2\x18.kplane.v1.LabelSelectorR\x11namespaceSelector\"y\n" +
+	"\x17WeightedPodAffinityTerm\x12\x16\n" +
+	"\x06weight\x18\x01 \x01(\x05R\x06weight\x12F\n" +
+	"\x11pod_affinity_term\x18\x02 \x01(\v2\x1a.kplane.v1.PodAffinityTermR\x0fpodAffinityTerm\"\x88\x03\n" +
+	"\x18TopologySpreadConstraint\x12\x19\n" +
+	"\bmax_skew\x18\x01 \x01(\x05R\amaxSkew\x12!\n" +
+	"\ftopology_key\x18\x02 \x01(\tR\vtopologyKey\x12-\n" +
+	"\x12when_unsatisfiable\x18\x03 \x01(\tR\x11whenUnsatisfiable\x12?\n" +
+	"\x0elabel_selector\x18\x04 \x01(\v2\x18.kplane.v1.LabelSelectorR\rlabelSelector\x12$\n" +
+	"\vmin_domains\x18\x05 \x01(\x05H\x00R\n" +
+	"minDomains\x88\x01\x01\x120\n" +
+	"\x14node_affinity_policy\x18\x06 \x01(\tR\x12nodeAffinityPolicy\x12,\n" +
+	"\x12node_taints_policy\x18\a \x01(\tR\x10nodeTaintsPolicy\x12(\n" +
+	"\x10match_label_keys\x18\b \x03(\tR\x0ematchLabelKeysB\x0e\n" +
+	"\f_min_domains\"\xcc\x06\n" +
 	"\tContainer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x18\n" +
@@ -4476,7 +5303,14 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"event_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampB\x04\xe8\xd2*\x01R\teventTime\"?\n" +
 	"\vEventSource\x12\x1c\n" +
 	"\tcomponent\x18\x01 \x01(\tR\tcomponent\x12\x12\n" +
-	"\x04host\x18\x02 \x01(\tR\x04hostB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
+	"\x04host\x18\x02 \x01(\tR\x04host\"\xe9\x01\n" +
+	"\rPriorityClass\x121\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value\x12%\n" +
+	"\x0eglobal_default\x18\x03 \x01(\bR\rglobalDefault\x12 \n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x120\n" +
+	"\x11preemption_policy\x18\x05 \x01(\tH\x00R\x10preemptionPolicy\x88\x01\x01B\x14\n" +
+	"\x12_preemption_policyB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
 
 var (
 	file_kplane_v1_core_proto_rawDescOnce sync.Once
@@ -4490,7 +5324,7 @@ func file_kplane_v1_core_proto_rawDescGZIP() []byte {
 	return file_kplane_v1_core_proto_rawDescData
 }
 
-var file_kplane_v1_core_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
+var file_kplane_v1_core_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_kplane_v1_core_proto_goTypes = []any{
 	(*Namespace)(nil),                         // 0: kplane.v1.Namespace
 	(*NamespaceSpec)(nil),                     // 1: kplane.v1.NamespaceSpec
@@ -4506,163 +5340,195 @@ var file_kplane_v1_core_proto_goTypes = []any{
 	(*NodeSystemInfo)(nil),                    // 11: kplane.v1.NodeSystemInfo
 	(*Pod)(nil),                               // 12: kplane.v1.Pod
 	(*PodSpec)(nil),                           // 13: kplane.v1.PodSpec
-	(*Container)(nil),                         // 14: kplane.v1.Container
-	(*Lifecycle)(nil),                         // 15: kplane.v1.Lifecycle
-	(*LifecycleHandler)(nil),                  // 16: kplane.v1.LifecycleHandler
-	(*EnvVar)(nil),                            // 17: kplane.v1.EnvVar
-	(*EnvVarSource)(nil),                      // 18: kplane.v1.EnvVarSource
-	(*ObjectFieldSelector)(nil),               // 19: kplane.v1.ObjectFieldSelector
-	(*ResourceFieldSelector)(nil),             // 20: kplane.v1.ResourceFieldSelector
-	(*SecretKeySelector)(nil),                 // 21: kplane.v1.SecretKeySelector
-	(*EnvFromSource)(nil),                     // 22: kplane.v1.EnvFromSource
-	(*SecretEnvSource)(nil),                   // 23: kplane.v1.SecretEnvSource
-	(*ContainerPort)(nil),                     // 24: kplane.v1.ContainerPort
-	(*VolumeMount)(nil),                       // 25: kplane.v1.VolumeMount
-	(*Probe)(nil),                             // 26: kplane.v1.Probe
-	(*GRPCAction)(nil),                        // 27: kplane.v1.GRPCAction
-	(*HTTPHeader)(nil),                        // 28: kplane.v1.HTTPHeader
-	(*ExecAction)(nil),                        // 29: kplane.v1.ExecAction
-	(*TCPSocketAction)(nil),                   // 30: kplane.v1.TCPSocketAction
-	(*HTTPGetAction)(nil),                     // 31: kplane.v1.HTTPGetAction
-	(*Volume)(nil),                            // 32: kplane.v1.Volume
-	(*PersistentVolumeClaimVolumeSource)(nil), // 33: kplane.v1.PersistentVolumeClaimVolumeSource
-	(*EmptyDirVolumeSource)(nil),              // 34: kplane.v1.EmptyDirVolumeSource
-	(*SecretVolumeSource)(nil),                // 35: kplane.v1.SecretVolumeSource
-	(*HostPathVolumeSource)(nil),              // 36: kplane.v1.HostPathVolumeSource
-	(*PodStatus)(nil),                         // 37: kplane.v1.PodStatus
-	(*PodIP)(nil),                             // 38: kplane.v1.PodIP
-	(*HostIP)(nil),                            // 39: kplane.v1.HostIP
-	(*ContainerStatus)(nil),                   // 40: kplane.v1.ContainerStatus
-	(*ContainerState)(nil),                    // 41: kplane.v1.ContainerState
-	(*ContainerStateWaiting)(nil),             // 42: kplane.v1.ContainerStateWaiting
-	(*ContainerStateRunning)(nil),             // 43: kplane.v1.ContainerStateRunning
-	(*ContainerStateTerminated)(nil),          // 44: kplane.v1.ContainerStateTerminated
-	(*PodTemplateSpec)(nil),                   // 45: kplane.v1.PodTemplateSpec
-	(*Service)(nil),                           // 46: kplane.v1.Service
-	(*ServiceSpec)(nil),                       // 47: kplane.v1.ServiceSpec
-	(*ServicePort)(nil),                       // 48: kplane.v1.ServicePort
-	(*ServiceStatus)(nil),                     // 49: kplane.v1.ServiceStatus
-	(*Endpoints)(nil),                         // 50: kplane.v1.Endpoints
-	(*EndpointSubset)(nil),                    // 51: kplane.v1.EndpointSubset
-	(*EndpointAddress)(nil),                   // 52: kplane.v1.EndpointAddress
-	(*EndpointPort)(nil),                      // 53: kplane.v1.EndpointPort
-	(*ServiceAccount)(nil),                    // 54: kplane.v1.ServiceAccount
-	(*Secret)(nil),                            // 55: kplane.v1.Secret
-	(*Event)(nil),                             // 56: kplane.v1.Event
-	(*EventSource)(nil),                       // 57: kplane.v1.EventSource
-	nil,                                       // 58: kplane.v1.NodeStatus.CapacityEntry
-	nil,                                       // 59: kplane.v1.NodeStatus.AllocatableEntry
-	nil,                                       // 60: kplane.v1.PodSpec.NodeSelectorEntry
-	nil,                                       // 61: kplane.v1.ServiceSpec.SelectorEntry
-	nil,                                       // 62: kplane.v1.Secret.DataEntry
-	nil,                                       // 63: kplane.v1.Secret.StringDataEntry
-	(*ObjectMeta)(nil),                        // 64: kplane.v1.ObjectMeta
-	(*timestamppb.Timestamp)(nil),             // 65: google.protobuf.Timestamp
-	(*Condition)(nil),                         // 66: kplane.v1.Condition
-	(*ResourceRequirements)(nil),              // 67: kplane.v1.ResourceRequirements
-	(*IntOrString)(nil),                       // 68: kplane.v1.IntOrString
-	(*ObjectReference)(nil),                   // 69: kplane.v1.ObjectReference
-	(*LocalObjectReference)(nil),              // 70: kplane.v1.LocalObjectReference
+	(*NodeSelector)(nil),                      // 14: kplane.v1.NodeSelector
+	(*NodeSelectorTerm)(nil),                  // 15: kplane.v1.NodeSelectorTerm
+	(*NodeSelectorRequirement)(nil),           // 16: kplane.v1.NodeSelectorRequirement
+	(*Affinity)(nil),                          // 17: kplane.v1.Affinity
+	(*NodeAffinity)(nil),                      // 18: kplane.v1.NodeAffinity
+	(*PreferredSchedulingTerm)(nil),           // 19: kplane.v1.PreferredSchedulingTerm
+	(*PodAffinity)(nil),                       // 20: kplane.v1.PodAffinity
+	(*PodAntiAffinity)(nil),                   // 21: kplane.v1.PodAntiAffinity
+	(*PodAffinityTerm)(nil),                   // 22: kplane.v1.PodAffinityTerm
+	(*WeightedPodAffinityTerm)(nil),           // 23: kplane.v1.WeightedPodAffinityTerm
+	(*TopologySpreadConstraint)(nil),          // 24: kplane.v1.TopologySpreadConstraint
+	(*Container)(nil),                         // 25: kplane.v1.Container
+	(*Lifecycle)(nil),                         // 26: kplane.v1.Lifecycle
+	(*LifecycleHandler)(nil),                  // 27: kplane.v1.LifecycleHandler
+	(*EnvVar)(nil),                            // 28: kplane.v1.EnvVar
+	(*EnvVarSource)(nil),                      // 29: kplane.v1.EnvVarSource
+	(*ObjectFieldSelector)(nil),               // 30: kplane.v1.ObjectFieldSelector
+	(*ResourceFieldSelector)(nil),             // 31: kplane.v1.ResourceFieldSelector
+	(*SecretKeySelector)(nil),                 // 32: kplane.v1.SecretKeySelector
+	(*EnvFromSource)(nil),                     // 33: kplane.v1.EnvFromSource
+	(*SecretEnvSource)(nil),                   // 34: kplane.v1.SecretEnvSource
+	(*ContainerPort)(nil),                     // 35: kplane.v1.ContainerPort
+	(*VolumeMount)(nil),                       // 36: kplane.v1.VolumeMount
+	(*Probe)(nil),                             // 37: kplane.v1.Probe
+	(*GRPCAction)(nil),                        // 38: kplane.v1.GRPCAction
+	(*HTTPHeader)(nil),                        // 39: kplane.v1.HTTPHeader
+	(*ExecAction)(nil),                        // 40: kplane.v1.ExecAction
+	(*TCPSocketAction)(nil),                   // 41: kplane.v1.TCPSocketAction
+	(*HTTPGetAction)(nil),                     // 42: kplane.v1.HTTPGetAction
+	(*Volume)(nil),                            // 43: kplane.v1.Volume
+	(*PersistentVolumeClaimVolumeSource)(nil), // 44: kplane.v1.PersistentVolumeClaimVolumeSource
+	(*EmptyDirVolumeSource)(nil),              // 45: kplane.v1.EmptyDirVolumeSource
+	(*SecretVolumeSource)(nil),                // 46: kplane.v1.SecretVolumeSource
+	(*HostPathVolumeSource)(nil),              // 47: kplane.v1.HostPathVolumeSource
+	(*PodStatus)(nil),                         // 48: kplane.v1.PodStatus
+	(*PodIP)(nil),                             // 49: kplane.v1.PodIP
+	(*HostIP)(nil),                            // 50: kplane.v1.HostIP
+	(*ContainerStatus)(nil),                   // 51: kplane.v1.ContainerStatus
+	(*ContainerState)(nil),                    // 52: kplane.v1.ContainerState
+	(*ContainerStateWaiting)(nil),             // 53: kplane.v1.ContainerStateWaiting
+	(*ContainerStateRunning)(nil),             // 54: kplane.v1.ContainerStateRunning
+	(*ContainerStateTerminated)(nil),          // 55: kplane.v1.ContainerStateTerminated
+	(*PodTemplateSpec)(nil),                   // 56: kplane.v1.PodTemplateSpec
+	(*Service)(nil),                           // 57: kplane.v1.Service
+	(*ServiceSpec)(nil),                       // 58: kplane.v1.ServiceSpec
+	(*ServicePort)(nil),                       // 59: kplane.v1.ServicePort
+	(*ServiceStatus)(nil),                     // 60: kplane.v1.ServiceStatus
+	(*Endpoints)(nil),                         // 61: kplane.v1.Endpoints
+	(*EndpointSubset)(nil),                    // 62: kplane.v1.EndpointSubset
+	(*EndpointAddress)(nil),                   // 63: kplane.v1.EndpointAddress
+	(*EndpointPort)(nil),                      // 64: kplane.v1.EndpointPort
+	(*ServiceAccount)(nil),                    // 65: kplane.v1.ServiceAccount
+	(*Secret)(nil),                            // 66: kplane.v1.Secret
+	(*Event)(nil),                             // 67: kplane.v1.Event
+	(*EventSource)(nil),                       // 68: kplane.v1.EventSource
+	(*PriorityClass)(nil),                     // 69: kplane.v1.PriorityClass
+	nil,                                       // 70: kplane.v1.NodeStatus.CapacityEntry
+	nil,                                       // 71: kplane.v1.NodeStatus.AllocatableEntry
+	nil,                                       // 72: kplane.v1.PodSpec.NodeSelectorEntry
+	nil,                                       // 73: kplane.v1.ServiceSpec.SelectorEntry
+	nil,                                       // 74: kplane.v1.Secret.DataEntry
+	nil,                                       // 75: kplane.v1.Secret.StringDataEntry
+	(*ObjectMeta)(nil),                        // 76: kplane.v1.ObjectMeta
+	(*timestamppb.Timestamp)(nil),             // 77: google.protobuf.Timestamp
+	(*Condition)(nil),                         // 78: kplane.v1.Condition
+	(*LabelSelector)(nil),                     // 79: kplane.v1.LabelSelector
+	(*ResourceRequirements)(nil),              // 80: kplane.v1.ResourceRequirements
+	(*IntOrString)(nil),                       // 81: kplane.v1.IntOrString
+	(*ObjectReference)(nil),                   // 82: kplane.v1.ObjectReference
+	(*LocalObjectReference)(nil),              // 83: kplane.v1.LocalObjectReference
 }
 var file_kplane_v1_core_proto_depIdxs = []int32{
-	64, // 0: kplane.v1.Namespace.metadata:type_name -> kplane.v1.ObjectMeta
-	1,  // 1: kplane.v1.Namespace.spec:type_name -> kplane.v1.NamespaceSpec
-	2,  // 2: kplane.v1.Namespace.status:type_name -> kplane.v1.NamespaceStatus
-	64, // 3: kplane.v1.Node.metadata:type_name -> kplane.v1.ObjectMeta
-	4,  // 4: kplane.v1.Node.spec:type_name -> kplane.v1.NodeSpec
-	7,  // 5: kplane.v1.Node.status:type_name -> kplane.v1.NodeStatus
-	5,  // 6: kplane.v1.NodeSpec.taints:type_name -> kplane.v1.Taint
-	65, // 7: kplane.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
-	58, // 8: kplane.v1.NodeStatus.capacity:type_name -> kplane.v1.NodeStatus.CapacityEntry
-	59, // 9: kplane.v1.NodeStatus.allocatable:type_name -> kplane.v1.NodeStatus.AllocatableEntry
-	66, // 10: kplane.v1.NodeStatus.conditions:type_name -> kplane.v1.Condition
-	8,  // 11: kplane.v1.NodeStatus.addresses:type_name -> kplane.v1.NodeAddress
-	9,  // 12: kplane.v1.NodeStatus.daemon_endpoints:type_name -> kplane.v1.NodeDaemonEndpoints
-	11, // 13: kplane.v1.NodeStatus.node_info:type_name -> kplane.v1.NodeSystemInfo
-	10, // 14: kplane.v1.NodeDaemonEndpoints.kubelet_endpoint:type_name -> kplane.v1.DaemonEndpoint
-	64, // 15: kplane.v1.Pod.metadata:type_name -> kplane.v1.ObjectMeta
-	13, // 16: kplane.v1.Pod.spec:type_name -> kplane.v1.PodSpec
-	37, // 17: kplane.v1.Pod.status:type_name -> kplane.v1.PodStatus
-	14, // 18: kplane.v1.PodSpec.containers:type_name -> kplane.v1.Container
-	14, // 19: kplane.v1.PodSpec.init_containers:type_name -> kplane.v1.Container
-	60, // 20: kplane.v1.PodSpec.node_selector:type_name -> kplane.v1.PodSpec.NodeSelectorEntry
-	6,  // 21: kplane.v1.PodSpec.tolerations:type_name -> kplane.v1.Toleration
-	32, // 22: kplane.v1.PodSpec.volumes:type_name -> kplane.v1.Volume
-	17, // 23: kplane.v1.Container.env:type_name -> kplane.v1.EnvVar
-	24, // 24: kplane.v1.Container.ports:type_name -> kplane.v1.ContainerPort
-	67, // 25: kplane.v1.Container.resources:type_name -> kplane.v1.ResourceRequirements
-	26, // 26: kplane.v1.Container.readiness_probe:type_name -> kplane.v1.Probe
-	26, // 27: kplane.v1.Container.liveness_probe:type_name -> kplane.v1.Probe
-	25, // 28: kplane.v1.Container.volume_mounts:type_name -> kplane.v1.VolumeMount
-	26, // 29: kplane.v1.Container.startup_probe:type_name -> kplane.v1.Probe
-	22, // 30: kplane.v1.Container.env_from:type_name -> kplane.v1.EnvFromSource
-	15, // 31: kplane.v1.Container.lifecycle:type_name -> kplane.v1.Lifecycle
-	16, // 32: kplane.v1.Lifecycle.post_start:type_name -> kplane.v1.LifecycleHandler
-	16, // 33: kplane.v1.Lifecycle.pre_stop:type_name -> kplane.v1.LifecycleHandler
-	29, // 34: kplane.v1.LifecycleHandler.exec:type_name -> kplane.v1.ExecAction
-	31, // 35: kplane.v1.LifecycleHandler.http_get:type_name -> kplane.v1.HTTPGetAction
-	18, // 36: kplane.v1.EnvVar.value_from:type_name -> kplane.v1.EnvVarSource
-	19, // 37: kplane.v1.EnvVarSource.field_ref:type_name -> kplane.v1.ObjectFieldSelector
-	20, // 38: kplane.v1.EnvVarSource.resource_field_ref:type_name -> kplane.v1.ResourceFieldSelector
-	21, // 39: kplane.v1.EnvVarSource.secret_key_ref:type_name -> kplane.v1.SecretKeySelector
-	23, // 40: kplane.v1.EnvFromSource.secret_ref:type_name -> kplane.v1.SecretEnvSource
-	29, // 41: kplane.v1.Probe.exec:type_name -> kplane.v1.ExecAction
-	30, // 42: kplane.v1.Probe.tcp_socket:type_name -> kplane.v1.TCPSocketAction
-	31, // 43: kplane.v1.Probe.http_get:type_name -> kplane.v1.HTTPGetAction
-	27, // 44: kplane.v1.Probe.grpc:type_name -> kplane.v1.GRPCAction
-	68, // 45: kplane.v1.TCPSocketAction.port:type_name -> kplane.v1.IntOrString
-	68, // 46: kplane.v1.HTTPGetAction.port:type_name -> kplane.v1.IntOrString
-	28, // 47: kplane.v1.HTTPGetAction.http_headers:type_name -> kplane.v1.HTTPHeader
-	33, // 48: kplane.v1.Volume.persistent_volume_claim:type_name -> kplane.v1.PersistentVolumeClaimVolumeSource
-	34, // 49: kplane.v1.Volume.empty_dir:type_name -> kplane.v1.EmptyDirVolumeSource
-	35, // 50: kplane.v1.Volume.secret:type_name -> kplane.v1.SecretVolumeSource
-	36, // 51: kplane.v1.Volume.host_path:type_name -> kplane.v1.HostPathVolumeSource
-	66, // 52: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
-	65, // 53: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
-	40, // 54: kplane.v1.PodStatus.container_statuses:type_name -> kplane.v1.ContainerStatus
-	40, // 55: kplane.v1.PodStatus.init_container_statuses:type_name -> kplane.v1.ContainerStatus
-	38, // 56: kplane.v1.PodStatus.pod_ips:type_name -> kplane.v1.PodIP
-	39, // 57: kplane.v1.PodStatus.host_ips:type_name -> kplane.v1.HostIP
-	41, // 58: kplane.v1.ContainerStatus.state:type_name -> kplane.v1.ContainerState
-	41, // 59: kplane.v1.ContainerStatus.last_state:type_name -> kplane.v1.ContainerState
-	42, // 60: kplane.v1.ContainerState.waiting:type_name -> kplane.v1.ContainerStateWaiting
-	43, // 61: kplane.v1.ContainerState.running:type_name -> kplane.v1.ContainerStateRunning
-	44, // 62: kplane.v1.ContainerState.terminated:type_name -> kplane.v1.ContainerStateTerminated
-	65, // 63: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
-	65, // 64: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
-	65, // 65: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
-	64, // 66: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
-	13, // 67: kplane.v1.PodTemplateSpec.spec:type_name -> kplane.v1.PodSpec
-	64, // 68: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
-	47, // 69: kplane.v1.Service.spec:type_name -> kplane.v1.ServiceSpec
-	49, // 70: kplane.v1.Service.status:type_name -> kplane.v1.ServiceStatus
-	61, // 71: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
-	48, // 72: kplane.v1.ServiceSpec.ports:type_name -> kplane.v1.ServicePort
-	68, // 73: kplane.v1.ServicePort.target_port:type_name -> kplane.v1.IntOrString
-	66, // 74: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
-	64, // 75: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
-	51, // 76: kplane.v1.Endpoints.subsets:type_name -> kplane.v1.EndpointSubset
-	52, // 77: kplane.v1.EndpointSubset.addresses:type_name -> kplane.v1.EndpointAddress
-	52, // 78: kplane.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.v1.EndpointAddress
-	53, // 79: kplane.v1.EndpointSubset.ports:type_name -> kplane.v1.EndpointPort
-	69, // 80: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
-	64, // 81: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
-	69, // 82: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
-	70, // 83: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
-	64, // 84: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
-	62, // 85: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
-	63, // 86: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
-	64, // 87: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
-	69, // 88: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
-	57, // 89: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
-	65, // 90: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
-	65, // 91: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
-	65, // 92: kplane.v1.Event.event_time:type_name -> google.protobuf.Timestamp
-	93, // [93:93] is the sub-list for method output_type
-	93, // [93:93] is the sub-list for method input_type
-	93, // [93:93] is the sub-list for extension type_name
-	93, // [93:93] is the sub-list for extension extendee
-	0,  // [0:93] is the sub-list for field type_name
+	76,  // 0: kplane.v1.Namespace.metadata:type_name -> kplane.v1.ObjectMeta
+	1,   // 1: kplane.v1.Namespace.spec:type_name -> kplane.v1.NamespaceSpec
+	2,   // 2: kplane.v1.Namespace.status:type_name -> kplane.v1.NamespaceStatus
+	76,  // 3: kplane.v1.Node.metadata:type_name -> kplane.v1.ObjectMeta
+	4,   // 4: kplane.v1.Node.spec:type_name -> kplane.v1.NodeSpec
+	7,   // 5: kplane.v1.Node.status:type_name -> kplane.v1.NodeStatus
+	5,   // 6: kplane.v1.NodeSpec.taints:type_name -> kplane.v1.Taint
+	77,  // 7: kplane.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
+	70,  // 8: kplane.v1.NodeStatus.capacity:type_name -> kplane.v1.NodeStatus.CapacityEntry
+	71,  // 9: kplane.v1.NodeStatus.allocatable:type_name -> kplane.v1.NodeStatus.AllocatableEntry
+	78,  // 10: kplane.v1.NodeStatus.conditions:type_name -> kplane.v1.Condition
+	8,   // 11: kplane.v1.NodeStatus.addresses:type_name -> kplane.v1.NodeAddress
+	9,   // 12: kplane.v1.NodeStatus.daemon_endpoints:type_name -> kplane.v1.NodeDaemonEndpoints
+	11,  // 13: kplane.v1.NodeStatus.node_info:type_name -> kplane.v1.NodeSystemInfo
+	10,  // 14: kplane.v1.NodeDaemonEndpoints.kubelet_endpoint:type_name -> kplane.v1.DaemonEndpoint
+	76,  // 15: kplane.v1.Pod.metadata:type_name -> kplane.v1.ObjectMeta
+	13,  // 16: kplane.v1.Pod.spec:type_name -> kplane.v1.PodSpec
+	48,  // 17: kplane.v1.Pod.status:type_name -> kplane.v1.PodStatus
+	25,  // 18: kplane.v1.PodSpec.containers:type_name -> kplane.v1.Container
+	25,  // 19: kplane.v1.PodSpec.init_containers:type_name -> kplane.v1.Container
+	72,  // 20: kplane.v1.PodSpec.node_selector:type_name -> kplane.v1.PodSpec.NodeSelectorEntry
+	6,   // 21: kplane.v1.PodSpec.tolerations:type_name -> kplane.v1.Toleration
+	43,  // 22: kplane.v1.PodSpec.volumes:type_name -> kplane.v1.Volume
+	17,  // 23: kplane.v1.PodSpec.affinity:type_name -> kplane.v1.Affinity
+	24,  // 24: kplane.v1.PodSpec.topology_spread_constraints:type_name -> kplane.v1.TopologySpreadConstraint
+	15,  // 25: kplane.v1.NodeSelector.node_selector_terms:type_name -> kplane.v1.NodeSelectorTerm
+	16,  // 26: kplane.v1.NodeSelectorTerm.match_expressions:type_name -> kplane.v1.NodeSelectorRequirement
+	18,  // 27: kplane.v1.Affinity.node_affinity:type_name -> kplane.v1.NodeAffinity
+	20,  // 28: kplane.v1.Affinity.pod_affinity:type_name -> kplane.v1.PodAffinity
+	21,  // 29: kplane.v1.Affinity.pod_anti_affinity:type_name -> kplane.v1.PodAntiAffinity
+	14,  // 30: kplane.v1.NodeAffinity.required_during_scheduling_ignored_during_execution:type_name -> kplane.v1.NodeSelector
+	19,  // 31: kplane.v1.NodeAffinity.preferred_during_scheduling_ignored_during_execution:type_name -> kplane.v1.PreferredSchedulingTerm
+	15,  // 32: kplane.v1.PreferredSchedulingTerm.preference:type_name -> kplane.v1.NodeSelectorTerm
+	22,  // 33: kplane.v1.PodAffinity.required_during_scheduling_ignored_during_execution:type_name -> kplane.v1.PodAffinityTerm
+	23,  // 34: kplane.v1.PodAffinity.preferred_during_scheduling_ignored_during_execution:type_name -> kplane.v1.WeightedPodAffinityTerm
+	22,  // 35: kplane.v1.PodAntiAffinity.required_during_scheduling_ignored_during_execution:type_name -> kplane.v1.PodAffinityTerm
+	23,  // 36: kplane.v1.PodAntiAffinity.preferred_during_scheduling_ignored_during_execution:type_name -> kplane.v1.WeightedPodAffinityTerm
+	79,  // 37: kplane.v1.PodAffinityTerm.label_selector:type_name -> kplane.v1.LabelSelector
+	79,  // 38: kplane.v1.PodAffinityTerm.namespace_selector:type_name -> kplane.v1.LabelSelector
+	22,  // 39: kplane.v1.WeightedPodAffinityTerm.pod_affinity_term:type_name -> kplane.v1.PodAffinityTerm
+	79,  // 40: kplane.v1.TopologySpreadConstraint.label_selector:type_name -> kplane.v1.LabelSelector
+	28,  // 41: kplane.v1.Container.env:type_name -> kplane.v1.EnvVar
+	35,  // 42: kplane.v1.Container.ports:type_name -> kplane.v1.ContainerPort
+	80,  // 43: kplane.v1.Container.resources:type_name -> kplane.v1.ResourceRequirements
+	37,  // 44: kplane.v1.Container.readiness_probe:type_name -> kplane.v1.Probe
+	37,  // 45: kplane.v1.Container.liveness_probe:type_name -> kplane.v1.Probe
+	36,  // 46: kplane.v1.Container.volume_mounts:type_name -> kplane.v1.VolumeMount
+	37,  // 47: kplane.v1.Container.startup_probe:type_name -> kplane.v1.Probe
+	33,  // 48: kplane.v1.Container.env_from:type_name -> kplane.v1.EnvFromSource
+	26,  // 49: kplane.v1.Container.lifecycle:type_name -> kplane.v1.Lifecycle
+	27,  // 50: kplane.v1.Lifecycle.post_start:type_name -> kplane.v1.LifecycleHandler
+	27,  // 51: kplane.v1.Lifecycle.pre_stop:type_name -> kplane.v1.LifecycleHandler
+	40,  // 52: kplane.v1.LifecycleHandler.exec:type_name -> kplane.v1.ExecAction
+	42,  // 53: kplane.v1.LifecycleHandler.http_get:type_name -> kplane.v1.HTTPGetAction
+	29,  // 54: kplane.v1.EnvVar.value_from:type_name -> kplane.v1.EnvVarSource
+	30,  // 55: kplane.v1.EnvVarSource.field_ref:type_name -> kplane.v1.ObjectFieldSelector
+	31,  // 56: kplane.v1.EnvVarSource.resource_field_ref:type_name -> kplane.v1.ResourceFieldSelector
+	32,  // 57: kplane.v1.EnvVarSource.secret_key_ref:type_name -> kplane.v1.SecretKeySelector
+	34,  // 58: kplane.v1.EnvFromSource.secret_ref:type_name -> kplane.v1.SecretEnvSource
+	40,  // 59: kplane.v1.Probe.exec:type_name -> kplane.v1.ExecAction
+	41,  // 60: kplane.v1.Probe.tcp_socket:type_name -> kplane.v1.TCPSocketAction
+	42,  // 61: kplane.v1.Probe.http_get:type_name -> kplane.v1.HTTPGetAction
+	38,  // 62: kplane.v1.Probe.grpc:type_name -> kplane.v1.GRPCAction
+	81,  // 63: kplane.v1.TCPSocketAction.port:type_name -> kplane.v1.IntOrString
+	81,  // 64: kplane.v1.HTTPGetAction.port:type_name -> kplane.v1.IntOrString
+	39,  // 65: kplane.v1.HTTPGetAction.http_headers:type_name -> kplane.v1.HTTPHeader
+	44,  // 66: kplane.v1.Volume.persistent_volume_claim:type_name -> kplane.v1.PersistentVolumeClaimVolumeSource
+	45,  // 67: kplane.v1.Volume.empty_dir:type_name -> kplane.v1.EmptyDirVolumeSource
+	46,  // 68: kplane.v1.Volume.secret:type_name -> kplane.v1.SecretVolumeSource
+	47,  // 69: kplane.v1.Volume.host_path:type_name -> kplane.v1.HostPathVolumeSource
+	78,  // 70: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
+	77,  // 71: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
+	51,  // 72: kplane.v1.PodStatus.container_statuses:type_name -> kplane.v1.ContainerStatus
+	51,  // 73: kplane.v1.PodStatus.init_container_statuses:type_name -> kplane.v1.ContainerStatus
+	49,  // 74: kplane.v1.PodStatus.pod_ips:type_name -> kplane.v1.PodIP
+	50,  // 75: kplane.v1.PodStatus.host_ips:type_name -> kplane.v1.HostIP
+	52,  // 76: kplane.v1.ContainerStatus.state:type_name -> kplane.v1.ContainerState
+	52,  // 77: kplane.v1.ContainerStatus.last_state:type_name -> kplane.v1.ContainerState
+	53,  // 78: kplane.v1.ContainerState.waiting:type_name -> kplane.v1.ContainerStateWaiting
+	54,  // 79: kplane.v1.ContainerState.running:type_name -> kplane.v1.ContainerStateRunning
+	55,  // 80: kplane.v1.ContainerState.terminated:type_name -> kplane.v1.ContainerStateTerminated
+	77,  // 81: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
+	77,  // 82: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
+	77,  // 83: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
+	76,  // 84: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
+	13,  // 85: kplane.v1.PodTemplateSpec.spec:type_name -> kplane.v1.PodSpec
+	76,  // 86: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
+	58,  // 87: kplane.v1.Service.spec:type_name -> kplane.v1.ServiceSpec
+	60,  // 88: kplane.v1.Service.status:type_name -> kplane.v1.ServiceStatus
+	73,  // 89: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
+	59,  // 90: kplane.v1.ServiceSpec.ports:type_name -> kplane.v1.ServicePort
+	81,  // 91: kplane.v1.ServicePort.target_port:type_name -> kplane.v1.IntOrString
+	78,  // 92: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
+	76,  // 93: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
+	62,  // 94: kplane.v1.Endpoints.subsets:type_name -> kplane.v1.EndpointSubset
+	63,  // 95: kplane.v1.EndpointSubset.addresses:type_name -> kplane.v1.EndpointAddress
+	63,  // 96: kplane.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.v1.EndpointAddress
+	64,  // 97: kplane.v1.EndpointSubset.ports:type_name -> kplane.v1.EndpointPort
+	82,  // 98: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
+	76,  // 99: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
+	82,  // 100: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
+	83,  // 101: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
+	76,  // 102: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
+	74,  // 103: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
+	75,  // 104: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
+	76,  // 105: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
+	82,  // 106: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
+	68,  // 107: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
+	77,  // 108: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
+	77,  // 109: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
+	77,  // 110: kplane.v1.Event.event_time:type_name -> google.protobuf.Timestamp
+	76,  // 111: kplane.v1.PriorityClass.metadata:type_name -> kplane.v1.ObjectMeta
+	112, // [112:112] is the sub-list for method output_type
+	112, // [112:112] is the sub-list for method input_type
+	112, // [112:112] is the sub-list for extension type_name
+	112, // [112:112] is the sub-list for extension extendee
+	0,   // [0:112] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_core_proto_init() }
@@ -4674,22 +5540,24 @@ func file_kplane_v1_core_proto_init() {
 	file_kplane_v1_options_proto_init()
 	file_kplane_v1_core_proto_msgTypes[6].OneofWrappers = []any{}
 	file_kplane_v1_core_proto_msgTypes[13].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[14].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[21].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[23].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[26].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[27].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[35].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[40].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[54].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[55].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[24].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[25].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[32].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[34].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[37].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[38].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[46].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[51].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[65].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[66].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[69].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_v1_core_proto_rawDesc), len(file_kplane_v1_core_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   64,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

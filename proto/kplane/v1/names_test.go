@@ -155,7 +155,50 @@ var kubernetesTypes = map[string]string{
 		subdomain string
 		schedulerName string
 		tolerations []Toleration
-		priority int32`,
+		priority int32
+		affinity Affinity
+		topologySpreadConstraints []TopologySpreadConstraint
+		priorityClassName string
+		preemptionPolicy string`,
+	"PriorityClass": `
+		metadata ObjectMeta
+		value int32
+		globalDefault bool
+		description string
+		preemptionPolicy string`,
+	"Affinity": `
+		nodeAffinity NodeAffinity
+		podAffinity PodAffinity
+		podAntiAffinity PodAntiAffinity`,
+	"NodeAffinity": `
+		requiredDuringSchedulingIgnoredDuringExecution NodeSelector
+		preferredDuringSchedulingIgnoredDuringExecution []PreferredSchedulingTerm`,
+	"PreferredSchedulingTerm": `
+		weight int32
+		preference NodeSelectorTerm`,
+	"PodAffinity": `
+		requiredDuringSchedulingIgnoredDuringExecution []PodAffinityTerm
+		preferredDuringSchedulingIgnoredDuringExecution []WeightedPodAffinityTerm`,
+	"PodAntiAffinity": `
+		requiredDuringSchedulingIgnoredDuringExecution []PodAffinityTerm
+		preferredDuringSchedulingIgnoredDuringExecution []WeightedPodAffinityTerm`,
+	"PodAffinityTerm": `
+		labelSelector LabelSelector
+		namespaces []string
+		topologyKey string
+		namespaceSelector LabelSelector`,
+	"WeightedPodAffinityTerm": `
+		weight int32
+		podAffinityTerm PodAffinityTerm`,
+	"TopologySpreadConstraint": `
+		maxSkew int32
+		topologyKey string
+		whenUnsatisfiable string
+		labelSelector LabelSelector
+		minDomains int32
+		nodeAffinityPolicy string
+		nodeTaintsPolicy string
+		matchLabelKeys []string`,
 	"Toleration": `
 		key string
 		operator string

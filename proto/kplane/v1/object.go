@@ -52,6 +52,7 @@ var clusterScoped = map[string]bool{
 	"Node":             true,
 	"PersistentVolume": true,
 	"StorageClass":     true,
+	"PriorityClass":    true,
 }
 
 var (

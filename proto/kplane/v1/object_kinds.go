@@ -47,6 +47,8 @@ func (x *Object) kindMessage() (proto.Message, bool) {
 		return k.StatefulSet, k.StatefulSet != nil
 	case *Object_DaemonSet:
 		return k.DaemonSet, k.DaemonSet != nil
+	case *Object_PriorityClass:
+		return k.PriorityClass, k.PriorityClass != nil
 	}
 	return nil, false
 }

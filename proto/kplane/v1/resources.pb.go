@@ -106,6 +106,7 @@ type Object struct {
 	//	*Object_ControllerRevision
 	//	*Object_StatefulSet
 	//	*Object_DaemonSet
+	//	*Object_PriorityClass
 	Kind          isObject_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -328,6 +329,15 @@ func (x *Object) GetDaemonSet() *DaemonSet {
 	return nil
 }
 
+func (x *Object) GetPriorityClass() *PriorityClass {
+	if x != nil {
+		if x, ok := x.Kind.(*Object_PriorityClass); ok {
+			return x.PriorityClass
+		}
+	}
+	return nil
+}
+
 type isObject_Kind interface {
 	isObject_Kind()
 }
@@ -412,6 +422,10 @@ type Object_DaemonSet struct {
 	DaemonSet *DaemonSet `protobuf:"bytes,20,opt,name=daemon_set,json=daemonSet,proto3,oneof"`
 }
 
+type Object_PriorityClass struct {
+	PriorityClass *PriorityClass `protobuf:"bytes,21,opt,name=priority_class,json=priorityClass,proto3,oneof"`
+}
+
 func (*Object_Namespace) isObject_Kind() {}
 
 func (*Object_Node) isObject_Kind() {}
@@ -451,6 +465,8 @@ func (*Object_ControllerRevision) isObject_Kind() {}
 func (*Object_StatefulSet) isObject_Kind() {}
 
 func (*Object_DaemonSet) isObject_Kind() {}
+
+func (*Object_PriorityClass) isObject_Kind() {}
 
 // CreateRequest carries the object to create.
 type CreateRequest struct {
@@ -1707,7 +1723,7 @@ var File_kplane_v1_resources_proto protoreflect.FileDescriptor
 
 const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\n" +
-	"\x19kplane/v1/resources.proto\x12\tkplane.v1\x1a\x14kplane/v1/core.proto\x1a\x14kplane/v1/meta.proto\x1a\x19kplane/v1/workloads.proto\"\x8f\t\n" +
+	"\x19kplane/v1/resources.proto\x12\tkplane.v1\x1a\x14kplane/v1/core.proto\x1a\x14kplane/v1/meta.proto\x1a\x19kplane/v1/workloads.proto\"\xd2\t\n" +
 	"\x06Object\x124\n" +
 	"\tnamespace\x18\x01 \x01(\v2\x14.kplane.v1.NamespaceH\x00R\tnamespace\x12%\n" +
 	"\x04node\x18\x02 \x01(\v2\x0f.kplane.v1.NodeH\x00R\x04node\x12\"\n" +
@@ -1733,7 +1749,8 @@ const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\x13controller_revision\x18\x12 \x01(\v2\x1d.kplane.v1.ControllerRevisionH\x00R\x12controllerRevision\x12;\n" +
 	"\fstateful_set\x18\x13 \x01(\v2\x16.kplane.v1.StatefulSetH\x00R\vstatefulSet\x125\n" +
 	"\n" +
-	"daemon_set\x18\x14 \x01(\v2\x14.kplane.v1.DaemonSetH\x00R\tdaemonSetB\x06\n" +
+	"daemon_set\x18\x14 \x01(\v2\x14.kplane.v1.DaemonSetH\x00R\tdaemonSet\x12A\n" +
+	"\x0epriority_class\x18\x15 \x01(\v2\x18.kplane.v1.PriorityClassH\x00R\rpriorityClassB\x06\n" +
 	"\x04kind\":\n" +
 	"\rCreateRequest\x12)\n" +
 	"\x06object\x18\x01 \x01(\v2\x11.kplane.v1.ObjectR\x06object\";\n" +
@@ -1888,7 +1905,8 @@ var file_kplane_v1_resources_proto_goTypes = []any{
 	(*ControllerRevision)(nil),    // 41: kplane.v1.ControllerRevision
 	(*StatefulSet)(nil),           // 42: kplane.v1.StatefulSet
 	(*DaemonSet)(nil),             // 43: kplane.v1.DaemonSet
-	(*ObjectMeta)(nil),            // 44: kplane.v1.ObjectMeta
+	(*PriorityClass)(nil),         // 44: kplane.v1.PriorityClass
+	(*ObjectMeta)(nil),            // 45: kplane.v1.ObjectMeta
 }
 var file_kplane_v1_resources_proto_depIdxs = []int32{
 	24, // 0: kplane.v1.Object.namespace:type_name -> kplane.v1.Namespace
@@ -1911,47 +1929,48 @@ var file_kplane_v1_resources_proto_depIdxs = []int32{
 	41, // 17: kplane.v1.Object.controller_revision:type_name -> kplane.v1.ControllerRevision
 	42, // 18: kplane.v1.Object.stateful_set:type_name -> kplane.v1.StatefulSet
 	43, // 19: kplane.v1.Object.daemon_set:type_name -> kplane.v1.DaemonSet
-	1,  // 20: kplane.v1.CreateRequest.object:type_name -> kplane.v1.Object
-	1,  // 21: kplane.v1.CreateResponse.object:type_name -> kplane.v1.Object
-	1,  // 22: kplane.v1.GetResponse.object:type_name -> kplane.v1.Object
-	1,  // 23: kplane.v1.ListResponse.items:type_name -> kplane.v1.Object
-	1,  // 24: kplane.v1.UpdateRequest.object:type_name -> kplane.v1.Object
-	1,  // 25: kplane.v1.UpdateResponse.object:type_name -> kplane.v1.Object
-	1,  // 26: kplane.v1.UpdateStatusRequest.object:type_name -> kplane.v1.Object
-	1,  // 27: kplane.v1.UpdateStatusResponse.object:type_name -> kplane.v1.Object
-	12, // 28: kplane.v1.DeleteRequest.preconditions:type_name -> kplane.v1.Preconditions
-	1,  // 29: kplane.v1.DeleteResponse.object:type_name -> kplane.v1.Object
-	0,  // 30: kplane.v1.WatchResponse.type:type_name -> kplane.v1.EventType
-	1,  // 31: kplane.v1.WatchResponse.object:type_name -> kplane.v1.Object
-	44, // 32: kplane.v1.Scale.metadata:type_name -> kplane.v1.ObjectMeta
-	18, // 33: kplane.v1.Scale.spec:type_name -> kplane.v1.ScaleSpec
-	19, // 34: kplane.v1.Scale.status:type_name -> kplane.v1.ScaleStatus
-	17, // 35: kplane.v1.GetScaleResponse.scale:type_name -> kplane.v1.Scale
-	17, // 36: kplane.v1.UpdateScaleRequest.scale:type_name -> kplane.v1.Scale
-	17, // 37: kplane.v1.UpdateScaleResponse.scale:type_name -> kplane.v1.Scale
-	2,  // 38: kplane.v1.Resources.Create:input_type -> kplane.v1.CreateRequest
-	4,  // 39: kplane.v1.Resources.Get:input_type -> kplane.v1.GetRequest
-	6,  // 40: kplane.v1.Resources.List:input_type -> kplane.v1.ListRequest
-	8,  // 41: kplane.v1.Resources.Update:input_type -> kplane.v1.UpdateRequest
-	10, // 42: kplane.v1.Resources.UpdateStatus:input_type -> kplane.v1.UpdateStatusRequest
-	13, // 43: kplane.v1.Resources.Delete:input_type -> kplane.v1.DeleteRequest
-	15, // 44: kplane.v1.Resources.Watch:input_type -> kplane.v1.WatchRequest
-	20, // 45: kplane.v1.Resources.GetScale:input_type -> kplane.v1.GetScaleRequest
-	22, // 46: kplane.v1.Resources.UpdateScale:input_type -> kplane.v1.UpdateScaleRequest
-	3,  // 47: kplane.v1.Resources.Create:output_type -> kplane.v1.CreateResponse
-	5,  // 48: kplane.v1.Resources.Get:output_type -> kplane.v1.GetResponse
-	7,  // 49: kplane.v1.Resources.List:output_type -> kplane.v1.ListResponse
-	9,  // 50: kplane.v1.Resources.Update:output_type -> kplane.v1.UpdateResponse
-	11, // 51: kplane.v1.Resources.UpdateStatus:output_type -> kplane.v1.UpdateStatusResponse
-	14, // 52: kplane.v1.Resources.Delete:output_type -> kplane.v1.DeleteResponse
-	16, // 53: kplane.v1.Resources.Watch:output_type -> kplane.v1.WatchResponse
-	21, // 54: kplane.v1.Resources.GetScale:output_type -> kplane.v1.GetScaleResponse
-	23, // 55: kplane.v1.Resources.UpdateScale:output_type -> kplane.v1.UpdateScaleResponse
-	47, // [47:56] is the sub-list for method output_type
-	38, // [38:47] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	44, // 20: kplane.v1.Object.priority_class:type_name -> kplane.v1.PriorityClass
+	1,  // 21: kplane.v1.CreateRequest.object:type_name -> kplane.v1.Object
+	1,  // 22: kplane.v1.CreateResponse.object:type_name -> kplane.v1.Object
+	1,  // 23: kplane.v1.GetResponse.object:type_name -> kplane.v1.Object
+	1,  // 24: kplane.v1.ListResponse.items:type_name -> kplane.v1.Object
+	1,  // 25: kplane.v1.UpdateRequest.object:type_name -> kplane.v1.Object
+	1,  // 26: kplane.v1.UpdateResponse.object:type_name -> kplane.v1.Object
+	1,  // 27: kplane.v1.UpdateStatusRequest.object:type_name -> kplane.v1.Object
+	1,  // 28: kplane.v1.UpdateStatusResponse.object:type_name -> kplane.v1.Object
+	12, // 29: kplane.v1.DeleteRequest.preconditions:type_name -> kplane.v1.Preconditions
+	1,  // 30: kplane.v1.DeleteResponse.object:type_name -> kplane.v1.Object
+	0,  // 31: kplane.v1.WatchResponse.type:type_name -> kplane.v1.EventType
+	1,  // 32: kplane.v1.WatchResponse.object:type_name -> kplane.v1.Object
+	45, // 33: kplane.v1.Scale.metadata:type_name -> kplane.v1.ObjectMeta
+	18, // 34: kplane.v1.Scale.spec:type_name -> kplane.v1.ScaleSpec
+	19, // 35: kplane.v1.Scale.status:type_name -> kplane.v1.ScaleStatus
+	17, // 36: kplane.v1.GetScaleResponse.scale:type_name -> kplane.v1.Scale
+	17, // 37: kplane.v1.UpdateScaleRequest.scale:type_name -> kplane.v1.Scale
+	17, // 38: kplane.v1.UpdateScaleResponse.scale:type_name -> kplane.v1.Scale
+	2,  // 39: kplane.v1.Resources.Create:input_type -> kplane.v1.CreateRequest
+	4,  // 40: kplane.v1.Resources.Get:input_type -> kplane.v1.GetRequest
+	6,  // 41: kplane.v1.Resources.List:input_type -> kplane.v1.ListRequest
+	8,  // 42: kplane.v1.Resources.Update:input_type -> kplane.v1.UpdateRequest
+	10, // 43: kplane.v1.Resources.UpdateStatus:input_type -> kplane.v1.UpdateStatusRequest
+	13, // 44: kplane.v1.Resources.Delete:input_type -> kplane.v1.DeleteRequest
+	15, // 45: kplane.v1.Resources.Watch:input_type -> kplane.v1.WatchRequest
+	20, // 46: kplane.v1.Resources.GetScale:input_type -> kplane.v1.GetScaleRequest
+	22, // 47: kplane.v1.Resources.UpdateScale:input_type -> kplane.v1.UpdateScaleRequest
+	3,  // 48: kplane.v1.Resources.Create:output_type -> kplane.v1.CreateResponse
+	5,  // 49: kplane.v1.Resources.Get:output_type -> kplane.v1.GetResponse
+	7,  // 50: kplane.v1.Resources.List:output_type -> kplane.v1.ListResponse
+	9,  // 51: kplane.v1.Resources.Update:output_type -> kplane.v1.UpdateResponse
+	11, // 52: kplane.v1.Resources.UpdateStatus:output_type -> kplane.v1.UpdateStatusResponse
+	14, // 53: kplane.v1.Resources.Delete:output_type -> kplane.v1.DeleteResponse
+	16, // 54: kplane.v1.Resources.Watch:output_type -> kplane.v1.WatchResponse
+	21, // 55: kplane.v1.Resources.GetScale:output_type -> kplane.v1.GetScaleResponse
+	23, // 56: kplane.v1.Resources.UpdateScale:output_type -> kplane.v1.UpdateScaleResponse
+	48, // [48:57] is the sub-list for method output_type
+	39, // [39:48] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_resources_proto_init() }
@@ -1983,6 +2002,7 @@ func file_kplane_v1_resources_proto_init() {
 		(*Object_ControllerRevision)(nil),
 		(*Object_StatefulSet)(nil),
 		(*Object_DaemonSet)(nil),
+		(*Object_PriorityClass)(nil),
 	}
 	file_kplane_v1_resources_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}

@@ -58,6 +58,7 @@ var resourceTable = []Resource{
 	{Kind: "Job", Group: "batch", Version: "v1", Plural: "jobs", Singular: "job", Categories: all},
 	{Kind: "CronJob", Group: "batch", Version: "v1", Plural: "cronjobs", Singular: "cronjob", ShortNames: []string{"cj"}, Categories: all},
 	{Kind: "StorageClass", Group: "storage.k8s.io", Version: "v1", Plural: "storageclasses", Singular: "storageclass", ShortNames: []string{"sc"}},
+	{Kind: "PriorityClass", Group: "scheduling.k8s.io", Version: "v1", Plural: "priorityclasses", Singular: "priorityclass", ShortNames: []string{"pc"}},
 	{Kind: "Lease", Group: "coordination.k8s.io", Version: "v1", Plural: "leases", Singular: "lease"},
 }
 

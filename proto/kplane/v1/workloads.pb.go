@@ -1322,158 +1322,6 @@ func (x *VolumeNodeAffinity) GetRequired() *NodeSelector {
 	return nil
 }
 
-// NodeSelector is a union of terms: a node matches when any term matches.
-type NodeSelector struct {
-	state             protoimpl.MessageState `protogen:"open.v1"`
-	NodeSelectorTerms []*NodeSelectorTerm    `protobuf:"bytes,1,rep,name=node_selector_terms,json=nodeSelectorTerms,proto3" json:"node_selector_terms,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
-}
-
-func (x *NodeSelector) Reset() {
-	*x = NodeSelector{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[18]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *NodeSelector) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*NodeSelector) ProtoMessage() {}
-
-func (x *NodeSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[18]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use NodeSelector.ProtoReflect.Descriptor instead.
-func (*NodeSelector) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{18}
-}
-
-func (x *NodeSelector) GetNodeSelectorTerms() []*NodeSelectorTerm {
-	if x != nil {
-		return x.NodeSelectorTerms
-	}
-	return nil
-}
-
-// NodeSelectorTerm matches a node when all its requirements match.
-type NodeSelectorTerm struct {
-	state            protoimpl.MessageState     `protogen:"open.v1"`
-	MatchExpressions []*NodeSelectorRequirement `protobuf:"bytes,1,rep,name=match_expressions,json=matchExpressions,proto3" json:"match_expressions,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
-}
-
-func (x *NodeSelectorTerm) Reset() {
-	*x = NodeSelectorTerm{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[19]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *NodeSelectorTerm) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*NodeSelectorTerm) ProtoMessage() {}
-
-func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[19]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use NodeSelectorTerm.ProtoReflect.Descriptor instead.
-func (*NodeSelectorTerm) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{19}
-}
-
-func (x *NodeSelectorTerm) GetMatchExpressions() []*NodeSelectorRequirement {
-	if x != nil {
-		return x.MatchExpressions
-	}
-	return nil
-}
-
-// NodeSelectorRequirement tests a node label: operator is In, NotIn,
-// Exists, DoesNotExist, Gt or Lt.
-type NodeSelectorRequirement struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Operator      string                 `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
-	Values        []string               `protobuf:"bytes,3,rep,name=values,proto3" json:"values,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *NodeSelectorRequirement) Reset() {
-	*x = NodeSelectorRequirement{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[20]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *NodeSelectorRequirement) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*NodeSelectorRequirement) ProtoMessage() {}
-
-func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[20]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use NodeSelectorRequirement.ProtoReflect.Descriptor instead.
-func (*NodeSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{20}
-}
-
-func (x *NodeSelectorRequirement) GetKey() string {
-	if x != nil {
-		return x.Key
-	}
-	return ""
-}
-
-func (x *NodeSelectorRequirement) GetOperator() string {
-	if x != nil {
-		return x.Operator
-	}
-	return ""
-}
-
-func (x *NodeSelectorRequirement) GetValues() []string {
-	if x != nil {
-		return x.Values
-	}
-	return nil
-}
-
 // PersistentVolumeStatus reports the volume phase: Pending, Available,
 // Bound, Released or Failed.
 type PersistentVolumeStatus struct {
@@ -1487,7 +1335,7 @@ type PersistentVolumeStatus struct {
 
 func (x *PersistentVolumeStatus) Reset() {
 	*x = PersistentVolumeStatus{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[21]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1347,7 @@ func (x *PersistentVolumeStatus) String() string {
 func (*PersistentVolumeStatus) ProtoMessage() {}
 
 func (x *PersistentVolumeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[21]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1360,7 @@ func (x *PersistentVolumeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeStatus.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{21}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PersistentVolumeStatus) GetPhase() string {
@@ -1548,7 +1396,7 @@ type PersistentVolumeClaim struct {
 
 func (x *PersistentVolumeClaim) Reset() {
 	*x = PersistentVolumeClaim{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[22]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1560,7 +1408,7 @@ func (x *PersistentVolumeClaim) String() string {
 func (*PersistentVolumeClaim) ProtoMessage() {}
 
 func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[22]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1573,7 +1421,7 @@ func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeClaim.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaim) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{22}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PersistentVolumeClaim) GetMetadata() *ObjectMeta {
@@ -1612,7 +1460,7 @@ type PersistentVolumeClaimSpec struct {
 
 func (x *PersistentVolumeClaimSpec) Reset() {
 	*x = PersistentVolumeClaimSpec{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[23]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1624,7 +1472,7 @@ func (x *PersistentVolumeClaimSpec) String() string {
 func (*PersistentVolumeClaimSpec) ProtoMessage() {}
 
 func (x *PersistentVolumeClaimSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[23]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1637,7 +1485,7 @@ func (x *PersistentVolumeClaimSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeClaimSpec.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaimSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{23}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PersistentVolumeClaimSpec) GetAccessModes() []string {
@@ -1695,7 +1543,7 @@ type PersistentVolumeClaimStatus struct {
 
 func (x *PersistentVolumeClaimStatus) Reset() {
 	*x = PersistentVolumeClaimStatus{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[24]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1707,7 +1555,7 @@ func (x *PersistentVolumeClaimStatus) String() string {
 func (*PersistentVolumeClaimStatus) ProtoMessage() {}
 
 func (x *PersistentVolumeClaimStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[24]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1720,7 +1568,7 @@ func (x *PersistentVolumeClaimStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeClaimStatus.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaimStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{24}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PersistentVolumeClaimStatus) GetPhase() string {
@@ -1769,7 +1617,7 @@ type StorageClass struct {
 
 func (x *StorageClass) Reset() {
 	*x = StorageClass{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[25]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +1629,7 @@ func (x *StorageClass) String() string {
 func (*StorageClass) ProtoMessage() {}
 
 func (x *StorageClass) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[25]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +1642,7 @@ func (x *StorageClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
 func (*StorageClass) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{25}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StorageClass) GetMetadata() *ObjectMeta {
@@ -1858,7 +1706,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[26]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +1718,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[26]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +1731,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{26}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Lease) GetMetadata() *ObjectMeta {
@@ -1914,7 +1762,7 @@ type LeaseSpec struct {
 
 func (x *LeaseSpec) Reset() {
 	*x = LeaseSpec{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[27]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1926,7 +1774,7 @@ func (x *LeaseSpec) String() string {
 func (*LeaseSpec) ProtoMessage() {}
 
 func (x *LeaseSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[27]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1939,7 +1787,7 @@ func (x *LeaseSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseSpec.ProtoReflect.Descriptor instead.
 func (*LeaseSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{27}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LeaseSpec) GetHolderIdentity() string {
@@ -1989,7 +1837,7 @@ type CronJob struct {
 
 func (x *CronJob) Reset() {
 	*x = CronJob{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[28]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +1849,7 @@ func (x *CronJob) String() string {
 func (*CronJob) ProtoMessage() {}
 
 func (x *CronJob) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[28]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +1862,7 @@ func (x *CronJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CronJob.ProtoReflect.Descriptor instead.
 func (*CronJob) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{28}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CronJob) GetMetadata() *ObjectMeta {
@@ -2063,7 +1911,7 @@ type CronJobSpec struct {
 
 func (x *CronJobSpec) Reset() {
 	*x = CronJobSpec{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[29]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2075,7 +1923,7 @@ func (x *CronJobSpec) String() string {
 func (*CronJobSpec) ProtoMessage() {}
 
 func (x *CronJobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[29]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2088,7 +1936,7 @@ func (x *CronJobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CronJobSpec.ProtoReflect.Descriptor instead.
 func (*CronJobSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{29}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CronJobSpec) GetSchedule() string {
@@ -2158,7 +2006,7 @@ type JobTemplateSpec struct {
 
 func (x *JobTemplateSpec) Reset() {
 	*x = JobTemplateSpec{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[30]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2170,7 +2018,7 @@ func (x *JobTemplateSpec) String() string {
 func (*JobTemplateSpec) ProtoMessage() {}
 
 func (x *JobTemplateSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[30]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2183,7 +2031,7 @@ func (x *JobTemplateSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobTemplateSpec.ProtoReflect.Descriptor instead.
 func (*JobTemplateSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{30}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *JobTemplateSpec) GetMetadata() *ObjectMeta {
@@ -2213,7 +2061,7 @@ type CronJobStatus struct {
 
 func (x *CronJobStatus) Reset() {
 	*x = CronJobStatus{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[31]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2225,7 +2073,7 @@ func (x *CronJobStatus) String() string {
 func (*CronJobStatus) ProtoMessage() {}
 
 func (x *CronJobStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[31]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2238,7 +2086,7 @@ func (x *CronJobStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CronJobStatus.ProtoReflect.Descriptor instead.
 func (*CronJobStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{31}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CronJobStatus) GetActive() []*ObjectReference {
@@ -2276,7 +2124,7 @@ type Deployment struct {
 
 func (x *Deployment) Reset() {
 	*x = Deployment{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[32]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2136,7 @@ func (x *Deployment) String() string {
 func (*Deployment) ProtoMessage() {}
 
 func (x *Deployment) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[32]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2149,7 @@ func (x *Deployment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Deployment.ProtoReflect.Descriptor instead.
 func (*Deployment) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{32}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Deployment) GetMetadata() *ObjectMeta {
@@ -2347,7 +2195,7 @@ type DeploymentSpec struct {
 
 func (x *DeploymentSpec) Reset() {
 	*x = DeploymentSpec{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[33]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2359,7 +2207,7 @@ func (x *DeploymentSpec) String() string {
 func (*DeploymentSpec) ProtoMessage() {}
 
 func (x *DeploymentSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[33]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2372,7 +2220,7 @@ func (x *DeploymentSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeploymentSpec.ProtoReflect.Descriptor instead.
 func (*DeploymentSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{33}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeploymentSpec) GetReplicas() int32 {
@@ -2444,7 +2292,7 @@ type DeploymentStrategy struct {
 
 func (x *DeploymentStrategy) Reset() {
 	*x = DeploymentStrategy{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[34]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2456,7 +2304,7 @@ func (x *DeploymentStrategy) String() string {
 func (*DeploymentStrategy) ProtoMessage() {}
 
 func (x *DeploymentStrategy) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[34]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2469,7 +2317,7 @@ func (x *DeploymentStrategy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeploymentStrategy.ProtoReflect.Descriptor instead.
 func (*DeploymentStrategy) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{34}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeploymentStrategy) GetType() string {
@@ -2498,7 +2346,7 @@ type RollingUpdateDeployment struct {
 
 func (x *RollingUpdateDeployment) Reset() {
 	*x = RollingUpdateDeployment{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[35]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2510,7 +2358,7 @@ func (x *RollingUpdateDeployment) String() string {
 func (*RollingUpdateDeployment) ProtoMessage() {}
 
 func (x *RollingUpdateDeployment) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[35]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2523,7 +2371,7 @@ func (x *RollingUpdateDeployment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollingUpdateDeployment.ProtoReflect.Descriptor instead.
 func (*RollingUpdateDeployment) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{35}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RollingUpdateDeployment) GetMaxUnavailable() *IntOrString {
@@ -2557,7 +2405,7 @@ type DeploymentStatus struct {
 
 func (x *DeploymentStatus) Reset() {
 	*x = DeploymentStatus{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[36]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2569,7 +2417,7 @@ func (x *DeploymentStatus) String() string {
 func (*DeploymentStatus) ProtoMessage() {}
 
 func (x *DeploymentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[36]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2582,7 +2430,7 @@ func (x *DeploymentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeploymentStatus.ProtoReflect.Descriptor instead.
 func (*DeploymentStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{36}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeploymentStatus) GetObservedGeneration() int64 {
@@ -2660,7 +2508,7 @@ type ControllerRevision struct {
 
 func (x *ControllerRevision) Reset() {
 	*x = ControllerRevision{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[37]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2672,7 +2520,7 @@ func (x *ControllerRevision) String() string {
 func (*ControllerRevision) ProtoMessage() {}
 
 func (x *ControllerRevision) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[37]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2685,7 +2533,7 @@ func (x *ControllerRevision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControllerRevision.ProtoReflect.Descriptor instead.
 func (*ControllerRevision) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{37}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ControllerRevision) GetMetadata() *ObjectMeta {
@@ -2723,7 +2571,7 @@ type StatefulSet struct {
 
 func (x *StatefulSet) Reset() {
 	*x = StatefulSet{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[38]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2735,7 +2583,7 @@ func (x *StatefulSet) String() string {
 func (*StatefulSet) ProtoMessage() {}
 
 func (x *StatefulSet) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[38]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2748,7 +2596,7 @@ func (x *StatefulSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatefulSet.ProtoReflect.Descriptor instead.
 func (*StatefulSet) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{38}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StatefulSet) GetMetadata() *ObjectMeta {
@@ -2801,7 +2649,7 @@ type StatefulSetSpec struct {
 
 func (x *StatefulSetSpec) Reset() {
 	*x = StatefulSetSpec{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[39]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2813,7 +2661,7 @@ func (x *StatefulSetSpec) String() string {
 func (*StatefulSetSpec) ProtoMessage() {}
 
 func (x *StatefulSetSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[39]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2826,7 +2674,7 @@ func (x *StatefulSetSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatefulSetSpec.ProtoReflect.Descriptor instead.
 func (*StatefulSetSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{39}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StatefulSetSpec) GetReplicas() int32 {
@@ -2913,7 +2761,7 @@ type StatefulSetUpdateStrategy struct {
 
 func (x *StatefulSetUpdateStrategy) Reset() {
 	*x = StatefulSetUpdateStrategy{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[40]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2925,7 +2773,7 @@ func (x *StatefulSetUpdateStrategy) String() string {
 func (*StatefulSetUpdateStrategy) ProtoMessage() {}
 
 func (x *StatefulSetUpdateStrategy) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[40]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2938,7 +2786,7 @@ func (x *StatefulSetUpdateStrategy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatefulSetUpdateStrategy.ProtoReflect.Descriptor instead.
 func (*StatefulSetUpdateStrategy) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{40}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StatefulSetUpdateStrategy) GetType() string {
@@ -2969,7 +2817,7 @@ type RollingUpdateStatefulSetStrategy struct {
 
 func (x *RollingUpdateStatefulSetStrategy) Reset() {
 	*x = RollingUpdateStatefulSetStrategy{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[41]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2981,7 +2829,7 @@ func (x *RollingUpdateStatefulSetStrategy) String() string {
 func (*RollingUpdateStatefulSetStrategy) ProtoMessage() {}
 
 func (x *RollingUpdateStatefulSetStrategy) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[41]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2994,7 +2842,7 @@ func (x *RollingUpdateStatefulSetStrategy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollingUpdateStatefulSetStrategy.ProtoReflect.Descriptor instead.
 func (*RollingUpdateStatefulSetStrategy) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{41}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RollingUpdateStatefulSetStrategy) GetPartition() int32 {
@@ -3025,7 +2873,7 @@ type StatefulSetPersistentVolumeClaimRetentionPolicy struct {
 
 func (x *StatefulSetPersistentVolumeClaimRetentionPolicy) Reset() {
 	*x = StatefulSetPersistentVolumeClaimRetentionPolicy{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[42]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3037,7 +2885,7 @@ func (x *StatefulSetPersistentVolumeClaimRetentionPolicy) String() string {
 func (*StatefulSetPersistentVolumeClaimRetentionPolicy) ProtoMessage() {}
 
 func (x *StatefulSetPersistentVolumeClaimRetentionPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[42]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3050,7 +2898,7 @@ func (x *StatefulSetPersistentVolumeClaimRetentionPolicy) ProtoReflect() protore
 
 // Deprecated: Use StatefulSetPersistentVolumeClaimRetentionPolicy.ProtoReflect.Descriptor instead.
 func (*StatefulSetPersistentVolumeClaimRetentionPolicy) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{42}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StatefulSetPersistentVolumeClaimRetentionPolicy) GetWhenDeleted() string {
@@ -3089,7 +2937,7 @@ type StatefulSetStatus struct {
 
 func (x *StatefulSetStatus) Reset() {
 	*x = StatefulSetStatus{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[43]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3101,7 +2949,7 @@ func (x *StatefulSetStatus) String() string {
 func (*StatefulSetStatus) ProtoMessage() {}
 
 func (x *StatefulSetStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[43]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3114,7 +2962,7 @@ func (x *StatefulSetStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatefulSetStatus.ProtoReflect.Descriptor instead.
 func (*StatefulSetStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{43}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StatefulSetStatus) GetObservedGeneration() int64 {
@@ -3199,7 +3047,7 @@ type DaemonSet struct {
 
 func (x *DaemonSet) Reset() {
 	*x = DaemonSet{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[44]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3211,7 +3059,7 @@ func (x *DaemonSet) String() string {
 func (*DaemonSet) ProtoMessage() {}
 
 func (x *DaemonSet) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[44]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3224,7 +3072,7 @@ func (x *DaemonSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DaemonSet.ProtoReflect.Descriptor instead.
 func (*DaemonSet) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{44}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DaemonSet) GetMetadata() *ObjectMeta {
@@ -3266,7 +3114,7 @@ type DaemonSetSpec struct {
 
 func (x *DaemonSetSpec) Reset() {
 	*x = DaemonSetSpec{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[45]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3278,7 +3126,7 @@ func (x *DaemonSetSpec) String() string {
 func (*DaemonSetSpec) ProtoMessage() {}
 
 func (x *DaemonSetSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[45]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3291,7 +3139,7 @@ func (x *DaemonSetSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DaemonSetSpec.ProtoReflect.Descriptor instead.
 func (*DaemonSetSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{45}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DaemonSetSpec) GetSelector() *LabelSelector {
@@ -3343,7 +3191,7 @@ type DaemonSetUpdateStrategy struct {
 
 func (x *DaemonSetUpdateStrategy) Reset() {
 	*x = DaemonSetUpdateStrategy{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[46]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3355,7 +3203,7 @@ func (x *DaemonSetUpdateStrategy) String() string {
 func (*DaemonSetUpdateStrategy) ProtoMessage() {}
 
 func (x *DaemonSetUpdateStrategy) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[46]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3368,7 +3216,7 @@ func (x *DaemonSetUpdateStrategy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DaemonSetUpdateStrategy.ProtoReflect.Descriptor instead.
 func (*DaemonSetUpdateStrategy) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{46}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DaemonSetUpdateStrategy) GetType() string {
@@ -3397,7 +3245,7 @@ type RollingUpdateDaemonSet struct {
 
 func (x *RollingUpdateDaemonSet) Reset() {
 	*x = RollingUpdateDaemonSet{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[47]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3409,7 +3257,7 @@ func (x *RollingUpdateDaemonSet) String() string {
 func (*RollingUpdateDaemonSet) ProtoMessage() {}
 
 func (x *RollingUpdateDaemonSet) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[47]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3422,7 +3270,7 @@ func (x *RollingUpdateDaemonSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollingUpdateDaemonSet.ProtoReflect.Descriptor instead.
 func (*RollingUpdateDaemonSet) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{47}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RollingUpdateDaemonSet) GetMaxUnavailable() *IntOrString {
@@ -3458,7 +3306,7 @@ type DaemonSetStatus struct {
 
 func (x *DaemonSetStatus) Reset() {
 	*x = DaemonSetStatus{}
-	mi := &file_kplane_v1_workloads_proto_msgTypes[48]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3470,7 +3318,7 @@ func (x *DaemonSetStatus) String() string {
 func (*DaemonSetStatus) ProtoMessage() {}
 
 func (x *DaemonSetStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_workloads_proto_msgTypes[48]
+	mi := &file_kplane_v1_workloads_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3483,7 +3331,7 @@ func (x *DaemonSetStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DaemonSetStatus.ProtoReflect.Descriptor instead.
 func (*DaemonSetStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{48}
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DaemonSetStatus) GetCurrentNumberScheduled() int32 {
@@ -3688,15 +3536,7 @@ const file_kplane_v1_workloads_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"I\n" +
 	"\x12VolumeNodeAffinity\x123\n" +
-	"\brequired\x18\x01 \x01(\v2\x17.kplane.v1.NodeSelectorR\brequired\"[\n" +
-	"\fNodeSelector\x12K\n" +
-	"\x13node_selector_terms\x18\x01 \x03(\v2\x1b.kplane.v1.NodeSelectorTermR\x11nodeSelectorTerms\"c\n" +
-	"\x10NodeSelectorTerm\x12O\n" +
-	"\x11match_expressions\x18\x01 \x03(\v2\".kplane.v1.NodeSelectorRequirementR\x10matchExpressions\"_\n" +
-	"\x17NodeSelectorRequirement\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
-	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +
-	"\x06values\x18\x03 \x03(\tR\x06values\"`\n" +
+	"\brequired\x18\x01 \x01(\v2\x17.kplane.v1.NodeSelectorR\brequired\"`\n" +
 	"\x16PersistentVolumeStatus\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
@@ -3905,7 +3745,7 @@ func file_kplane_v1_workloads_proto_rawDescGZIP() []byte {
 	return file_kplane_v1_workloads_proto_rawDescData
 }
 
-var file_kplane_v1_workloads_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_kplane_v1_workloads_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_kplane_v1_workloads_proto_goTypes = []any{
 	(*ReplicaSet)(nil),                                      // 0: kplane.v1.ReplicaSet
 	(*ReplicaSetSpec)(nil),                                  // 1: kplane.v1.ReplicaSetSpec
@@ -3925,147 +3765,143 @@ var file_kplane_v1_workloads_proto_goTypes = []any{
 	(*PersistentVolume)(nil),                                // 15: kplane.v1.PersistentVolume
 	(*PersistentVolumeSpec)(nil),                            // 16: kplane.v1.PersistentVolumeSpec
 	(*VolumeNodeAffinity)(nil),                              // 17: kplane.v1.VolumeNodeAffinity
-	(*NodeSelector)(nil),                                    // 18: kplane.v1.NodeSelector
-	(*NodeSelectorTerm)(nil),                                // 19: kplane.v1.NodeSelectorTerm
-	(*NodeSelectorRequirement)(nil),                         // 20: kplane.v1.NodeSelectorRequirement
-	(*PersistentVolumeStatus)(nil),                          // 21: kplane.v1.PersistentVolumeStatus
-	(*PersistentVolumeClaim)(nil),                           // 22: kplane.v1.PersistentVolumeClaim
-	(*PersistentVolumeClaimSpec)(nil),                       // 23: kplane.v1.PersistentVolumeClaimSpec
-	(*PersistentVolumeClaimStatus)(nil),                     // 24: kplane.v1.PersistentVolumeClaimStatus
-	(*StorageClass)(nil),                                    // 25: kplane.v1.StorageClass
-	(*Lease)(nil),                                           // 26: kplane.v1.Lease
-	(*LeaseSpec)(nil),                                       // 27: kplane.v1.LeaseSpec
-	(*CronJob)(nil),                                         // 28: kplane.v1.CronJob
-	(*CronJobSpec)(nil),                                     // 29: kplane.v1.CronJobSpec
-	(*JobTemplateSpec)(nil),                                 // 30: kplane.v1.JobTemplateSpec
-	(*CronJobStatus)(nil),                                   // 31: kplane.v1.CronJobStatus
-	(*Deployment)(nil),                                      // 32: kplane.v1.Deployment
-	(*DeploymentSpec)(nil),                                  // 33: kplane.v1.DeploymentSpec
-	(*DeploymentStrategy)(nil),                              // 34: kplane.v1.DeploymentStrategy
-	(*RollingUpdateDeployment)(nil),                         // 35: kplane.v1.RollingUpdateDeployment
-	(*DeploymentStatus)(nil),                                // 36: kplane.v1.DeploymentStatus
-	(*ControllerRevision)(nil),                              // 37: kplane.v1.ControllerRevision
-	(*StatefulSet)(nil),                                     // 38: kplane.v1.StatefulSet
-	(*StatefulSetSpec)(nil),                                 // 39: kplane.v1.StatefulSetSpec
-	(*StatefulSetUpdateStrategy)(nil),                       // 40: kplane.v1.StatefulSetUpdateStrategy
-	(*RollingUpdateStatefulSetStrategy)(nil),                // 41: kplane.v1.RollingUpdateStatefulSetStrategy
-	(*StatefulSetPersistentVolumeClaimRetentionPolicy)(nil), // 42: kplane.v1.StatefulSetPersistentVolumeClaimRetentionPolicy
-	(*StatefulSetStatus)(nil),                               // 43: kplane.v1.StatefulSetStatus
-	(*DaemonSet)(nil),                                       // 44: kplane.v1.DaemonSet
-	(*DaemonSetSpec)(nil),                                   // 45: kplane.v1.DaemonSetSpec
-	(*DaemonSetUpdateStrategy)(nil),                         // 46: kplane.v1.DaemonSetUpdateStrategy
-	(*RollingUpdateDaemonSet)(nil),                          // 47: kplane.v1.RollingUpdateDaemonSet
-	(*DaemonSetStatus)(nil),                                 // 48: kplane.v1.DaemonSetStatus
-	nil,                                                     // 49: kplane.v1.ReplicationControllerSpec.SelectorEntry
-	nil,                                                     // 50: kplane.v1.PersistentVolumeSpec.CapacityEntry
-	nil,                                                     // 51: kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
-	nil,                                                     // 52: kplane.v1.StorageClass.ParametersEntry
-	(*ObjectMeta)(nil),                                      // 53: kplane.v1.ObjectMeta
-	(*LabelSelector)(nil),                                   // 54: kplane.v1.LabelSelector
-	(*PodTemplateSpec)(nil),                                 // 55: kplane.v1.PodTemplateSpec
-	(*Condition)(nil),                                       // 56: kplane.v1.Condition
-	(*timestamppb.Timestamp)(nil),                           // 57: google.protobuf.Timestamp
-	(*ObjectReference)(nil),                                 // 58: kplane.v1.ObjectReference
-	(*HostPathVolumeSource)(nil),                            // 59: kplane.v1.HostPathVolumeSource
-	(*ResourceRequirements)(nil),                            // 60: kplane.v1.ResourceRequirements
-	(*IntOrString)(nil),                                     // 61: kplane.v1.IntOrString
+	(*PersistentVolumeStatus)(nil),                          // 18: kplane.v1.PersistentVolumeStatus
+	(*PersistentVolumeClaim)(nil),                           // 19: kplane.v1.PersistentVolumeClaim
+	(*PersistentVolumeClaimSpec)(nil),                       // 20: kplane.v1.PersistentVolumeClaimSpec
+	(*PersistentVolumeClaimStatus)(nil),                     // 21: kplane.v1.PersistentVolumeClaimStatus
+	(*StorageClass)(nil),                                    // 22: kplane.v1.StorageClass
+	(*Lease)(nil),                                           // 23: kplane.v1.Lease
+	(*LeaseSpec)(nil),                                       // 24: kplane.v1.LeaseSpec
+	(*CronJob)(nil),                                         // 25: kplane.v1.CronJob
+	(*CronJobSpec)(nil),                                     // 26: kplane.v1.CronJobSpec
+	(*JobTemplateSpec)(nil),                                 // 27: kplane.v1.JobTemplateSpec
+	(*CronJobStatus)(nil),                                   // 28: kplane.v1.CronJobStatus
+	(*Deployment)(nil),                                      // 29: kplane.v1.Deployment
+	(*DeploymentSpec)(nil),                                  // 30: kplane.v1.DeploymentSpec
+	(*DeploymentStrategy)(nil),                              // 31: kplane.v1.DeploymentStrategy
+	(*RollingUpdateDeployment)(nil),                         // 32: kplane.v1.RollingUpdateDeployment
+	(*DeploymentStatus)(nil),                                // 33: kplane.v1.DeploymentStatus
+	(*ControllerRevision)(nil),                              // 34: kplane.v1.ControllerRevision
+	(*StatefulSet)(nil),                                     // 35: kplane.v1.StatefulSet
+	(*StatefulSetSpec)(nil),                                 // 36: kplane.v1.StatefulSetSpec
+	(*StatefulSetUpdateStrategy)(nil),                       // 37: kplane.v1.StatefulSetUpdateStrategy
+	(*RollingUpdateStatefulSetStrategy)(nil),                // 38: kplane.v1.RollingUpdateStatefulSetStrategy
+	(*StatefulSetPersistentVolumeClaimRetentionPolicy)(nil), // 39: kplane.v1.StatefulSetPersistentVolumeClaimRetentionPolicy
+	(*StatefulSetStatus)(nil),                               // 40: kplane.v1.StatefulSetStatus
+	(*DaemonSet)(nil),                                       // 41: kplane.v1.DaemonSet
+	(*DaemonSetSpec)(nil),                                   // 42: kplane.v1.DaemonSetSpec
+	(*DaemonSetUpdateStrategy)(nil),                         // 43: kplane.v1.DaemonSetUpdateStrategy
+	(*RollingUpdateDaemonSet)(nil),                          // 44: kplane.v1.RollingUpdateDaemonSet
+	(*DaemonSetStatus)(nil),                                 // 45: kplane.v1.DaemonSetStatus
+	nil,                                                     // 46: kplane.v1.ReplicationControllerSpec.SelectorEntry
+	nil,                                                     // 47: kplane.v1.PersistentVolumeSpec.CapacityEntry
+	nil,                                                     // 48: kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
+	nil,                                                     // 49: kplane.v1.StorageClass.ParametersEntry
+	(*ObjectMeta)(nil),                                      // 50: kplane.v1.ObjectMeta
+	(*LabelSelector)(nil),                                   // 51: kplane.v1.LabelSelector
+	(*PodTemplateSpec)(nil),                                 // 52: kplane.v1.PodTemplateSpec
+	(*Condition)(nil),                                       // 53: kplane.v1.Condition
+	(*timestamppb.Timestamp)(nil),                           // 54: google.protobuf.Timestamp
+	(*ObjectReference)(nil),                                 // 55: kplane.v1.ObjectReference
+	(*HostPathVolumeSource)(nil),                            // 56: kplane.v1.HostPathVolumeSource
+	(*NodeSelector)(nil),                                    // 57: kplane.v1.NodeSelector
+	(*ResourceRequirements)(nil),                            // 58: kplane.v1.ResourceRequirements
+	(*IntOrString)(nil),                                     // 59: kplane.v1.IntOrString
 }
 var file_kplane_v1_workloads_proto_depIdxs = []int32{
-	53, // 0: kplane.v1.ReplicaSet.metadata:type_name -> kplane.v1.ObjectMeta
+	50, // 0: kplane.v1.ReplicaSet.metadata:type_name -> kplane.v1.ObjectMeta
 	1,  // 1: kplane.v1.ReplicaSet.spec:type_name -> kplane.v1.ReplicaSetSpec
 	2,  // 2: kplane.v1.ReplicaSet.status:type_name -> kplane.v1.ReplicaSetStatus
-	54, // 3: kplane.v1.ReplicaSetSpec.selector:type_name -> kplane.v1.LabelSelector
-	55, // 4: kplane.v1.ReplicaSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
-	56, // 5: kplane.v1.ReplicaSetStatus.conditions:type_name -> kplane.v1.Condition
-	53, // 6: kplane.v1.ReplicationController.metadata:type_name -> kplane.v1.ObjectMeta
+	51, // 3: kplane.v1.ReplicaSetSpec.selector:type_name -> kplane.v1.LabelSelector
+	52, // 4: kplane.v1.ReplicaSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	53, // 5: kplane.v1.ReplicaSetStatus.conditions:type_name -> kplane.v1.Condition
+	50, // 6: kplane.v1.ReplicationController.metadata:type_name -> kplane.v1.ObjectMeta
 	4,  // 7: kplane.v1.ReplicationController.spec:type_name -> kplane.v1.ReplicationControllerSpec
 	2,  // 8: kplane.v1.ReplicationController.status:type_name -> kplane.v1.ReplicaSetStatus
-	49, // 9: kplane.v1.ReplicationControllerSpec.selector:type_name -> kplane.v1.ReplicationControllerSpec.SelectorEntry
-	55, // 10: kplane.v1.ReplicationControllerSpec.template:type_name -> kplane.v1.PodTemplateSpec
-	53, // 11: kplane.v1.Job.metadata:type_name -> kplane.v1.ObjectMeta
+	46, // 9: kplane.v1.ReplicationControllerSpec.selector:type_name -> kplane.v1.ReplicationControllerSpec.SelectorEntry
+	52, // 10: kplane.v1.ReplicationControllerSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	50, // 11: kplane.v1.Job.metadata:type_name -> kplane.v1.ObjectMeta
 	6,  // 12: kplane.v1.Job.spec:type_name -> kplane.v1.JobSpec
 	7,  // 13: kplane.v1.Job.status:type_name -> kplane.v1.JobStatus
-	54, // 14: kplane.v1.JobSpec.selector:type_name -> kplane.v1.LabelSelector
-	55, // 15: kplane.v1.JobSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	51, // 14: kplane.v1.JobSpec.selector:type_name -> kplane.v1.LabelSelector
+	52, // 15: kplane.v1.JobSpec.template:type_name -> kplane.v1.PodTemplateSpec
 	9,  // 16: kplane.v1.JobSpec.pod_failure_policy:type_name -> kplane.v1.PodFailurePolicy
 	13, // 17: kplane.v1.JobSpec.success_policy:type_name -> kplane.v1.SuccessPolicy
-	56, // 18: kplane.v1.JobStatus.conditions:type_name -> kplane.v1.Condition
-	57, // 19: kplane.v1.JobStatus.start_time:type_name -> google.protobuf.Timestamp
-	57, // 20: kplane.v1.JobStatus.completion_time:type_name -> google.protobuf.Timestamp
+	53, // 18: kplane.v1.JobStatus.conditions:type_name -> kplane.v1.Condition
+	54, // 19: kplane.v1.JobStatus.start_time:type_name -> google.protobuf.Timestamp
+	54, // 20: kplane.v1.JobStatus.completion_time:type_name -> google.protobuf.Timestamp
 	8,  // 21: kplane.v1.JobStatus.uncounted_terminated_pods:type_name -> kplane.v1.UncountedTerminatedPods
 	10, // 22: kplane.v1.PodFailurePolicy.rules:type_name -> kplane.v1.PodFailurePolicyRule
 	11, // 23: kplane.v1.PodFailurePolicyRule.on_exit_codes:type_name -> kplane.v1.PodFailurePolicyOnExitCodesRequirement
 	12, // 24: kplane.v1.PodFailurePolicyRule.on_pod_conditions:type_name -> kplane.v1.PodFailurePolicyOnPodConditionsPattern
 	14, // 25: kplane.v1.SuccessPolicy.rules:type_name -> kplane.v1.SuccessPolicyRule
-	53, // 26: kplane.v1.PersistentVolume.metadata:type_name -> kplane.v1.ObjectMeta
+	50, // 26: kplane.v1.PersistentVolume.metadata:type_name -> kplane.v1.ObjectMeta
 	16, // 27: kplane.v1.PersistentVolume.spec:type_name -> kplane.v1.PersistentVolumeSpec
-	21, // 28: kplane.v1.PersistentVolume.status:type_name -> kplane.v1.PersistentVolumeStatus
-	50, // 29: kplane.v1.PersistentVolumeSpec.capacity:type_name -> kplane.v1.PersistentVolumeSpec.CapacityEntry
-	58, // 30: kplane.v1.PersistentVolumeSpec.claim_ref:type_name -> kplane.v1.ObjectReference
-	59, // 31: kplane.v1.PersistentVolumeSpec.host_path:type_name -> kplane.v1.HostPathVolumeSource
+	18, // 28: kplane.v1.PersistentVolume.status:type_name -> kplane.v1.PersistentVolumeStatus
+	47, // 29: kplane.v1.PersistentVolumeSpec.capacity:type_name -> kplane.v1.PersistentVolumeSpec.CapacityEntry
+	55, // 30: kplane.v1.PersistentVolumeSpec.claim_ref:type_name -> kplane.v1.ObjectReference
+	56, // 31: kplane.v1.PersistentVolumeSpec.host_path:type_name -> kplane.v1.HostPathVolumeSource
 	17, // 32: kplane.v1.PersistentVolumeSpec.node_affinity:type_name -> kplane.v1.VolumeNodeAffinity
-	18, // 33: kplane.v1.VolumeNodeAffinity.required:type_name -> kplane.v1.NodeSelector
-	19, // 34: kplane.v1.NodeSelector.node_selector_terms:type_name -> kplane.v1.NodeSelectorTerm
-	20, // 35: kplane.v1.NodeSelectorTerm.match_expressions:type_name -> kplane.v1.NodeSelectorRequirement
-	53, // 36: kplane.v1.PersistentVolumeClaim.metadata:type_name -> kplane.v1.ObjectMeta
-	23, // 37: kplane.v1.PersistentVolumeClaim.spec:type_name -> kplane.v1.PersistentVolumeClaimSpec
-	24, // 38: kplane.v1.PersistentVolumeClaim.status:type_name -> kplane.v1.PersistentVolumeClaimStatus
-	54, // 39: kplane.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.v1.LabelSelector
-	60, // 40: kplane.v1.PersistentVolumeClaimSpec.resources:type_name -> kplane.v1.ResourceRequirements
-	51, // 41: kplane.v1.PersistentVolumeClaimStatus.capacity:type_name -> kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
-	56, // 42: kplane.v1.PersistentVolumeClaimStatus.conditions:type_name -> kplane.v1.Condition
-	53, // 43: kplane.v1.StorageClass.metadata:type_name -> kplane.v1.ObjectMeta
-	52, // 44: kplane.v1.StorageClass.parameters:type_name -> kplane.v1.StorageClass.ParametersEntry
-	53, // 45: kplane.v1.Lease.metadata:type_name -> kplane.v1.ObjectMeta
-	27, // 46: kplane.v1.Lease.spec:type_name -> kplane.v1.LeaseSpec
-	57, // 47: kplane.v1.LeaseSpec.acquire_time:type_name -> google.protobuf.Timestamp
-	57, // 48: kplane.v1.LeaseSpec.renew_time:type_name -> google.protobuf.Timestamp
-	53, // 49: kplane.v1.CronJob.metadata:type_name -> kplane.v1.ObjectMeta
-	29, // 50: kplane.v1.CronJob.spec:type_name -> kplane.v1.CronJobSpec
-	31, // 51: kplane.v1.CronJob.status:type_name -> kplane.v1.CronJobStatus
-	30, // 52: kplane.v1.CronJobSpec.job_template:type_name -> kplane.v1.JobTemplateSpec
-	53, // 53: kplane.v1.JobTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
-	6,  // 54: kplane.v1.JobTemplateSpec.spec:type_name -> kplane.v1.JobSpec
-	58, // 55: kplane.v1.CronJobStatus.active:type_name -> kplane.v1.ObjectReference
-	57, // 56: kplane.v1.CronJobStatus.last_schedule_time:type_name -> google.protobuf.Timestamp
-	57, // 57: kplane.v1.CronJobStatus.last_successful_time:type_name -> google.protobuf.Timestamp
-	53, // 58: kplane.v1.Deployment.metadata:type_name -> kplane.v1.ObjectMeta
-	33, // 59: kplane.v1.Deployment.spec:type_name -> kplane.v1.DeploymentSpec
-	36, // 60: kplane.v1.Deployment.status:type_name -> kplane.v1.DeploymentStatus
-	54, // 61: kplane.v1.DeploymentSpec.selector:type_name -> kplane.v1.LabelSelector
-	55, // 62: kplane.v1.DeploymentSpec.template:type_name -> kplane.v1.PodTemplateSpec
-	34, // 63: kplane.v1.DeploymentSpec.strategy:type_name -> kplane.v1.DeploymentStrategy
-	35, // 64: kplane.v1.DeploymentStrategy.rolling_update:type_name -> kplane.v1.RollingUpdateDeployment
-	61, // 65: kplane.v1.RollingUpdateDeployment.max_unavailable:type_name -> kplane.v1.IntOrString
-	61, // 66: kplane.v1.RollingUpdateDeployment.max_surge:type_name -> kplane.v1.IntOrString
-	56, // 67: kplane.v1.DeploymentStatus.conditions:type_name -> kplane.v1.Condition
-	53, // 68: kplane.v1.ControllerRevision.metadata:type_name -> kplane.v1.ObjectMeta
-	53, // 69: kplane.v1.StatefulSet.metadata:type_name -> kplane.v1.ObjectMeta
-	39, // 70: kplane.v1.StatefulSet.spec:type_name -> kplane.v1.StatefulSetSpec
-	43, // 71: kplane.v1.StatefulSet.status:type_name -> kplane.v1.StatefulSetStatus
-	54, // 72: kplane.v1.StatefulSetSpec.selector:type_name -> kplane.v1.LabelSelector
-	55, // 73: kplane.v1.StatefulSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
-	22, // 74: kplane.v1.StatefulSetSpec.volume_claim_templates:type_name -> kplane.v1.PersistentVolumeClaim
-	40, // 75: kplane.v1.StatefulSetSpec.update_strategy:type_name -> kplane.v1.StatefulSetUpdateStrategy
-	42, // 76: kplane.v1.StatefulSetSpec.persistent_volume_claim_retention_policy:type_name -> kplane.v1.StatefulSetPersistentVolumeClaimRetentionPolicy
-	41, // 77: kplane.v1.StatefulSetUpdateStrategy.rolling_update:type_name -> kplane.v1.RollingUpdateStatefulSetStrategy
-	61, // 78: kplane.v1.RollingUpdateStatefulSetStrategy.max_unavailable:type_name -> kplane.v1.IntOrString
-	56, // 79: kplane.v1.StatefulSetStatus.conditions:type_name -> kplane.v1.Condition
-	53, // 80: kplane.v1.DaemonSet.metadata:type_name -> kplane.v1.ObjectMeta
-	45, // 81: kplane.v1.DaemonSet.spec:type_name -> kplane.v1.DaemonSetSpec
-	48, // 82: kplane.v1.DaemonSet.status:type_name -> kplane.v1.DaemonSetStatus
-	54, // 83: kplane.v1.DaemonSetSpec.selector:type_name -> kplane.v1.LabelSelector
-	55, // 84: kplane.v1.DaemonSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
-	46, // 85: kplane.v1.DaemonSetSpec.update_strategy:type_name -> kplane.v1.DaemonSetUpdateStrategy
-	47, // 86: kplane.v1.DaemonSetUpdateStrategy.rolling_update:type_name -> kplane.v1.RollingUpdateDaemonSet
-	61, // 87: kplane.v1.RollingUpdateDaemonSet.max_unavailable:type_name -> kplane.v1.IntOrString
-	61, // 88: kplane.v1.RollingUpdateDaemonSet.max_surge:type_name -> kplane.v1.IntOrString
-	56, // 89: kplane.v1.DaemonSetStatus.conditions:type_name -> kplane.v1.Condition
-	90, // [90:90] is the sub-list for method output_type
-	90, // [90:90] is the sub-list for method input_type
-	90, // [90:90] is the sub-list for extension type_name
-	90, // [90:90] is the sub-list for extension extendee
-	0,  // [0:90] is the sub-list for field type_name
+	57, // 33: kplane.v1.VolumeNodeAffinity.required:type_name -> kplane.v1.NodeSelector
+	50, // 34: kplane.v1.PersistentVolumeClaim.metadata:type_name -> kplane.v1.ObjectMeta
+	20, // 35: kplane.v1.PersistentVolumeClaim.spec:type_name -> kplane.v1.PersistentVolumeClaimSpec
+	21, // 36: kplane.v1.PersistentVolumeClaim.status:type_name -> kplane.v1.PersistentVolumeClaimStatus
+	51, // 37: kplane.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.v1.LabelSelector
+	58, // 38: kplane.v1.PersistentVolumeClaimSpec.resources:type_name -> kplane.v1.ResourceRequirements
+	48, // 39: kplane.v1.PersistentVolumeClaimStatus.capacity:type_name -> kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
+	53, // 40: kplane.v1.PersistentVolumeClaimStatus.conditions:type_name -> kplane.v1.Condition
+	50, // 41: kplane.v1.StorageClass.metadata:type_name -> kplane.v1.ObjectMeta
+	49, // 42: kplane.v1.StorageClass.parameters:type_name -> kplane.v1.StorageClass.ParametersEntry
+	50, // 43: kplane.v1.Lease.metadata:type_name -> kplane.v1.ObjectMeta
+	24, // 44: kplane.v1.Lease.spec:type_name -> kplane.v1.LeaseSpec
+	54, // 45: kplane.v1.LeaseSpec.acquire_time:type_name -> google.protobuf.Timestamp
+	54, // 46: kplane.v1.LeaseSpec.renew_time:type_name -> google.protobuf.Timestamp
+	50, // 47: kplane.v1.CronJob.metadata:type_name -> kplane.v1.ObjectMeta
+	26, // 48: kplane.v1.CronJob.spec:type_name -> kplane.v1.CronJobSpec
+	28, // 49: kplane.v1.CronJob.status:type_name -> kplane.v1.CronJobStatus
+	27, // 50: kplane.v1.CronJobSpec.job_template:type_name -> kplane.v1.JobTemplateSpec
+	50, // 51: kplane.v1.JobTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
+	6,  // 52: kplane.v1.JobTemplateSpec.spec:type_name -> kplane.v1.JobSpec
+	55, // 53: kplane.v1.CronJobStatus.active:type_name -> kplane.v1.ObjectReference
+	54, // 54: kplane.v1.CronJobStatus.last_schedule_time:type_name -> google.protobuf.Timestamp
+	54, // 55: kplane.v1.CronJobStatus.last_successful_time:type_name -> google.protobuf.Timestamp
+	50, // 56: kplane.v1.Deployment.metadata:type_name -> kplane.v1.ObjectMeta
+	30, // 57: kplane.v1.Deployment.spec:type_name -> kplane.v1.DeploymentSpec
+	33, // 58: kplane.v1.Deployment.status:type_name -> kplane.v1.DeploymentStatus
+	51, // 59: kplane.v1.DeploymentSpec.selector:type_name -> kplane.v1.LabelSelector
+	52, // 60: kplane.v1.DeploymentSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	31, // 61: kplane.v1.DeploymentSpec.strategy:type_name -> kplane.v1.DeploymentStrategy
+	32, // 62: kplane.v1.DeploymentStrategy.rolling_update:type_name -> kplane.v1.RollingUpdateDeployment
+	59, // 63: kplane.v1.RollingUpdateDeployment.max_unavailable:type_name -> kplane.v1.IntOrString
+	59, // 64: kplane.v1.RollingUpdateDeployment.max_surge:type_name -> kplane.v1.IntOrString
+	53, // 65: kplane.v1.DeploymentStatus.conditions:type_name -> kplane.v1.Condition
+	50, // 66: kplane.v1.ControllerRevision.metadata:type_name -> kplane.v1.ObjectMeta
+	50, // 67: kplane.v1.StatefulSet.metadata:type_name -> kplane.v1.ObjectMeta
+	36, // 68: kplane.v1.StatefulSet.spec:type_name -> kplane.v1.StatefulSetSpec
+	40, // 69: kplane.v1.StatefulSet.status:type_name -> kplane.v1.StatefulSetStatus
+	51, // 70: kplane.v1.StatefulSetSpec.selector:type_name -> kplane.v1.LabelSelector
+	52, // 71: kplane.v1.StatefulSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	19, // 72: kplane.v1.StatefulSetSpec.volume_claim_templates:type_name -> kplane.v1.PersistentVolumeClaim
+	37, // 73: kplane.v1.StatefulSetSpec.update_strategy:type_name -> kplane.v1.StatefulSetUpdateStrategy
+	39, // 74: kplane.v1.StatefulSetSpec.persistent_volume_claim_retention_policy:type_name -> kplane.v1.StatefulSetPersistentVolumeClaimRetentionPolicy
+	38, // 75: kplane.v1.StatefulSetUpdateStrategy.rolling_update:type_name -> kplane.v1.RollingUpdateStatefulSetStrategy
+	59, // 76: kplane.v1.RollingUpdateStatefulSetStrategy.max_unavailable:type_name -> kplane.v1.IntOrString
+	53, // 77: kplane.v1.StatefulSetStatus.conditions:type_name -> kplane.v1.Condition
+	50, // 78: kplane.v1.DaemonSet.metadata:type_name -> kplane.v1.ObjectMeta
+	42, // 79: kplane.v1.DaemonSet.spec:type_name -> kplane.v1.DaemonSetSpec
+	45, // 80: kplane.v1.DaemonSet.status:type_name -> kplane.v1.DaemonSetStatus
+	51, // 81: kplane.v1.DaemonSetSpec.selector:type_name -> kplane.v1.LabelSelector
+	52, // 82: kplane.v1.DaemonSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	43, // 83: kplane.v1.DaemonSetSpec.update_strategy:type_name -> kplane.v1.DaemonSetUpdateStrategy
+	44, // 84: kplane.v1.DaemonSetUpdateStrategy.rolling_update:type_name -> kplane.v1.RollingUpdateDaemonSet
+	59, // 85: kplane.v1.RollingUpdateDaemonSet.max_unavailable:type_name -> kplane.v1.IntOrString
+	59, // 86: kplane.v1.RollingUpdateDaemonSet.max_surge:type_name -> kplane.v1.IntOrString
+	53, // 87: kplane.v1.DaemonSetStatus.conditions:type_name -> kplane.v1.Condition
+	88, // [88:88] is the sub-list for method output_type
+	88, // [88:88] is the sub-list for method input_type
+	88, // [88:88] is the sub-list for extension type_name
+	88, // [88:88] is the sub-list for extension extendee
+	0,  // [0:88] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_workloads_proto_init() }
@@ -4082,23 +3918,23 @@ func file_kplane_v1_workloads_proto_init() {
 	file_kplane_v1_workloads_proto_msgTypes[7].OneofWrappers = []any{}
 	file_kplane_v1_workloads_proto_msgTypes[11].OneofWrappers = []any{}
 	file_kplane_v1_workloads_proto_msgTypes[14].OneofWrappers = []any{}
-	file_kplane_v1_workloads_proto_msgTypes[23].OneofWrappers = []any{}
-	file_kplane_v1_workloads_proto_msgTypes[25].OneofWrappers = []any{}
-	file_kplane_v1_workloads_proto_msgTypes[29].OneofWrappers = []any{}
+	file_kplane_v1_workloads_proto_msgTypes[20].OneofWrappers = []any{}
+	file_kplane_v1_workloads_proto_msgTypes[22].OneofWrappers = []any{}
+	file_kplane_v1_workloads_proto_msgTypes[26].OneofWrappers = []any{}
+	file_kplane_v1_workloads_proto_msgTypes[30].OneofWrappers = []any{}
 	file_kplane_v1_workloads_proto_msgTypes[33].OneofWrappers = []any{}
 	file_kplane_v1_workloads_proto_msgTypes[36].OneofWrappers = []any{}
-	file_kplane_v1_workloads_proto_msgTypes[39].OneofWrappers = []any{}
-	file_kplane_v1_workloads_proto_msgTypes[41].OneofWrappers = []any{}
-	file_kplane_v1_workloads_proto_msgTypes[43].OneofWrappers = []any{}
+	file_kplane_v1_workloads_proto_msgTypes[38].OneofWrappers = []any{}
+	file_kplane_v1_workloads_proto_msgTypes[40].OneofWrappers = []any{}
+	file_kplane_v1_workloads_proto_msgTypes[42].OneofWrappers = []any{}
 	file_kplane_v1_workloads_proto_msgTypes[45].OneofWrappers = []any{}
-	file_kplane_v1_workloads_proto_msgTypes[48].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_v1_workloads_proto_rawDesc), len(file_kplane_v1_workloads_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   53,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -343,6 +343,7 @@ func TestEveryKindRoundTrips(t *testing.T) {
 			Resources:   &kplanev1.ResourceRequirements{Requests: map[string]string{"storage": "1Gi"}},
 		}}),
 		kplanev1.MustWrap(&kplanev1.StorageClass{Metadata: meta("", "fast", nil), Provisioner: "kplane.io/hostpath"}),
+		kplanev1.MustWrap(&kplanev1.PriorityClass{Metadata: meta("", "high", nil), Value: 1000}),
 		kplanev1.MustWrap(&kplanev1.ServiceAccount{Metadata: meta("team", "sa", nil)}),
 		newSecret("team", "sec", map[string][]byte{"k": []byte("v")}),
 		newLease("team", "lease"),

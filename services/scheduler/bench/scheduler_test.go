@@ -123,7 +123,7 @@ func runPhase(b *testing.B, phase, agentBin string) {
 			args := []string{"--apiserver", srv.Addr(), "--health-addr", "", "--leader-elect=false", "--log-level", "warn"}
 			// SCHEDULER_BENCH_FLAGS adds scheduler flags, e.g. "--bind-workers=64".
 			args = append(args, strings.Fields(os.Getenv("SCHEDULER_BENCH_FLAGS"))...)
-			done <- app.Run(sctx, scheduler.NewService(), args)
+			done <- app.Run(sctx, scheduler.NewService(nil), args)
 		}()
 		stopSched = func() {
 			scancel()

@@ -150,6 +150,9 @@ func (s *Store) Create(ctx context.Context, obj *kplanev1.Object) (*kplanev1.Obj
 	if errs := strat.Validate(obj); len(errs) > 0 {
 		return nil, invalidObject(k.Name, displayName(meta, generate), errs)
 	}
+	if err := s.admit(ctx, obj, displayName(meta, generate), true); err != nil {
+		return nil, err
+	}
 	now := s.opts.Now()
 	meta.CreationTimestamp = timestamppb.New(now)
 	meta.DeletionTimestamp = nil
@@ -349,6 +352,11 @@ func (s *Store) update(ctx context.Context, in *kplanev1.Object, statusOnly bool
 		}
 		if proto.Equal(next, cur) {
 			return cur, nil // nothing changed: no write, no new revision
+		}
+		if !statusOnly {
+			if err := s.admit(ctx, next, next.Meta().GetName(), false); err != nil {
+				return nil, err
+			}
 		}
 		out, err := s.commitUpdate(ctx, k, next, cur, curRev, pk)
 		if errors.Is(err, errClaimRace) {

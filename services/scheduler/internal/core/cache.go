@@ -49,6 +49,8 @@ type Cache struct {
 	// seeded cache decides reproducibly.
 	order []*NodeInfo
 	pods  map[string]*podState // by uid
+	// nominations: node preemption nominated, by pod uid.
+	nominations map[string]string
 	// scratch space reused by Schedule (it runs under mu).
 	feasible []*NodeInfo
 }
@@ -65,9 +67,10 @@ func NewCache(ttl time.Duration, now func() time.Time, seed uint64) *Cache {
 	}
 	return &Cache{
 		ttl: ttl, now: now,
-		rnd:   rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		nodes: map[string]*NodeInfo{},
-		pods:  map[string]*podState{},
+		rnd:         rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		nodes:       map[string]*NodeInfo{},
+		pods:        map[string]*podState{},
+		nominations: map[string]string{},
 	}
 }
 
@@ -129,9 +132,20 @@ func (c *Cache) SyncPod(pod *kplanev1.Pod) (freed bool) {
 		}
 		return false
 	}
-	if st != nil && !st.assumed && st.node == node {
-		// Already counted; requests and owners of a bound pod do not change.
-		st.info.Pod = pod
+	if st != nil && !st.assumed && st.node == node && labelsEqual(st.info.Labels, pod.GetMetadata().GetLabels()) {
+		// Already counted; requests, owners and affinity of a bound pod
+		// do not change (its labels may, which other pods' affinity and
+		// spreading read: then it is counted afresh below).
+		// The PodInfo is shared with snapshots: replace, never modify it.
+		info := *st.info
+		info.Pod = pod
+		st.info = &info
+		if n := c.nodes[node]; n != nil {
+			n.pods[uid] = &info
+			if _, ok := n.withAffinity[uid]; ok {
+				n.withAffinity[uid] = &info
+			}
+		}
 		return false
 	}
 	// Invalid quantities were rejected by the apiserver; if one slipped
@@ -150,6 +164,7 @@ func (c *Cache) RemovePod(pod *kplanev1.Pod) (freed bool) {
 	uid := pod.GetMetadata().GetUid()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.unnominateLocked(uid)
 	if _, ok := c.pods[uid]; !ok {
 		return false
 	}
@@ -255,38 +270,16 @@ func (c *Cache) Summary() map[string]NodeSummary {
 }
 
 // Schedule picks a node for pod and assumes it there, in one step under
-// the cache's lock, so no two decisions can give away the same room. It
-// runs every filter on every known node, scores those that pass, and takes
-// the best (ties broken at random). When no node fits it returns a
-// *FitError listing why each node was rejected.
-func (c *Cache) Schedule(pod *PodInfo) (string, error) {
+// the cache's lock, so no two decisions can give away the same room.
+// decide gets the known nodes (in the order they appeared) and returns
+// the chosen one, or an error (a *FitError when none fits). The nodes
+// must not be kept after decide returns.
+func (c *Cache) Schedule(pod *PodInfo, decide func(nodes []*NodeInfo) (*NodeInfo, error)) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.feasible = c.feasible[:0]
-	var fit *FitError
-	for _, n := range c.order {
-		reasons := RunFilters(pod, n)
-		if len(reasons) == 0 {
-			c.feasible = append(c.feasible, n)
-			continue
-		}
-		if fit == nil {
-			fit = &FitError{Reasons: map[string]int{}}
-		}
-		for _, r := range reasons {
-			fit.Reasons[r]++
-		}
-	}
-	if len(c.feasible) == 0 {
-		if fit == nil {
-			fit = &FitError{Reasons: map[string]int{}}
-		}
-		fit.NumNodes = len(c.order)
-		return "", fit
-	}
-	best := c.feasible[0]
-	if len(c.feasible) > 1 {
-		best = c.feasible[SelectHost(Prioritize(pod, c.feasible), c.rnd)]
+	best, err := decide(c.order)
+	if err != nil {
+		return "", err
 	}
 	if err := c.assumeLocked(pod, best.Name); err != nil {
 		return "", err
@@ -294,7 +287,42 @@ func (c *Cache) Schedule(pod *PodInfo) (string, error) {
 	return best.Name, nil
 }
 
+// ScheduleDefault is Schedule with the built-in filters and scores
+// (RunFilters, Prioritize), for the property tests of the rules.
+func (c *Cache) ScheduleDefault(pod *PodInfo) (string, error) {
+	return c.Schedule(pod, func(nodes []*NodeInfo) (*NodeInfo, error) {
+		c.feasible = c.feasible[:0]
+		var fit *FitError
+		for _, n := range nodes {
+			reasons := RunFilters(pod, n)
+			if len(reasons) == 0 {
+				c.feasible = append(c.feasible, n)
+				continue
+			}
+			if fit == nil {
+				fit = &FitError{Reasons: map[string]int{}}
+			}
+			for _, r := range reasons {
+				fit.Reasons[r]++
+			}
+		}
+		if len(c.feasible) == 0 {
+			if fit == nil {
+				fit = &FitError{Reasons: map[string]int{}}
+			}
+			fit.NumNodes = len(nodes)
+			return nil, fit
+		}
+		best := c.feasible[0]
+		if len(c.feasible) > 1 {
+			best = c.feasible[SelectHost(Prioritize(pod, c.feasible), c.rnd)]
+		}
+		return best, nil
+	})
+}
+
 func (c *Cache) addLocked(pod *PodInfo, node string, assumed bool) {
+	c.unnominateLocked(pod.UID)
 	n := c.nodes[node]
 	if n == nil {
 		n = newNodeInfo(node) // bound to a node not seen (yet): not a candidate
@@ -312,5 +340,63 @@ func (c *Cache) removeLocked(uid string) {
 		if !n.Known && len(n.pods) == 0 {
 			delete(c.nodes, st.node)
 		}
+	}
+}
+
+func labelsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Snapshot returns a copy of every known node (in the order Schedule sees
+// them) that the caller may read and change without the cache's lock:
+// what PostFilter plugins simulate on.
+func (c *Cache) Snapshot() []*NodeInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*NodeInfo, len(c.order))
+	for i, n := range c.order {
+		out[i] = n.Clone()
+	}
+	return out
+}
+
+// Nominate records that preemption made room for pod on node: until the
+// pod is bound or gone (or nominated elsewhere), pods of no higher
+// priority are decided as if it were there.
+func (c *Cache) Nominate(pod *PodInfo, node string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unnominateLocked(pod.UID)
+	n := c.nodes[node]
+	if n == nil || !n.Known {
+		return
+	}
+	n.nominated[pod.UID] = pod
+	c.nominations[pod.UID] = node
+}
+
+// Unnominate forgets pod uid's nomination.
+func (c *Cache) Unnominate(uid string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unnominateLocked(uid)
+}
+
+func (c *Cache) unnominateLocked(uid string) {
+	node, ok := c.nominations[uid]
+	if !ok {
+		return
+	}
+	delete(c.nominations, uid)
+	if n := c.nodes[node]; n != nil {
+		delete(n.nominated, uid)
 	}
 }

@@ -31,7 +31,7 @@ func TestCacheAssumeConfirmForgetExpire(t *testing.T) {
 	c.SetNode(testNode("n", "2", "2Gi", 10))
 	p := testPod("p", [2]string{"1", "1Gi"})
 
-	node, err := c.Schedule(mustInfo(p))
+	node, err := c.ScheduleDefault(mustInfo(p))
 	if err != nil || node != "n" {
 		t.Fatalf("Schedule = %q, %v", node, err)
 	}
@@ -41,7 +41,7 @@ func TestCacheAssumeConfirmForgetExpire(t *testing.T) {
 	if got := requested(t, c, "n"); got != (Resources{MilliCPU: 1000, Memory: 1 << 30, Pods: 1}) {
 		t.Fatalf("requested after assume = %+v", got)
 	}
-	if _, err := c.Schedule(mustInfo(p)); !errors.Is(err, ErrAlreadyAssigned) {
+	if _, err := c.ScheduleDefault(mustInfo(p)); !errors.Is(err, ErrAlreadyAssigned) {
 		t.Fatalf("scheduling an assumed pod again: %v", err)
 	}
 	// A stale, unbound view of the pod does not drop the assumption.
@@ -68,7 +68,7 @@ func TestCacheAssumeConfirmForgetExpire(t *testing.T) {
 
 	// Forget after a failed binding.
 	q := testPod("q", [2]string{"1", ""})
-	if _, err := c.Schedule(mustInfo(q)); err != nil {
+	if _, err := c.ScheduleDefault(mustInfo(q)); err != nil {
 		t.Fatal(err)
 	}
 	if !c.Forget("uid-q") || requested(t, c, "n") != (Resources{}) {
@@ -80,7 +80,7 @@ func TestCacheAssumeConfirmForgetExpire(t *testing.T) {
 
 	// Expiry: only after the binding was written and the TTL passed.
 	r := testPod("r", [2]string{"1", ""})
-	if _, err := c.Schedule(mustInfo(r)); err != nil {
+	if _, err := c.ScheduleDefault(mustInfo(r)); err != nil {
 		t.Fatal(err)
 	}
 	clock.t = clock.t.Add(time.Hour)
@@ -106,18 +106,18 @@ func TestCacheNodeRemovalKeepsBoundPods(t *testing.T) {
 	if !c.SetNode(testNode("n", "1", "1Gi", 10)) {
 		t.Fatal("a new node must report a change")
 	}
-	if _, err := c.Schedule(mustInfo(testPod("q", [2]string{"500m", ""}))); err == nil {
+	if _, err := c.ScheduleDefault(mustInfo(testPod("q", [2]string{"500m", ""}))); err == nil {
 		t.Fatal("the node is full with the pod bound before it appeared")
 	}
 	c.RemoveNode("n")
 	if s := c.Summary()["n"]; s.Known || s.Pods != 1 {
 		t.Fatalf("after removal: %+v", s)
 	}
-	if _, err := c.Schedule(mustInfo(testPod("q"))); err == nil || err.Error() != "0/0 nodes are available: no nodes to schedule pods on." {
+	if _, err := c.ScheduleDefault(mustInfo(testPod("q"))); err == nil || err.Error() != "0/0 nodes are available: no nodes to schedule pods on." {
 		t.Fatalf("a removed node must not be a candidate: %v", err)
 	}
 	c.SetNode(testNode("n", "1", "1Gi", 10))
-	if _, err := c.Schedule(mustInfo(testPod("q", [2]string{"500m", ""}))); err == nil {
+	if _, err := c.ScheduleDefault(mustInfo(testPod("q", [2]string{"500m", ""}))); err == nil {
 		t.Fatal("the node came back: its bound pod must still count")
 	}
 	c.RemovePod(bound(p, "n"))
@@ -160,7 +160,7 @@ func TestScheduleSpreadsIdenticalNodes(t *testing.T) {
 	count := map[string]int{}
 	for i := range 30 {
 		p := ownedBy("rs", testPod(string(rune('A'+i))))
-		node, err := c.Schedule(mustInfo(p))
+		node, err := c.ScheduleDefault(mustInfo(p))
 		if err != nil {
 			t.Fatal(err)
 		}

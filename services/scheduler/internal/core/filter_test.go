@@ -187,7 +187,7 @@ func TestScheduleFitErrorCountsEveryNode(t *testing.T) {
 	c.SetNode(testNode("b", "1", "4Gi", 10))
 	c.SetNode(testNode("c", "8", "8Gi", 10, withTaint("node.kubernetes.io/unreachable", "", "NoExecute")))
 	c.SetNode(testNode("d", "8", "8Gi", 10, cordoned))
-	_, err := c.Schedule(mustInfo(testPod("big", [2]string{"2", "2Gi"})))
+	_, err := c.ScheduleDefault(mustInfo(testPod("big", [2]string{"2", "2Gi"})))
 	fe, ok := err.(*FitError)
 	if !ok {
 		t.Fatalf("err = %v, want a *FitError", err)

@@ -136,7 +136,7 @@ func TestPropertyNoNodeIsOverCommitted(t *testing.T) {
 				if !ok {
 					t.Skip("nothing pending")
 				}
-				node, err := m.cache.Schedule(mustInfo(m.pods[uid]))
+				node, err := m.cache.ScheduleDefault(mustInfo(m.pods[uid]))
 				if err != nil {
 					if _, fit := err.(*FitError); !fit {
 						t.Fatalf("schedule: %v", err)

@@ -67,6 +67,12 @@ type PodInfo struct {
 	// NodeSelector and Tolerations from the spec.
 	NodeSelector map[string]string
 	Tolerations  []*kplanev1.Toleration
+	// Namespace and Labels of the pod, for (anti-)affinity and spreading.
+	Namespace string
+	Labels    map[string]string
+	// Pod (anti-)affinity terms, parsed (affinity.go).
+	RequiredAffinity, RequiredAntiAffinity   []AffinityTerm
+	PreferredAffinity, PreferredAntiAffinity []AffinityTerm
 	// OwnerUID is the uid of the pod's controlling owner ("" if none):
 	// pods of one owner are spread across nodes.
 	OwnerUID string
@@ -91,6 +97,8 @@ func NewPodInfo(pod *kplanev1.Pod) (*PodInfo, error) {
 		NonZero:      nonZero,
 		NodeSelector: pod.GetSpec().GetNodeSelector(),
 		Tolerations:  pod.GetSpec().GetTolerations(),
+		Namespace:    meta.GetNamespace(),
+		Labels:       meta.GetLabels(),
 		Pod:          pod,
 	}
 	for _, ref := range meta.GetOwnerReferences() {
@@ -101,6 +109,11 @@ func NewPodInfo(pod *kplanev1.Pod) (*PodInfo, error) {
 	}
 	if err != nil {
 		return info, fmt.Errorf("pod %s: %w", info.Key, err)
+	}
+	if a := pod.GetSpec().GetAffinity(); a != nil {
+		if err := info.parseAffinity(a); err != nil {
+			return info, fmt.Errorf("pod %s: %w", info.Key, err)
+		}
 	}
 	return info, nil
 }
@@ -169,11 +182,15 @@ func Terminal(pod *kplanev1.Pod) bool {
 	return apiutil.IsPodTerminal(pod)
 }
 
-// NeedsScheduling reports whether pod waits for this scheduler: no node
-// yet, not being deleted, not finished, and ours.
+// Unassigned reports whether pod waits for a node: none yet, not being
+// deleted, not finished.
+func Unassigned(pod *kplanev1.Pod) bool {
+	return pod.GetSpec().GetNodeName() == "" && pod.GetMetadata().GetDeletionTimestamp() == nil && !Terminal(pod)
+}
+
+// NeedsScheduling reports whether pod waits for the default scheduler.
 func NeedsScheduling(pod *kplanev1.Pod) bool {
-	return pod.GetSpec().GetNodeName() == "" && pod.GetMetadata().GetDeletionTimestamp() == nil &&
-		!Terminal(pod) && ResponsibleFor(pod)
+	return Unassigned(pod) && ResponsibleFor(pod)
 }
 
 // NodeState is what the filters and scores read about a node itself,
@@ -261,10 +278,27 @@ type NodeInfo struct {
 	owners map[string]int
 	// pods are the assigned pods by uid.
 	pods map[string]*PodInfo
+	// withAffinity are the assigned pods that have pod (anti-)affinity
+	// terms, by uid.
+	withAffinity map[string]*PodInfo
+	// nominated are pods preemption made room for here, not yet bound,
+	// by uid: pods of lower priority must not take that room.
+	nominated map[string]*PodInfo
 }
 
+// NominatedPods calls fn for each pod nominated to the node (by
+// preemption) and not yet bound.
+func (n *NodeInfo) NominatedPods(fn func(*PodInfo)) {
+	for _, p := range n.nominated {
+		fn(p)
+	}
+}
+
+// NumNominated returns how many pods are nominated to the node.
+func (n *NodeInfo) NumNominated() int { return len(n.nominated) }
+
 func newNodeInfo(name string) *NodeInfo {
-	return &NodeInfo{NodeState: NodeState{Name: name}, owners: map[string]int{}, pods: map[string]*PodInfo{}}
+	return &NodeInfo{NodeState: NodeState{Name: name}, owners: map[string]int{}, pods: map[string]*PodInfo{}, withAffinity: map[string]*PodInfo{}, nominated: map[string]*PodInfo{}}
 }
 
 // NewNodeInfo returns a node with the given state and pods assigned, for
@@ -286,6 +320,9 @@ func (n *NodeInfo) NumPods() int { return len(n.pods) }
 
 func (n *NodeInfo) addPod(p *PodInfo) {
 	n.pods[p.UID] = p
+	if p.HasPodAffinity() {
+		n.withAffinity[p.UID] = p
+	}
 	n.Requested = n.Requested.Add(p.Requests)
 	n.NonZeroRequested = n.NonZeroRequested.Add(p.NonZero)
 	if p.OwnerUID != "" {
@@ -299,6 +336,7 @@ func (n *NodeInfo) removePod(uid string) {
 		return
 	}
 	delete(n.pods, uid)
+	delete(n.withAffinity, uid)
 	n.Requested = n.Requested.Sub(p.Requests)
 	n.NonZeroRequested = n.NonZeroRequested.Sub(p.NonZero)
 	if p.OwnerUID != "" {
@@ -307,3 +345,55 @@ func (n *NodeInfo) removePod(uid string) {
 		}
 	}
 }
+
+// Pods calls fn for each pod assigned to the node (bound or assumed), in
+// no particular order, until fn returns false.
+func (n *NodeInfo) Pods(fn func(*PodInfo) bool) {
+	for _, p := range n.pods {
+		if !fn(p) {
+			return
+		}
+	}
+}
+
+// PodsWithAffinity calls fn for each assigned pod that has pod
+// (anti-)affinity terms, until fn returns false.
+func (n *NodeInfo) PodsWithAffinity(fn func(*PodInfo) bool) {
+	for _, p := range n.withAffinity {
+		if !fn(p) {
+			return
+		}
+	}
+}
+
+// NumPodsWithAffinity returns how many assigned pods have pod
+// (anti-)affinity terms.
+func (n *NodeInfo) NumPodsWithAffinity() int { return len(n.withAffinity) }
+
+// Clone returns a copy of the node whose assigned pods can be changed
+// (AddPod, RemovePod) without touching n: for simulations such as
+// preemption's. The node's state and the pods themselves are shared.
+func (n *NodeInfo) Clone() *NodeInfo {
+	c := &NodeInfo{NodeState: n.NodeState, Known: n.Known, Requested: n.Requested, NonZeroRequested: n.NonZeroRequested,
+		owners: make(map[string]int, len(n.owners)), pods: make(map[string]*PodInfo, len(n.pods)),
+		withAffinity: make(map[string]*PodInfo, len(n.withAffinity)), nominated: make(map[string]*PodInfo, len(n.nominated))}
+	for k, v := range n.nominated {
+		c.nominated[k] = v
+	}
+	for k, v := range n.owners {
+		c.owners[k] = v
+	}
+	for k, v := range n.pods {
+		c.pods[k] = v
+	}
+	for k, v := range n.withAffinity {
+		c.withAffinity[k] = v
+	}
+	return c
+}
+
+// AddPod accounts p on a cloned node.
+func (n *NodeInfo) AddPod(p *PodInfo) { n.addPod(p) }
+
+// RemovePod drops the pod with uid from a cloned node.
+func (n *NodeInfo) RemovePod(uid string) { n.removePod(uid) }

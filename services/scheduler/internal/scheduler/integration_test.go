@@ -48,17 +48,17 @@ func newFixture(t *testing.T) *fixture {
 
 // startScheduler runs a scheduler in-process as the binary would run it;
 // the returned stop function shuts it down (SIGTERM-like) and waits.
-func (f *fixture) startScheduler(id string) (stop func()) {
+func (f *fixture) startScheduler(id string, extra ...string) (stop func()) {
 	f.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- app.Run(ctx, NewService(), []string{
+		done <- app.Run(ctx, NewService(nil), append([]string{
 			"--apiserver", f.srv.Addr(), "--health-addr", "127.0.0.1:0", "--log-level", "warn", "--id", id,
 			"--leader-elect-lease-duration", "10s", "--leader-elect-renew-deadline", "8s",
 			"--leader-elect-retry-period", "200ms", "--shutdown-grace-period", "1s",
 			"--pod-initial-backoff", "100ms", "--pod-max-backoff", "500ms",
-		})
+		}, extra...))
 	}()
 	var once sync.Once
 	stop = func() {
@@ -198,7 +198,8 @@ func TestPodsAreBoundWithoutOverCommit(t *testing.T) {
 
 	// The 13th does not fit anywhere.
 	f.createPod("web-12", "500m", "")
-	want := "0/3 nodes are available: 3 Insufficient cpu."
+	// Equal priority: preemption finds no victims.
+	want := "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
 	eventually(t, 30*time.Second, "PodScheduled=False", func() bool {
 		c := podScheduledCondition(f.pod("web-12"))
 		return c != nil && c.GetStatus() == "False" && c.GetReason() == "Unschedulable" && c.GetMessage() == want
@@ -220,7 +221,8 @@ func TestUnschedulablePodReportsWhyAndIsBoundWhenANodeFits(t *testing.T) {
 	})
 	f.createPod("big", "2", "1Gi")
 
-	want := "0/3 nodes are available: 2 Insufficient cpu, 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }."
+	want := "0/3 nodes are available: 2 Insufficient cpu, 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }." +
+		" preemption: 0/3 nodes are available: 2 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling."
 	eventually(t, 30*time.Second, "PodScheduled=False with the reasons", func() bool {
 		c := podScheduledCondition(f.pod("big"))
 		return c != nil && c.GetStatus() == "False" && c.GetReason() == "Unschedulable" && c.GetMessage() == want
@@ -256,7 +258,8 @@ func TestCordonStopsNewPlacements(t *testing.T) {
 	})
 	eventually(t, 30*time.Second, "the probe to be refused", func() bool {
 		c := podScheduledCondition(f.pod("probe"))
-		return c != nil && c.GetMessage() == "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) were unschedulable."
+		return c != nil && c.GetMessage() == "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) were unschedulable."+
+			" preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
 	})
 	for i := range 10 {
 		f.createPod(fmt.Sprintf("p-%d", i), "100m", "")

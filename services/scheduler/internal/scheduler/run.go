@@ -17,6 +17,7 @@ import (
 	"github.com/kplane/kplane/pkg/record"
 	"github.com/kplane/kplane/pkg/workqueue"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+	"github.com/kplane/kplane/services/scheduler/framework"
 	"github.com/kplane/kplane/services/scheduler/internal/core"
 )
 
@@ -32,7 +33,7 @@ const (
 // in flight (assumed pods whose binding was not written are forgotten).
 func (s *Scheduler) run(ctx context.Context, ac *app.Context) error {
 	t := &term{
-		queue:  workqueue.New(workqueue.Config{Name: Name, MetricsProvider: s.qmp}),
+		queue:  newSchedulingQueue(s.queueLess(), s.now),
 		status: workqueue.New(workqueue.Config{Name: Name + "-status", MetricsProvider: s.qmp}),
 		binds:  make(chan bindTask, 4*s.cfg.BindWorkers),
 		events: make(chan eventTask, eventBuffer),
@@ -79,12 +80,16 @@ func (s *Scheduler) run(ctx context.Context, ac *app.Context) error {
 		t.status.ShutDown()
 	})
 
-	// One worker decides, so decisions see each other's assumed pods;
+	// One goroutine decides, so decisions see each other's assumed pods;
 	// a pod's retries are paced by its own back-off (backoffLeftLocked).
-	ac.RunWorkers(ctx, Name, t.queue, 1, app.ReconcileFunc(func(ctx context.Context, key string) error {
+	for {
+		key, ok := t.queue.Pop(ctx)
+		if !ok {
+			break
+		}
 		s.scheduleOne(ctx, t, key)
-		return nil
-	}))
+		t.queue.Done(key)
+	}
 	close(t.binds) // binders forget what they did not write
 	wg.Wait()
 	s.log.Info("scheduling stopped")
@@ -100,15 +105,16 @@ func (s *Scheduler) startTerm(t *term) int {
 	s.t = t
 	for _, obj := range s.pods.Store().List() {
 		pod := obj.GetPod()
-		if core.NeedsScheduling(pod) {
+		if s.needsScheduling(pod) {
 			if p := s.pending[obj.Key()]; p == nil || p.uid != pod.GetMetadata().GetUid() {
 				s.pending[obj.Key()] = &pendingPod{uid: pod.GetMetadata().GetUid(), firstSeen: s.now()}
 			}
+			s.pending[obj.Key()].pod = pod
 		}
 	}
 	for key, p := range s.pending {
 		p.unschedulable, p.attempts = false, 0
-		t.queue.Add(key)
+		t.queue.Add(key, p.queued())
 	}
 	for key := range s.statusWant {
 		t.status.Add(key)
@@ -130,7 +136,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, t *term, key string) {
 	}
 	pod := obj.GetPod()
 	uid := pod.GetMetadata().GetUid()
-	if !core.NeedsScheduling(pod) || s.cache.IsAssumed(uid) {
+	if !s.needsScheduling(pod) || s.cache.IsAssumed(uid) {
 		return // bound (perhaps by us, not yet seen), going away, or not ours
 	}
 	s.mu.Lock()
@@ -139,42 +145,83 @@ func (s *Scheduler) scheduleOne(ctx context.Context, t *term, key string) {
 		p = &pendingPod{uid: uid, firstSeen: s.now()}
 		s.pending[key] = p
 	}
+	p.pod = pod
 	p.attempts++
 	p.lastAttempt = s.now()
 	moves := s.moves
 	s.mu.Unlock()
 
+	fwk := s.profileFor(pod)
 	info, err := core.NewPodInfo(pod)
 	if err != nil {
 		s.m.attempts.WithLabelValues(resultError).Inc()
 		s.unschedulable(t, obj, key, moves, err.Error())
 		return
 	}
-	var why string
-	if info.Volumes, why = s.podVolumes(pod); why != "" {
-		s.m.attempts.WithLabelValues(resultUnschedulable).Inc()
-		s.unschedulable(t, obj, key, moves, fmt.Sprintf("0/%d nodes are available: %s.", s.knownNodes(), why))
-		return
-	}
-	start := time.Now()
-	node, err := s.cache.Schedule(info)
-	s.m.algorithm.Observe(time.Since(start).Seconds())
-	if err != nil {
-		var fit *core.FitError
-		if !errors.As(err, &fit) {
-			// Only ErrAlreadyAssigned: the watch confirmed a binding
-			// between our checks. Nothing to do.
-			s.log.Debug("not scheduling", "pod", key, "error", err)
+	state := framework.NewCycleState()
+	if st := fwk.RunPreFilterPlugins(ctx, state, info); !st.IsSuccess() {
+		if st.Code() == framework.Error {
+			s.m.attempts.WithLabelValues(resultError).Inc()
+			s.log.Warn("prefilter failed; will retry", "pod", key, "plugin", st.Plugin(), "error", st.AsError())
+			s.retryLater(t, key, uid)
 			return
 		}
 		s.m.attempts.WithLabelValues(resultUnschedulable).Inc()
-		s.unschedulable(t, obj, key, moves, fit.Error())
+		s.unschedulable(t, obj, key, moves, fmt.Sprintf("0/%d nodes are available: %s.", s.knownNodes(), st.Message()))
+		return
+	}
+	start := time.Now()
+	var filtered framework.NodeToStatus
+	node, err := s.cache.Schedule(info, func(nodes []*core.NodeInfo) (*core.NodeInfo, error) {
+		best, f, err := fwk.SelectNode(ctx, state, info, nodes)
+		filtered = f
+		return best, err
+	})
+	s.m.algorithm.Observe(time.Since(start).Seconds())
+	if err != nil {
+		var fit *core.FitError
+		switch {
+		case errors.As(err, &fit):
+			s.m.attempts.WithLabelValues(resultUnschedulable).Inc()
+			msg, nominated := fit.Error(), ""
+			if fwk.HasPostFilter() {
+				// Preemption simulates on a copy of the cache, so it may
+				// call the apiserver without holding the cache's lock.
+				res, st := fwk.RunPostFilterPlugins(ctx, state, info, s.cache.Snapshot(), filtered)
+				switch {
+				case st.IsSuccess() && res != nil:
+					nominated = res.NominatedNodeName
+					s.cache.Nominate(info, nominated)
+					s.log.Debug("preemption nominated a node", "pod", key, "node", nominated)
+				case st.Code() == framework.Error:
+					s.log.Warn("preemption failed", "pod", key, "plugin", st.Plugin(), "error", st.AsError())
+				default:
+					msg += " preemption: " + st.Message()
+				}
+			}
+			s.unschedulableNominated(t, obj, key, moves, msg, nominated)
+		case errors.Is(err, core.ErrAlreadyAssigned):
+			// The watch confirmed a binding between our checks.
+			s.log.Debug("not scheduling", "pod", key, "error", err)
+		default:
+			s.m.attempts.WithLabelValues(resultError).Inc()
+			s.log.Warn("scheduling failed; will retry", "pod", key, "error", err)
+			s.retryLater(t, key, uid)
+		}
+		return
+	}
+	if st := fwk.RunReservePlugins(ctx, state, info, node); !st.IsSuccess() {
+		s.cache.Forget(uid)
+		s.m.attempts.WithLabelValues(resultError).Inc()
+		s.log.Warn("reserve failed; will retry", "pod", key, "plugin", st.Plugin(), "error", st.AsError())
+		s.retryLater(t, key, uid)
 		return
 	}
 	s.m.attempts.WithLabelValues(resultScheduled).Inc()
 	select {
-	case t.binds <- bindTask{obj: obj, info: info, node: node}:
+	case t.binds <- bindTask{obj: obj, info: info, node: node, fwk: fwk, state: state}:
 	case <-ctx.Done():
+		fwk.RunUnreservePlugins(ctx, state, info, node)
 		s.cache.Forget(uid)
 	}
 }
@@ -183,18 +230,24 @@ func (s *Scheduler) scheduleOne(ctx context.Context, t *term, key string) {
 // (or retries it after its back-off if it changed while we decided), and
 // reports why on the pod and in an Event.
 func (s *Scheduler) unschedulable(t *term, obj *kplanev1.Object, key string, moves uint64, message string) {
+	s.unschedulableNominated(t, obj, key, moves, message, "")
+}
+
+// unschedulableNominated is unschedulable that also records the node
+// preemption nominated for the pod (status.nominatedNodeName).
+func (s *Scheduler) unschedulableNominated(t *term, obj *kplanev1.Object, key string, moves uint64, message, nominated string) {
 	uid := obj.Meta().GetUid()
 	s.mu.Lock()
 	if p := s.pending[key]; p != nil && p.uid == uid {
 		if s.moves != moves {
-			t.queue.AddAfter(key, s.backoffLeftLocked(p))
+			t.queue.AddAfter(key, p.queued(), s.backoffLeftLocked(p))
 		} else {
 			p.unschedulable = true
 		}
 	}
 	s.mu.Unlock()
 	s.log.Debug("pod is unschedulable", "pod", key, "reason", message)
-	s.wantStatus(t, key, statusWant{uid: uid, message: message})
+	s.wantStatus(t, key, statusWant{uid: uid, message: message, nominated: nominated})
 	s.event(t, obj, record.Warning, "FailedScheduling", message)
 }
 
@@ -203,23 +256,30 @@ func (s *Scheduler) retryLater(t *term, key, uid string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p := s.pending[key]; p != nil && p.uid == uid {
-		t.queue.AddAfter(key, s.backoffLeftLocked(p))
+		t.queue.AddAfter(key, p.queued(), s.backoffLeftLocked(p))
 	}
 }
 
-// bind writes the decision: spec.nodeName, with the resourceVersion the
-// decision was made on, so a pod changed meanwhile is not bound blindly.
+// bind is the binding cycle: Permit, PreBind, Bind (DefaultBinder writes
+// spec.nodeName with the resourceVersion the decision was made on, so a
+// pod changed meanwhile is not bound blindly) and PostBind. A failure
+// undoes Reserve and frees the room the pod held.
 func (s *Scheduler) bind(ctx context.Context, t *term, b bindTask) {
-	if s.selectNodeForClaims(ctx, t, b) {
+	key, uid := b.obj.Key(), b.info.UID
+	start := time.Now()
+	st := b.fwk.RunPermitPlugins(ctx, b.state, b.info, b.node)
+	if st.IsSuccess() {
+		st = b.fwk.RunPreBindPlugins(ctx, b.state, b.info, b.node)
+	}
+	if st.Code() == framework.Pending {
+		s.pendingPreBind(t, b, st)
 		return
 	}
-	key, uid := b.obj.Key(), b.info.UID
-	pod := proto.Clone(b.obj.GetPod()).(*kplanev1.Pod)
-	pod.Spec.NodeName = b.node
-	start := time.Now()
-	_, err := s.api.Update(ctx, &kplanev1.UpdateRequest{Object: kplanev1.MustWrap(pod)})
+	if st.IsSuccess() {
+		st = b.fwk.RunBindPlugins(ctx, b.state, b.info, b.node)
+	}
 	elapsed := time.Since(start).Seconds()
-	if err == nil {
+	if st.IsSuccess() {
 		s.m.binding.WithLabelValues("ok").Observe(elapsed)
 		s.cache.FinishBinding(uid)
 		if p := s.donePending(key, uid); p != nil {
@@ -230,12 +290,15 @@ func (s *Scheduler) bind(ctx context.Context, t *term, b bindTask) {
 		if c := podScheduledCondition(b.obj.GetPod()); c != nil && c.GetStatus() != kplanev1.ConditionTrue {
 			s.wantStatus(t, key, statusWant{uid: uid, scheduled: true})
 		}
+		b.fwk.RunPostBindPlugins(ctx, b.state, b.info, b.node)
 		return
 	}
 	// The room it held is free again.
+	b.fwk.RunUnreservePlugins(ctx, b.state, b.info, b.node)
 	if s.cache.Forget(uid) {
 		s.moveAll("binding failed")
 	}
+	err := st.AsError()
 	switch {
 	case client.IsNotFound(err):
 		s.m.binding.WithLabelValues("gone").Observe(elapsed)
@@ -248,12 +311,44 @@ func (s *Scheduler) bind(ctx context.Context, t *term, b bindTask) {
 		s.retryLater(t, key, uid)
 	case ctx.Err() != nil:
 		// Stopping: the next leader schedules it.
+	case st.IsRejected():
+		// Permit rejected it (or timed out): like a failed fit.
+		s.m.binding.WithLabelValues("rejected").Observe(elapsed)
+		s.mu.Lock()
+		moves := s.moves
+		s.mu.Unlock()
+		s.unschedulable(t, b.obj, key, moves, fmt.Sprintf("0/%d nodes are available: %s.", s.knownNodes(), st.Message()))
 	default:
 		s.m.binding.WithLabelValues("error").Observe(elapsed)
-		s.log.Warn("binding failed; will retry", "pod", key, "node", b.node, "error", err)
+		s.log.Warn("binding failed; will retry", "pod", key, "node", b.node, "plugin", st.Plugin(), "error", err)
 		s.event(t, b.obj, record.Warning, "FailedScheduling", fmt.Sprintf("Binding rejected: %v", err))
 		s.retryLater(t, key, uid)
 	}
+}
+
+// pendingPreBind holds a pod whose PreBind started work it must wait for
+// (VolumeBinding wrote the node on its claims): the room it held is freed
+// and the pod parked until a cluster event (its claims bound) brings it
+// back.
+func (s *Scheduler) pendingPreBind(t *term, b bindTask, st *framework.Status) {
+	key, uid := b.obj.Key(), b.info.UID
+	b.fwk.RunUnreservePlugins(context.Background(), b.state, b.info, b.node)
+	if s.cache.Forget(uid) {
+		s.moveAll("room held for a pending pod is free")
+	}
+	s.mu.Lock()
+	moves := s.moves
+	s.mu.Unlock()
+	s.log.Debug("pod waits before binding", "pod", key, "node", b.node, "plugin", st.Plugin(), "reason", st.Message())
+	s.mu.Lock()
+	if p := s.pending[key]; p != nil && p.uid == uid {
+		if s.moves != moves {
+			t.queue.AddAfter(key, p.queued(), s.backoffLeftLocked(p))
+		} else {
+			p.unschedulable = true
+		}
+	}
+	s.mu.Unlock()
 }
 
 // event hands an Event to the writers, or drops it when over the Event
@@ -332,9 +427,14 @@ func setPodScheduled(pod *kplanev1.Pod, w statusWant, now time.Time) bool {
 	if pod.Status.Phase == "" {
 		pod.Status.Phase = kplanev1.PodPending
 	}
+	nominatedChanged := false
+	if w.nominated != "" && pod.Status.NominatedNodeName != w.nominated {
+		pod.Status.NominatedNodeName = w.nominated
+		nominatedChanged = true
+	}
 	c := podScheduledCondition(pod)
 	if c != nil && c.Status == want.Status && c.Reason == want.Reason && c.Message == want.Message {
-		return false
+		return nominatedChanged
 	}
 	ts := timestamppb.New(now)
 	want.LastProbeTime = ts
@@ -356,8 +456,8 @@ func (s *Scheduler) housekeep(ctx context.Context) {
 		}
 		for _, p := range s.cache.Expire() {
 			s.log.Warn("binding never showed up in the watch; forgetting it", "pod", p.Key, "node", p.NodeName)
-			if obj, ok := s.pods.Store().Get(p.Key); ok && core.NeedsScheduling(obj.GetPod()) {
-				s.addPending(p.Key, obj.Meta().GetUid(), true)
+			if obj, ok := s.pods.Store().Get(p.Key); ok && s.needsScheduling(obj.GetPod()) {
+				s.addPending(p.Key, obj.GetPod(), true)
 			}
 		}
 		s.mu.Lock()
@@ -366,7 +466,7 @@ func (s *Scheduler) housekeep(ctx context.Context) {
 			for key, p := range s.pending {
 				if p.unschedulable && now.Sub(p.lastAttempt) >= s.cfg.UnschedulableRetry {
 					p.unschedulable = false
-					s.t.queue.Add(key)
+					s.t.queue.Add(key, p.queued())
 				}
 			}
 		}

@@ -31,6 +31,7 @@ import (
 	"github.com/kplane/kplane/pkg/record"
 	"github.com/kplane/kplane/pkg/workqueue"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+	"github.com/kplane/kplane/services/scheduler/framework"
 	"github.com/kplane/kplane/services/scheduler/internal/core"
 )
 
@@ -58,6 +59,13 @@ type Config struct {
 	// UnschedulableRetry is how long an unschedulable pod waits for a
 	// cluster change before it is tried again anyway.
 	UnschedulableRetry time.Duration
+	// ConfigFile is a KubeSchedulerConfiguration file (--config): the
+	// profiles and their plugins. Empty: one profile, default-scheduler,
+	// with the default plugins.
+	ConfigFile string
+	// Registry holds plugins built into this binary besides the in-tree
+	// ones (app.WithPlugin).
+	Registry framework.Registry
 }
 
 // DefaultConfig returns the defaults of the flags.
@@ -83,6 +91,7 @@ func (c *Config) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.InitialBackoff, "pod-initial-backoff", c.InitialBackoff, "back-off after a pod's first failed attempt; doubles with each failure")
 	fs.DurationVar(&c.MaxBackoff, "pod-max-backoff", c.MaxBackoff, "longest back-off between a pod's attempts")
 	fs.DurationVar(&c.UnschedulableRetry, "unschedulable-retry-interval", c.UnschedulableRetry, "how long an unschedulable pod waits for a cluster change before it is retried anyway")
+	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1): profiles by schedulerName, their plugins and weights; empty: the default profile")
 }
 
 func (c *Config) validate() error {
@@ -104,8 +113,10 @@ func (c *Config) validate() error {
 // NewService returns the scheduler as an app.Service: leader-elected, its
 // work done by Run while leading. Every call makes an independent
 // scheduler, so tests and benchmarks can run several in one process.
-func NewService() app.Service {
+// registry adds out-of-tree plugins (nil: none).
+func NewService(registry framework.Registry) app.Service {
 	cfg := DefaultConfig()
+	cfg.Registry = registry
 	s := &Scheduler{cfg: &cfg}
 	return app.Service{
 		Name:          Name,
@@ -143,13 +154,17 @@ type Scheduler struct {
 	t *term
 	// statusWant holds the PodScheduled condition to write per pod key.
 	statusWant map[string]statusWant
-	// vol are the storage caches of volume binding (volumes.go).
-	vol *volumeCaches
+	// profiles are the frameworks by schedulerName.
+	profiles map[string]*framework.Framework
+	// handle is what plugins get.
+	handle *handle
 }
 
 // pendingPod is a pod waiting for a node.
 type pendingPod struct {
-	uid         string
+	uid string
+	// pod is its latest version seen (the queue orders by its priority).
+	pod         *kplanev1.Pod
 	firstSeen   time.Time
 	attempts    int
 	lastAttempt time.Time
@@ -159,16 +174,18 @@ type pendingPod struct {
 
 // term is what runs while this replica leads.
 type term struct {
-	queue  *workqueue.Queue // pod keys to schedule
+	queue  *schedulingQueue // pod keys to schedule
 	status *workqueue.Queue // pod keys whose PodScheduled condition to write
 	binds  chan bindTask
 	events chan eventTask
 }
 
 type bindTask struct {
-	obj  *kplanev1.Object
-	info *core.PodInfo
-	node string
+	obj   *kplanev1.Object
+	info  *core.PodInfo
+	node  string
+	fwk   *framework.Framework
+	state *framework.CycleState
 }
 
 type eventTask struct {
@@ -180,6 +197,8 @@ type statusWant struct {
 	uid       string
 	scheduled bool
 	message   string
+	// nominated is the node preemption made room on ("" for none).
+	nominated string
 }
 
 // setup runs before the informers start: it builds the cache and hooks
@@ -213,6 +232,9 @@ func (s *Scheduler) setup(c *app.Context) (app.Reconciler, error) {
 	s.pods.AddEventHandler(informer.Handler{OnAdd: s.onPodAdd, OnUpdate: s.onPodUpdate, OnDelete: s.onPodDelete})
 	c.Informers.ForKind("Node").AddEventHandler(informer.Handler{OnAdd: s.onNodeAdd, OnUpdate: s.onNodeUpdate, OnDelete: s.onNodeDelete})
 	s.setupVolumes(c)
+	if err := s.setupProfiles(c); err != nil {
+		return nil, err
+	}
 	return nil, nil
 }
 
@@ -225,8 +247,8 @@ func (s *Scheduler) onPodAdd(obj *kplanev1.Object) {
 		s.donePending(obj.Key(), pod.GetMetadata().GetUid())
 		return
 	}
-	if core.NeedsScheduling(pod) {
-		s.addPending(obj.Key(), pod.GetMetadata().GetUid(), false)
+	if s.needsScheduling(pod) {
+		s.addPending(obj.Key(), pod, false)
 	}
 }
 
@@ -241,11 +263,11 @@ func (s *Scheduler) onPodUpdate(oldObj, newObj *kplanev1.Object) {
 		if old.GetSpec().GetNodeName() == "" {
 			s.donePending(key, uid)
 		}
-	case core.NeedsScheduling(pod):
+	case s.needsScheduling(pod):
 		// A changed spec (tolerations, say) or labels may fit now.
 		changed := oldObj != newObj && (old.GetMetadata().GetGeneration() != pod.GetMetadata().GetGeneration() ||
 			!proto.Equal(old.GetSpec(), pod.GetSpec()))
-		s.addPending(key, uid, changed)
+		s.addPending(key, pod, changed)
 	default:
 		s.donePending(key, uid) // being deleted, finished, or not ours
 	}
@@ -288,7 +310,8 @@ func (s *Scheduler) onNodeDelete(obj any) {
 // addPending records a pod that waits for a node and queues it, unless it
 // waits for a cluster change (then retry says whether its own change is
 // one).
-func (s *Scheduler) addPending(key, uid string, retry bool) {
+func (s *Scheduler) addPending(key string, pod *kplanev1.Pod, retry bool) {
+	uid := pod.GetMetadata().GetUid()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.pending[key]
@@ -296,6 +319,7 @@ func (s *Scheduler) addPending(key, uid string, retry bool) {
 		p = &pendingPod{uid: uid, firstSeen: s.now()}
 		s.pending[key] = p
 	}
+	p.pod = pod
 	if s.t == nil {
 		return
 	}
@@ -304,10 +328,10 @@ func (s *Scheduler) addPending(key, uid string, retry bool) {
 			return
 		}
 		p.unschedulable = false
-		s.t.queue.AddAfter(key, s.backoffLeftLocked(p))
+		s.t.queue.AddAfter(key, p.queued(), s.backoffLeftLocked(p))
 		return
 	}
-	s.t.queue.Add(key)
+	s.t.queue.Add(key, p.queued())
 }
 
 // donePending forgets a pod that no longer waits (bound, deleted, not
@@ -336,7 +360,7 @@ func (s *Scheduler) moveAll(reason string) {
 	for key, p := range s.pending {
 		if p.unschedulable {
 			p.unschedulable = false
-			s.t.queue.AddAfter(key, s.backoffLeftLocked(p))
+			s.t.queue.AddAfter(key, p.queued(), s.backoffLeftLocked(p))
 			n++
 		}
 	}
@@ -368,4 +392,20 @@ func (s *Scheduler) pendingCounts() (active, unschedulable int) {
 		}
 	}
 	return active, unschedulable
+}
+
+// queued is what the QueueSort plugin compares.
+func (p *pendingPod) queued() *framework.QueuedPodInfo {
+	return &framework.QueuedPodInfo{Pod: p.pod, Timestamp: p.firstSeen, Attempts: p.attempts}
+}
+
+// queueLess is the QueueSort plugin's order (all profiles share one), or
+// first come first served when no profile enables one.
+func (s *Scheduler) queueLess() func(a, b *framework.QueuedPodInfo) bool {
+	for _, f := range s.profiles {
+		if qs := f.QueueSort(); qs != nil {
+			return qs.Less
+		}
+	}
+	return func(a, b *framework.QueuedPodInfo) bool { return a.Timestamp.Before(b.Timestamp) }
 }
