@@ -251,6 +251,9 @@ func TestNodectlEvictsPodsOfKilledAgent(t *testing.T) {
 		}
 		return true
 	})
+	// The events are recorded after the deletions (asynchronously): wait
+	// for them, then count.
+	c.eventually("an eviction event per pod", func() bool { return len(c.evictionEvents()) >= len(pods) })
 	evs := c.evictionEvents()
 	if len(evs) != len(pods) {
 		t.Fatalf("%d eviction events for %d pods", len(evs), len(pods))
