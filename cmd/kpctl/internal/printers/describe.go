@@ -5,8 +5,8 @@ package printers
 import (
 	"fmt"
 	"io"
-	"sort"
 	"slices"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
