@@ -723,7 +723,8 @@ func (r *execRuntime) poll() []string {
 }
 
 // Logs implements Runtime.
-func (r *execRuntime) Logs(ctx context.Context, pod *kplanev1.Pod, container string, follow bool, w io.Writer) error {
+func (r *execRuntime) Logs(ctx context.Context, pod *kplanev1.Pod, container string, opts LogOptions, w io.Writer) error {
+	follow := opts.Follow
 	uid := pod.GetMetadata().GetUid()
 	f, err := os.Open(filepath.Join(r.containerDir(uid, container), logFileName))
 	if err != nil {
@@ -734,6 +735,11 @@ func (r *execRuntime) Logs(ctx context.Context, pod *kplanev1.Pod, container str
 	}
 	// Only read: a failed Close loses nothing.
 	defer func() { _ = f.Close() }()
+	if opts.TailLines >= 0 {
+		if err := seekTail(f, opts.TailLines); err != nil {
+			return fmt.Errorf("seek the last %d lines: %w", opts.TailLines, err)
+		}
+	}
 	flush := func() {
 		if fl, ok := w.(interface{ Flush() }); ok {
 			fl.Flush()
