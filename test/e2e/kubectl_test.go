@@ -390,6 +390,9 @@ func TestKubectlWorkloads(t *testing.T) {
 	if _, errs, err := k.run(nil, "logs", "lone", "-c", "main", "--timestamps"); err == nil || !strings.Contains(errs, "timestamps: Unsupported value") {
 		t.Errorf("logs --timestamps: %v %q", err, errs)
 	}
+	if _, errs, err := k.run(nil, "logs", "lone", "-c", "main", "-p"); err == nil || !strings.Contains(errs, `previous terminated container "main" in pod "lone" not found`) {
+		t.Errorf("logs -p: %v %q", err, errs)
+	}
 
 	k.expect(`(?s)NAME\s+READY\s+AGE\nstatefulset\.apps/db\s+0/0\s.*NAME\s+DESIRED\s+CURRENT\s+READY\s+UP-TO-DATE\s+AVAILABLE\s+NODE SELECTOR\s+AGE\ndaemonset\.apps/agent\s+0\s+0\s+0\s+0\s+0\s+none=none\s`,
 		"get", "sts,ds")
@@ -460,6 +463,27 @@ func TestKubectlLogs(t *testing.T) {
 	if _, errs, err := k.run(nil, "logs", "ticker", "-c", "other"); err == nil || !strings.Contains(errs, "container other is not valid for pod ticker") {
 		t.Errorf("logs -c other: %v %q", err, errs)
 	}
+	if _, errs, err := k.run(nil, "logs", "ticker", "-p"); err == nil || !strings.Contains(errs, `previous terminated container "main" in pod "ticker" not found`) {
+		t.Errorf("logs -p of a container that never restarted: %v %q", err, errs)
+	}
+
+	// A restarting container: logs shows the current run only, -p the
+	// one before (each run counts itself in a file of its working dir,
+	// which survives restarts).
+	c.create("crasher", "", "Always", nil, "sh", "-c", `n=$(cat runs 2>/dev/null || echo 0); n=$((n+1)); echo $n > runs; echo "run $n"; sleep 0.3; exit 1`)
+	run := regexp.MustCompile(`^run (\d+)\n$`)
+	c.eventually("logs and logs -p show two consecutive runs", func() bool {
+		cur, _, err1 := k.run(nil, "logs", "crasher")
+		prev, _, err2 := k.run(nil, "logs", "crasher", "-p")
+		mc, mp := run.FindStringSubmatch(cur), run.FindStringSubmatch(prev)
+		if err1 != nil || err2 != nil || mc == nil || mp == nil {
+			return false
+		}
+		var a, b int
+		_, _ = fmt.Sscan(mp[1], &a)
+		_, _ = fmt.Sscan(mc[1], &b)
+		return a >= 1 && b == a+1
+	})
 }
 
 // waitMatch waits until the watch printed a line matching re at index at

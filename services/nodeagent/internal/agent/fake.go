@@ -246,6 +246,10 @@ func (r *fakeRuntime) Pods() []RuntimePod {
 
 // Logs implements Runtime with one synthetic line.
 func (r *fakeRuntime) Logs(_ context.Context, pod *kplanev1.Pod, container string, opts LogOptions, w io.Writer) error {
+	if opts.Previous {
+		// The fake keeps no log, so no earlier run's either.
+		return fmt.Errorf("previous terminated container %q in pod %q not found", container, pod.GetMetadata().GetName())
+	}
 	if opts.TailLines == 0 {
 		return nil
 	}

@@ -14,13 +14,13 @@ import (
 
 // logsServer serves container logs:
 //
-//	GET /logs/<namespace>/<pod>/<container>[?follow=true][&tailLines=N][&limitBytes=N]
+//	GET /logs/<namespace>/<pod>/<container>[?follow=true][&tailLines=N][&limitBytes=N][&previous=true]
 //	GET /logs/<namespace>/<pod>[?...]      (pods with one container)
 //
 // The parameters are those of Kubernetes' pods/log, which the apiserver
-// forwards. sinceSeconds, sinceTime, timestamps and previous are refused
-// with 400: the log file holds neither a time per line nor a boundary
-// between a container's runs.
+// forwards, previous included (the run before the current one).
+// sinceSeconds, sinceTime and timestamps are refused with 400: the
+// container writes its log file directly, so it holds no time per line.
 type logsServer struct {
 	srv  *http.Server
 	done chan struct{}
@@ -116,6 +116,9 @@ type LogOptions struct {
 	// TailLines is how many of the last lines to start with; negative
 	// means the whole log.
 	TailLines int64
+	// Previous asks for the log of the container's run before the
+	// current one (Follow does not apply to it).
+	Previous bool
 }
 
 // parseLogOptions reads the query of a logs request: the options for the
@@ -123,17 +126,22 @@ type LogOptions struct {
 func parseLogOptions(q url.Values) (LogOptions, int64, error) {
 	opts := LogOptions{TailLines: -1}
 	limit := int64(-1)
-	for _, p := range []string{"sinceSeconds", "sinceTime", "timestamps", "previous"} {
+	for _, p := range []string{"sinceSeconds", "sinceTime", "timestamps"} {
 		if v := q.Get(p); v != "" && v != "false" {
-			return opts, 0, fmt.Errorf("%s: Unsupported value: %q: this node agent's logs keep no time per line and no boundary between a container's runs", p, v)
+			return opts, 0, fmt.Errorf("%s: Unsupported value: %q: this node agent's logs keep no time per line", p, v)
 		}
 	}
-	if v := q.Get("follow"); v != "" {
-		f, err := strconv.ParseBool(v)
-		if err != nil {
-			return opts, 0, fmt.Errorf("follow: Invalid value: %q: must be true or false", v)
+	for _, p := range []struct {
+		name string
+		into *bool
+	}{{"follow", &opts.Follow}, {"previous", &opts.Previous}} {
+		if v := q.Get(p.name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return opts, 0, fmt.Errorf("%s: Invalid value: %q: must be true or false", p.name, v)
+			}
+			*p.into = b
 		}
-		opts.Follow = f
 	}
 	for _, p := range []struct {
 		name string

@@ -39,8 +39,8 @@ func TestSeekTail(t *testing.T) {
 }
 
 func TestParseLogOptions(t *testing.T) {
-	opts, limit, err := parseLogOptions(url.Values{"follow": {"true"}, "tailLines": {"5"}, "limitBytes": {"100"}, "timestamps": {"false"}})
-	if err != nil || !opts.Follow || opts.TailLines != 5 || limit != 100 {
+	opts, limit, err := parseLogOptions(url.Values{"follow": {"true"}, "tailLines": {"5"}, "limitBytes": {"100"}, "timestamps": {"false"}, "previous": {"true"}})
+	if err != nil || !opts.Follow || opts.TailLines != 5 || limit != 100 || !opts.Previous {
 		t.Fatalf("got %+v %d %v", opts, limit, err)
 	}
 	opts, limit, err = parseLogOptions(url.Values{})
@@ -50,7 +50,7 @@ func TestParseLogOptions(t *testing.T) {
 	for q, field := range map[string]string{
 		"tailLines=-1": "tailLines", "tailLines=x": "tailLines", "limitBytes=0": "limitBytes",
 		"follow=maybe": "follow", "sinceSeconds=10": "sinceSeconds", "timestamps=true": "timestamps",
-		"previous=true": "previous", "sinceTime=2026-01-01T00:00:00Z": "sinceTime",
+		"previous=yes": "previous", "sinceTime=2026-01-01T00:00:00Z": "sinceTime",
 	} {
 		v, _ := url.ParseQuery(q)
 		if _, _, err := parseLogOptions(v); err == nil || !strings.HasPrefix(err.Error(), field+":") {
