@@ -316,7 +316,7 @@ kind: StatefulSet
 metadata:
   name: db
 spec:
-  replicas: 0
+  replicas: 1
   serviceName: db
   selector:
     matchLabels: {app: db}
@@ -339,7 +339,6 @@ spec:
     metadata:
       labels: {app: agent}
     spec:
-      nodeSelector: {none: none}
       containers:
       - name: agent
         image: busybox
@@ -356,7 +355,10 @@ func TestKubectlWorkloads(t *testing.T) {
 	if _, err := exec.LookPath("kubectl"); err != nil {
 		t.Skip("kubectl is not on the PATH; the kubectl end-to-end tests need the real client")
 	}
+	needBinaries(t, "statefulsetctl", "daemonsetctl")
 	c := deployCluster(t, 2)
+	c.startController("statefulsetctl", "statefulsetctl", "--log-level", "warn")
+	c.startController("daemonsetctl", "daemonsetctl", "--log-level", "warn")
 	k := newKubectl(t, c.addr)
 	const node, other = "fake-0", "fake-1"
 	k.expect(`(?m)^node/fake-0\nnode/fake-1$`, "get", "nodes", "-o", "name")
@@ -394,7 +396,9 @@ func TestKubectlWorkloads(t *testing.T) {
 		t.Errorf("logs -p: %v %q", err, errs)
 	}
 
-	k.expect(`(?s)NAME\s+READY\s+AGE\nstatefulset\.apps/db\s+0/0\s.*NAME\s+DESIRED\s+CURRENT\s+READY\s+UP-TO-DATE\s+AVAILABLE\s+NODE SELECTOR\s+AGE\ndaemonset\.apps/agent\s+0\s+0\s+0\s+0\s+0\s+none=none\s`,
+	k.expect(`partitioned roll out complete: 1 new pods have been updated|rolling update complete 1 pods at revision`, "rollout", "status", "sts/db", "--timeout=60s")
+	k.expect(`daemon set "agent" successfully rolled out`, "rollout", "status", "ds/agent", "--timeout=60s")
+	k.expect(`(?s)NAME\s+READY\s+AGE\nstatefulset\.apps/db\s+1/1\s.*NAME\s+DESIRED\s+CURRENT\s+READY\s+UP-TO-DATE\s+AVAILABLE\s+NODE SELECTOR\s+AGE\ndaemonset\.apps/agent\s+2\s+2\s+2\s+2\s+2\s+<none>\s`,
 		"get", "sts,ds")
 
 	k.expect(`^node/fake-1 cordoned\n$`, "cordon", other)
@@ -407,11 +411,17 @@ func TestKubectlWorkloads(t *testing.T) {
 		!strings.Contains(out, "node/fake-0 drained") {
 		t.Fatalf("drain: %v\nstdout: %s\nstderr: %s", err, out, errs)
 	}
-	// Every pod left the drained node; the controllers replaced theirs on
-	// the other one.
-	if out := k.must("get", "pods", "--field-selector", "spec.nodeName="+node, "-o", "name"); out != "" {
-		t.Errorf("pods still on the drained node: %s", out)
+	if !strings.Contains(errs, "Warning: ignoring DaemonSet-managed Pods: default/agent-") {
+		t.Errorf("drain --ignore-daemonsets did not name the DaemonSet's pod: %s", errs)
 	}
+	// Every pod but the DaemonSet's left the drained node; the controllers
+	// replaced theirs on the other one.
+	for _, p := range strings.Fields(k.must("get", "pods", "--field-selector", "spec.nodeName="+node, "-o", "name")) {
+		if !strings.HasPrefix(p, "pod/agent-") {
+			t.Errorf("%s is still on the drained node", p)
+		}
+	}
+	k.expect(`condition met`, "wait", "--for=condition=Ready", "pod/db-0", "--timeout=60s")
 	if _, errs, err := k.run(nil, "get", "pod", "lone"); err == nil || !strings.Contains(errs, `pods "lone" not found`) {
 		t.Errorf("the unmanaged pod after drain --force: %v %q", err, errs)
 	}
