@@ -36,6 +36,16 @@ func TestRESTScale(t *testing.T) {
 		}
 	}
 
+	// The aggregated document (kubectl's first choice) says the same.
+	agg := c.do("GET", "/apis", "", nil, "Accept", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
+	if !strings.Contains(string(agg.raw), `"subresource":"scale","responseKind":{"group":"autoscaling","version":"v1","kind":"Scale"}`) {
+		t.Errorf("aggregated discovery lacks the scale subresource: %.2000s", agg.raw)
+	}
+	core := c.do("GET", "/api", "", nil, "Accept", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
+	if !strings.Contains(string(core.raw), `"subresource":"eviction","responseKind":{"group":"policy","version":"v1","kind":"Eviction"}`) {
+		t.Errorf("aggregated core discovery lacks pods/eviction: %.2000s", core.raw)
+	}
+
 	for _, k := range []struct{ path, kind string }{
 		{"/apis/apps/v1/namespaces/default/replicasets", "ReplicaSet"},
 		{"/api/v1/namespaces/default/replicationcontrollers", "ReplicationController"},
