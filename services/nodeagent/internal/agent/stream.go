@@ -66,7 +66,7 @@ func (a *Agent) streamPod(ns, name string) (*kplanev1.Pod, int, error) {
 
 // execOptions are the query parameters of an exec request.
 type execOptions struct {
-	command                     []string
+	command                    []string
 	stdin, stdout, stderr, tty bool
 }
 
@@ -266,7 +266,7 @@ func (a *Agent) servePortForward(w http.ResponseWriter, r *http.Request) {
 		a.log.Warn("port-forward upgrade failed", "pod", ns+"/"+name, "error", err)
 		return
 	}
-	pf := &portForwarder{ip: ip, log: a.log.With("pod", ns+"/"+name), pairs: map[string]*streamPair{}}
+	pf := &portForwarder{ip: ip, log: a.log.With("pod", ns+"/"+name), pairs: map[string]*streamPair{}, all: map[httpstream.Stream]bool{}, ready: make(chan struct{})}
 	conn, err := spdy.NewServerConnection(portforward.NewTunnelingConnection("server", ws), pf.newStream)
 	if err != nil {
 		a.log.Warn("port-forward connection failed", "pod", ns+"/"+name, "error", err)
@@ -274,11 +274,15 @@ func (a *Agent) servePortForward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pf.conn = conn
+	close(pf.ready)
 	a.log.Info("port-forward started", "pod", ns+"/"+name)
 	select {
 	case <-conn.CloseChan():
 	case <-r.Context().Done():
 	}
+	// Streams still open keep spdystream's shutdown waiting forever: reset
+	// them (the client is gone or asked to stop).
+	pf.resetAll()
 	_ = conn.Close()
 	pf.wg.Wait()
 	a.log.Info("port-forward ended", "pod", ns+"/"+name)
@@ -291,10 +295,24 @@ type portForwarder struct {
 	ip   string
 	log  interface{ Debug(string, ...any) }
 	conn httpstream.Connection
+	// ready is closed once conn is set: streams may arrive before
+	// NewServerConnection returned.
+	ready chan struct{}
 
 	mu    sync.Mutex
 	pairs map[string]*streamPair
+	all   map[httpstream.Stream]bool // open streams, reset at the end
 	wg    sync.WaitGroup
+}
+
+// resetAll resets every stream of the connection.
+func (pf *portForwarder) resetAll() {
+	pf.mu.Lock()
+	defer pf.mu.Unlock()
+	for s := range pf.all {
+		_ = s.Reset()
+	}
+	clear(pf.all)
 }
 
 type streamPair struct {
@@ -308,6 +326,7 @@ func (pf *portForwarder) newStream(s httpstream.Stream, replySent <-chan struct{
 		return fmt.Errorf("stream has no %s header", corev1.PortForwardRequestIDHeader)
 	}
 	pf.mu.Lock()
+	pf.all[s] = true
 	p := pf.pairs[id]
 	if p == nil {
 		p = &streamPair{}
@@ -332,6 +351,7 @@ func (pf *portForwarder) newStream(s httpstream.Stream, replySent <-chan struct{
 		go func() {
 			defer pf.wg.Done()
 			<-replySent
+			<-pf.ready
 			pf.forward(p)
 		}()
 	}
@@ -341,6 +361,12 @@ func (pf *portForwarder) newStream(s httpstream.Stream, replySent <-chan struct{
 // forward copies one connection between the data stream and the pod's
 // port; a failure is written to the error stream, which the client shows.
 func (pf *portForwarder) forward(p *streamPair) {
+	defer func() {
+		pf.mu.Lock()
+		delete(pf.all, p.data)
+		delete(pf.all, p.errs)
+		pf.mu.Unlock()
+	}()
 	defer pf.conn.RemoveStreams(p.data, p.errs)
 	defer func() { _ = p.errs.Close() }()
 	defer func() { _ = p.data.Close() }()
