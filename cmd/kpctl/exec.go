@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
+	"golang.org/x/term"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
@@ -67,20 +70,24 @@ func podName(arg string) string {
 
 var execCommand = &command{
 	name:    "exec",
-	usage:   "POD [-c CONTAINER] [-i] -- COMMAND [ARGS...]",
+	usage:   "POD [-c CONTAINER] [-i] [-t] -- COMMAND [ARGS...]",
 	summary: "Run a command beside a container of a pod",
 	example: `  kpctl exec web-7d9f -- ls -l
 
   # Feed standard input to the command
-  echo hello | kpctl exec -i web-7d9f -c server -- cat`,
+  echo hello | kpctl exec -i web-7d9f -c server -- cat
+
+  # An interactive shell
+  kpctl exec -it web-7d9f -- sh`,
 	setup: func(fs *flagSet, g *globals) func(context.Context, *env, []string) error {
 		var container string
-		var stdin bool
+		var stdin, tty bool
 		fs.stringFlag(&container, "container", "c", "", "the container (default: the pod's only container)")
 		fs.boolFlag(&stdin, "stdin", "i", false, "pass standard input to the command")
+		fs.boolFlag(&tty, "tty", "t", false, "run the command on a terminal (with -i from a terminal: raw mode, window size followed)")
 		return func(ctx context.Context, e *env, args []string) error {
 			if fs.dash != 1 || len(args) < 2 {
-				return errors.New("expected a pod name, then the command after --: kpctl exec POD [-c CONTAINER] [-i] -- COMMAND [ARGS...]")
+				return errors.New("expected a pod name, then the command after --: kpctl exec POD [-c CONTAINER] [-i] [-t] -- COMMAND [ARGS...]")
 			}
 			cfg, err := g.restConfig()
 			if err != nil {
@@ -94,6 +101,18 @@ var execCommand = &command{
 			if stdin {
 				q.Set("stdin", "true")
 				opts.Stdin = e.stdin
+			}
+			if tty {
+				// A terminal has one output stream.
+				q.Set("tty", "true")
+				q.Set("stderr", "false")
+				opts.Tty, opts.Stderr = true, nil
+				restore, sizes, err := localTerminal(e.stdin, stdin)
+				if err != nil {
+					return err
+				}
+				defer restore()
+				opts.TerminalSizeQueue = sizes
 			}
 			u, err := podURL(cfg, g.ns(), podName(args[0]), "exec", q)
 			if err != nil {
@@ -166,4 +185,49 @@ var portForwardCommand = &command{
 			return ctx.Err()
 		}
 	},
+}
+
+// localTerminal puts kpctl's terminal in raw mode when stdin is one and
+// is passed on (keys go to the remote command as typed) and follows its
+// window size. Without a terminal the command still gets one, unsized.
+func localTerminal(in any, stdin bool) (restore func(), sizes remotecommand.TerminalSizeQueue, err error) {
+	f, ok := in.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return func() {}, nil, nil
+	}
+	fd := int(f.Fd())
+	restore = func() {}
+	if stdin {
+		old, err := term.MakeRaw(fd)
+		if err != nil {
+			return nil, nil, fmt.Errorf("terminal raw mode: %w", err)
+		}
+		restore = func() { _ = term.Restore(fd, old) }
+	}
+	q := &windowSizes{fd: fd, winch: make(chan os.Signal, 1), first: true}
+	signal.Notify(q.winch, syscall.SIGWINCH)
+	return func() { signal.Stop(q.winch); close(q.winch); restore() }, q, nil
+}
+
+// windowSizes is the local terminal's size, first at once, then after
+// each SIGWINCH.
+type windowSizes struct {
+	fd    int
+	winch chan os.Signal
+	first bool
+}
+
+// Next implements remotecommand.TerminalSizeQueue; nil ends the stream.
+func (q *windowSizes) Next() *remotecommand.TerminalSize {
+	if !q.first {
+		if _, ok := <-q.winch; !ok {
+			return nil
+		}
+	}
+	q.first = false
+	w, h, err := term.GetSize(q.fd)
+	if err != nil {
+		return nil
+	}
+	return &remotecommand.TerminalSize{Width: uint16(w), Height: uint16(h)} //nolint:gosec // terminal sizes fit
 }

@@ -174,6 +174,13 @@ func TestExecAndPortForward(t *testing.T) {
 		}
 	})
 
+	t.Run("kpctl exec -t runs on a terminal", func(t *testing.T) {
+		out, errs, code := kpctl("", "exec", "-t", "web", "--", "sh", "-c", "test -t 0 && test -t 1 && echo on-a-tty; exit 4")
+		if code != 4 || out != "on-a-tty\r\n" {
+			t.Errorf("got code %d, stdout %q, stderr %q", code, out, errs)
+		}
+	})
+
 	t.Run("kpctl exec failures name the cause", func(t *testing.T) {
 		_, errs, code := kpctl("", "exec", "missing", "--", "true")
 		if code == 0 || !strings.Contains(errs, `pods "missing" not found`) {

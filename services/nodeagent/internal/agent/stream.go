@@ -35,6 +35,10 @@ import (
 //	GET|POST /exec/<namespace>/<pod>/<container>?command=..&stdin=..&stdout=..&stderr=..&tty=..
 //	GET|POST /portForward/<namespace>/<pod>
 //
+// With tty=true the command runs on a new pseudo-terminal (its
+// controlling terminal; stdout carries everything it prints) sized by
+// the resize channel.
+//
 // exec speaks the websocket channel protocols v5.channel.k8s.io and
 // v4.channel.k8s.io (what kubectl 1.30+ and client-go's websocket executor
 // send); port-forward speaks SPDY/3.1+portforward.k8s.io, portforward.k8s.io
@@ -93,11 +97,6 @@ func parseExecOptions(r *http.Request) (execOptions, error) {
 	if !o.stdin && !o.stdout && !o.stderr {
 		return o, errors.New("you must specify at least 1 of stdin, stdout, stderr")
 	}
-	if o.tty {
-		// The exec runtime allocates no terminals: its containers have
-		// none either.
-		return o, errors.New("tty: Invalid value: true: the node agent's exec runtime allocates no terminals; run without -t")
-	}
 	return o, nil
 }
 
@@ -113,9 +112,9 @@ func execChannels(o execOptions) []wsstream.ChannelType {
 	return []wsstream.ChannelType{
 		ch(o.stdin, wsstream.ReadChannel),
 		ch(o.stdout, wsstream.WriteChannel),
-		ch(o.stderr, wsstream.WriteChannel),
+		ch(o.stderr && !o.tty, wsstream.WriteChannel), // a terminal has one output
 		wsstream.WriteChannel,
-		wsstream.IgnoreChannel, // resize: no terminals (see parseExecOptions)
+		ch(o.tty, wsstream.ReadChannel),
 	}
 }
 
@@ -187,6 +186,17 @@ func runStreamed(ctx context.Context, o execOptions, dir string, env []string, s
 	cmd.Dir = dir
 	cmd.Env = env
 	cmd.WaitDelay = execWaitDelay
+	if o.tty {
+		var in io.Reader
+		if o.stdin {
+			in = streams[0]
+		}
+		wait, err := startTTY(ctx, cmd, in, streams[1], streams[4])
+		if err != nil {
+			return failure(fmt.Sprintf("failed to start command %q on a terminal: %v", strings.Join(o.command, " "), err))
+		}
+		return exitStatus(o, wait())
+	}
 	if o.stdout {
 		cmd.Stdout = streams[1]
 	}
@@ -211,7 +221,11 @@ func runStreamed(ctx context.Context, o execOptions, dir string, env []string, s
 			_ = stdin.Close()
 		}()
 	}
-	err := cmd.Wait()
+	return exitStatus(o, cmd.Wait())
+}
+
+// exitStatus is the error channel's message for how the command ended.
+func exitStatus(o execOptions, err error) *metav1.Status {
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
@@ -301,7 +315,7 @@ type portForwarder struct {
 
 	mu    sync.Mutex
 	pairs map[string]*streamPair
-	all   map[httpstream.Stream]bool // open streams, reset at the end
+	all   map[httpstream.Stream]bool // every stream, reset at the end
 	wg    sync.WaitGroup
 }
 
@@ -361,12 +375,6 @@ func (pf *portForwarder) newStream(s httpstream.Stream, replySent <-chan struct{
 // forward copies one connection between the data stream and the pod's
 // port; a failure is written to the error stream, which the client shows.
 func (pf *portForwarder) forward(p *streamPair) {
-	defer func() {
-		pf.mu.Lock()
-		delete(pf.all, p.data)
-		delete(pf.all, p.errs)
-		pf.mu.Unlock()
-	}()
 	defer pf.conn.RemoveStreams(p.data, p.errs)
 	defer func() { _ = p.errs.Close() }()
 	defer func() { _ = p.data.Close() }()

@@ -56,6 +56,15 @@ func execIn(ctx context.Context, port int32, pod, stdin string, q url.Values) (s
 	return out.String(), errb.String(), err
 }
 
+// oneSize sends one terminal size, then ends the resize stream.
+type oneSize struct{ size *remotecommand.TerminalSize }
+
+func (q *oneSize) Next() *remotecommand.TerminalSize {
+	s := q.size
+	q.size = nil
+	return s
+}
+
 func TestExecEndpoint(t *testing.T) {
 	e := newEnv(t)
 	e.startAgent()
@@ -92,13 +101,29 @@ func TestExecEndpoint(t *testing.T) {
 		t.Errorf("missing binary: %v", err)
 	}
 
+	// A terminal: the command has one on stdin and stdout, sized by the
+	// resize channel (the size may arrive after the command started: it
+	// polls for it, bounded).
+	u := fmt.Sprintf("http://127.0.0.1:%d/exec/default/web/main?%s", port, url.Values{
+		"command": {"sh", "-c", `test -t 0 && test -t 1 && echo tty; for i in $(seq 100); do s=$(stty size); [ "$s" = "40 100" ] && break; sleep 0.05; done; echo "$s"`},
+		"stdout":  {"true"}, "tty": {"true"},
+	}.Encode())
+	ex, err := remotecommand.NewWebSocketExecutor(&rest.Config{Host: fmt.Sprintf("http://127.0.0.1:%d", port)}, "GET", u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tout bytes.Buffer
+	err = ex.StreamWithContext(e.ctx, remotecommand.StreamOptions{Stdout: &tout, Tty: true, TerminalSizeQueue: &oneSize{size: &remotecommand.TerminalSize{Width: 100, Height: 40}}})
+	if err != nil || tout.String() != "tty\r\n40 100\r\n" {
+		t.Errorf("tty: err %v, output %q, want %q", err, tout.String(), "tty\r\n40 100\r\n")
+	}
+
 	// Failures before the upgrade are plain HTTP answers naming the cause.
 	for _, tc := range []struct {
 		path, want string
 		code       int
 	}{
 		{"/exec/default/web/main?stdout=true", "command: Required value", http.StatusBadRequest},
-		{"/exec/default/web/main?command=true&stdout=true&tty=true", "allocates no terminals", http.StatusBadRequest},
 		{"/exec/default/web/main?command=true&stdout=maybe", `stdout: Invalid value: "maybe"`, http.StatusBadRequest},
 		{"/exec/default/web/main?command=true", "at least 1 of stdin, stdout, stderr", http.StatusBadRequest},
 		{"/exec/default/web/main?command=true&stdout=true", "websocket upgrade", http.StatusBadRequest},
@@ -182,7 +207,7 @@ func TestPortForwardEndpoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _ = c.Write([]byte(fmt.Sprintf("ping%d", i)))
+		_, _ = fmt.Fprintf(c, "ping%d", i)
 		b, err := io.ReadAll(c)
 		_ = c.Close()
 		if want := fmt.Sprintf("echo:ping%d", i); err != nil || string(b) != want {
