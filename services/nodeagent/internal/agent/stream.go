@@ -15,6 +15,7 @@ import (
 	"time"
 
 	gwebsocket "github.com/gorilla/websocket"
+	"github.com/hashicorp/go-hclog"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
@@ -23,6 +24,7 @@ import (
 	pfconst "k8s.io/apimachinery/pkg/util/portforward"
 	rcconst "k8s.io/apimachinery/pkg/util/remotecommand"
 	"k8s.io/client-go/tools/portforward"
+	"k8s.io/klog/v2"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
@@ -50,6 +52,11 @@ const execWaitDelay = 2 * time.Second
 
 // registerStreams adds the exec and port-forward routes to mux.
 func (a *Agent) registerStreams(mux *http.ServeMux) {
+	// The Kubernetes libraries behind the streams log through klog (e.g.
+	// every websocket the agent closes after the exit status is a "receive
+	// error"): into the agent's log at debug level, not raw to stderr.
+	klog.LogToStderr(false)
+	klog.SetOutput(a.log.Named("k8s").StandardWriter(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}))
 	for _, m := range []string{http.MethodGet, http.MethodPost} {
 		mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", a.serveExec)
 		mux.HandleFunc(m+" /portForward/{namespace}/{pod}", a.servePortForward)
@@ -158,6 +165,13 @@ func (a *Agent) serveExec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	dir := a.exec.containerDir(pod.GetMetadata().GetUid(), container)
+	log := a.log.With("pod", ns+"/"+name, "container", container, "command", strings.Join(opts.command, " "))
+	serveExecStreams(w, r, opts, dir, containerEnv(pod, resolved, ip, dir), log)
+}
+
+// serveExecStreams upgrades the request to the exec protocols, runs the
+// command and sends how it ended on the error channel.
+func serveExecStreams(w http.ResponseWriter, r *http.Request, opts execOptions, dir string, env []string, log hclog.Logger) {
 	channels := execChannels(opts)
 	conn := wsstream.NewConn(map[string]wsstream.ChannelProtocolConfig{
 		rcconst.StreamProtocolV5Name: {Binary: true, Channels: channels},
@@ -165,12 +179,11 @@ func (a *Agent) serveExec(w http.ResponseWriter, r *http.Request) {
 	})
 	_, streams, err := conn.Open(w, r)
 	if err != nil {
-		a.log.Warn("exec upgrade failed", "pod", ns+"/"+name, "error", err)
+		log.Warn("exec upgrade failed", "error", err)
 		return
 	}
 	defer func() { _ = conn.Close() }()
-	log := a.log.With("pod", ns+"/"+name, "container", container, "command", strings.Join(opts.command, " "))
-	exit := runStreamed(r.Context(), opts, dir, containerEnv(pod, resolved, ip, dir), streams)
+	exit := runStreamed(r.Context(), opts, dir, env, streams)
 	log.Info("exec finished", "result", exit.Message)
 	if err := json.NewEncoder(streams[3]).Encode(exit); err != nil {
 		log.Debug("could not send the exec result", "error", err)
@@ -265,6 +278,12 @@ func (a *Agent) servePortForward(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("pod %s/%s has no IP yet", ns, name), http.StatusBadRequest)
 		return
 	}
+	forwardTo(w, r, ip, a.log.With("pod", ns+"/"+name))
+}
+
+// forwardTo upgrades the request to tunnelled SPDY port-forward and
+// forwards its connections to ip.
+func forwardTo(w http.ResponseWriter, r *http.Request, ip string, log hclog.Logger) {
 	if !wsstream.IsWebSocketRequestWithTunnelingProtocol(r) {
 		http.Error(w, "port-forward needs a websocket upgrade with subprotocol "+tunnelProtocol, http.StatusBadRequest)
 		return
@@ -277,19 +296,19 @@ func (a *Agent) servePortForward(w http.ResponseWriter, r *http.Request) {
 	}
 	ws, err := up.Upgrade(w, r, nil)
 	if err != nil {
-		a.log.Warn("port-forward upgrade failed", "pod", ns+"/"+name, "error", err)
+		log.Warn("port-forward upgrade failed", "error", err)
 		return
 	}
-	pf := &portForwarder{ip: ip, log: a.log.With("pod", ns+"/"+name), pairs: map[string]*streamPair{}, all: map[httpstream.Stream]bool{}, ready: make(chan struct{})}
-	conn, err := spdy.NewServerConnection(portforward.NewTunnelingConnection("server", ws), pf.newStream)
+	pf := &portForwarder{ip: ip, log: log, pairs: map[string]*streamPair{}, all: map[httpstream.Stream]bool{}, ready: make(chan struct{})}
+	conn, err := spdy.NewServerConnection(quietClose{portforward.NewTunnelingConnection("server", ws)}, pf.newStream)
 	if err != nil {
-		a.log.Warn("port-forward connection failed", "pod", ns+"/"+name, "error", err)
+		log.Warn("port-forward connection failed", "error", err)
 		_ = ws.Close()
 		return
 	}
 	pf.conn = conn
 	close(pf.ready)
-	a.log.Info("port-forward started", "pod", ns+"/"+name)
+	log.Info("port-forward started")
 	select {
 	case <-conn.CloseChan():
 	case <-r.Context().Done():
@@ -299,7 +318,17 @@ func (a *Agent) servePortForward(w http.ResponseWriter, r *http.Request) {
 	pf.resetAll()
 	_ = conn.Close()
 	pf.wg.Wait()
-	a.log.Info("port-forward ended", "pod", ns+"/"+name)
+	log.Info("port-forward ended")
+}
+
+// quietClose drops the error of closing a tunnel whose peer already
+// left: spdystream otherwise holds a goroutine for a second per
+// connection, waiting for someone to collect that error.
+type quietClose struct{ net.Conn }
+
+func (q quietClose) Close() error {
+	_ = q.Conn.Close()
+	return nil
 }
 
 // portForwarder serves one port-forward connection: the client opens an
