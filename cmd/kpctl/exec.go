@@ -196,17 +196,17 @@ func localTerminal(in any, stdin bool) (restore func(), sizes remotecommand.Term
 		return func() {}, nil, nil
 	}
 	fd := int(f.Fd())
-	restore = func() {}
+	cooked := func() {}
 	if stdin {
 		old, err := term.MakeRaw(fd)
 		if err != nil {
 			return nil, nil, fmt.Errorf("terminal raw mode: %w", err)
 		}
-		restore = func() { _ = term.Restore(fd, old) }
+		cooked = func() { _ = term.Restore(fd, old) }
 	}
 	q := &windowSizes{fd: fd, winch: make(chan os.Signal, 1), first: true}
 	signal.Notify(q.winch, syscall.SIGWINCH)
-	return func() { signal.Stop(q.winch); close(q.winch); restore() }, q, nil
+	return func() { signal.Stop(q.winch); close(q.winch); cooked() }, q, nil
 }
 
 // windowSizes is the local terminal's size, first at once, then after

@@ -138,6 +138,7 @@ func TestExecAndPortForward(t *testing.T) {
 		cs := p.GetStatus().GetContainerStatuses()
 		return len(cs) == 1 && cs[0].GetReady()
 	})
+	k := newKubectl(t, c.addr)
 	kpctl := func(stdin string, args ...string) (string, string, int) {
 		cmd := exec.Command(filepath.Join(binDir, "kpctl"), append([]string{"--server", c.addr}, args...)...)
 		var out, errb bytes.Buffer
@@ -181,6 +182,37 @@ func TestExecAndPortForward(t *testing.T) {
 		}
 	})
 
+	// From a real terminal (util-linux script gives the client one, 30x90):
+	// raw mode, the window size sent on the resize channel, a shell on the
+	// remote terminal. The remote command polls for the size, which may
+	// arrive just after it started.
+	sizeCmd := `for i in $(seq 100); do s=$(stty size); [ "$s" = "30 90" ] && break; sleep 0.05; done; echo "size=$s"; test -t 0 && echo remote-tty`
+	onTerminal := func(t *testing.T, client string) string {
+		t.Helper()
+		if _, err := exec.LookPath("script"); err != nil {
+			t.Skip("script (util-linux) is not installed")
+		}
+		cmd := exec.Command("script", "-qec", "stty rows 30 cols 90; "+client, "/dev/null")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+k.kubeconfig, "HOME="+k.dir)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", client, err, out)
+		}
+		return string(out)
+	}
+	t.Run("kpctl exec -it from a terminal", func(t *testing.T) {
+		out := onTerminal(t, fmt.Sprintf("%s --server %s exec -it web -- sh -c '%s'", filepath.Join(binDir, "kpctl"), c.addr, sizeCmd))
+		if !strings.Contains(out, "size=30 90") || !strings.Contains(out, "remote-tty") {
+			t.Errorf("output %q: want the terminal's size and a remote terminal", out)
+		}
+	})
+	t.Run("kubectl exec -it from a terminal", func(t *testing.T) {
+		out := onTerminal(t, fmt.Sprintf("%s exec -it web -- sh -c '%s'", k.bin, sizeCmd))
+		if !strings.Contains(out, "size=30 90") || !strings.Contains(out, "remote-tty") {
+			t.Errorf("output %q: want the terminal's size and a remote terminal", out)
+		}
+	})
+
 	t.Run("kpctl exec failures name the cause", func(t *testing.T) {
 		_, errs, code := kpctl("", "exec", "missing", "--", "true")
 		if code == 0 || !strings.Contains(errs, `pods "missing" not found`) {
@@ -215,7 +247,6 @@ func TestExecAndPortForward(t *testing.T) {
 		}
 	})
 
-	k := newKubectl(t, c.addr)
 	t.Run("kubectl exec", func(t *testing.T) {
 		out, errs, err := k.run(nil, "exec", "web", "--", "sh", "-c", "echo hi; exit 3")
 		if exitCode(err) != 3 || out != "hi\n" {
