@@ -344,7 +344,7 @@ type portForwarder struct {
 
 	mu    sync.Mutex
 	pairs map[string]*streamPair
-	all   map[httpstream.Stream]bool // every stream, reset at the end
+	all   map[httpstream.Stream]bool // streams of unfinished connections, reset at the end
 	wg    sync.WaitGroup
 }
 
@@ -404,6 +404,13 @@ func (pf *portForwarder) newStream(s httpstream.Stream, replySent <-chan struct{
 // forward copies one connection between the data stream and the pod's
 // port; a failure is written to the error stream, which the client shows.
 func (pf *portForwarder) forward(p *streamPair) {
+	defer func() {
+		// Done with: a long forward does not keep every connection's streams.
+		pf.mu.Lock()
+		delete(pf.all, p.data)
+		delete(pf.all, p.errs)
+		pf.mu.Unlock()
+	}()
 	defer pf.conn.RemoveStreams(p.data, p.errs)
 	defer func() { _ = p.errs.Close() }()
 	defer func() { _ = p.data.Close() }()
