@@ -38,6 +38,7 @@ func (a *Agent) startLogs(ctx context.Context) (*logsServer, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /logs/{namespace}/{pod}/{container}", a.serveLogs)
 	mux.HandleFunc("GET /logs/{namespace}/{pod}", a.serveLogs)
+	a.registerStreams(mux)
 	s := &logsServer{
 		srv: &http.Server{
 			Handler:           mux,
