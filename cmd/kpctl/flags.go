@@ -57,6 +57,7 @@ func (f *flagSet) boolFlag(p *bool, long, short string, def bool, usage string) 
 // With stopAtFirst, parsing ends at the first positional argument, which is
 // how global flags before the command name are read.
 func (f *flagSet) parseInterspersed(args []string, stopAtFirst bool) ([]string, error) {
+	args = f.expandShortBools(args)
 	var pos []string
 	for {
 		if err := f.Parse(args); err != nil {
@@ -73,6 +74,43 @@ func (f *flagSet) parseInterspersed(args []string, stopAtFirst bool) ([]string, 
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// expandShortBools splits combined one-letter boolean flags as kubectl
+// takes them ("-it" is "-i -t"), up to "--"; anything else stays as is.
+func (f *flagSet) expandShortBools(args []string) []string {
+	var out []string
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if !f.combinedBools(a) {
+			out = append(out, a)
+			continue
+		}
+		for _, c := range a[1:] {
+			out = append(out, "-"+string(c))
+		}
+	}
+	return out
+}
+
+// combinedBools: a is "-xy..." and not a flag itself, and every letter is
+// a one-letter boolean flag.
+func (f *flagSet) combinedBools(a string) bool {
+	if len(a) < 3 || a[0] != '-' || a[1] == '-' || strings.Contains(a, "=") || f.Lookup(a[1:]) != nil {
+		return false
+	}
+	for _, c := range a[1:] {
+		fl := f.Lookup(string(c))
+		if fl == nil {
+			return false
+		}
+		if b, ok := fl.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+			return false
+		}
+	}
+	return true
 }
 
 // printDefaults lists the flags as "-n, --namespace string   usage"; a

@@ -52,7 +52,7 @@ type command struct {
 var commands = []*command{
 	applyCommand, createCommand, getCommand, describeCommand, deleteCommand,
 	scaleCommand, labelCommand, annotateCommand, apiResourcesCommand,
-	logsCommand, waitCommand,
+	logsCommand, waitCommand, execCommand, portForwardCommand,
 	cordonCommand, uncordonCommand,
 	rolloutCommand, setCommand,
 }
@@ -124,6 +124,12 @@ func dispatch(ctx context.Context, args []string, e *env) int {
 		}
 		if errors.Is(err, errSilent) {
 			return 1
+		}
+		var ec exitCodeError
+		if errors.As(err, &ec) {
+			// As kubectl: the remote command's code is kpctl's.
+			e.stderr.printf("%s\n", ec)
+			return ec.code
 		}
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 			return 130 // interrupted, as a shell reports SIGINT

@@ -238,3 +238,28 @@ func TestFailedOutputFails(t *testing.T) {
 		t.Errorf("api-resources: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }
+
+func TestCombinedShortBools(t *testing.T) {
+	fs := newFlagSet("exec")
+	var i, tt bool
+	var c string
+	fs.boolFlag(&i, "stdin", "i", false, "")
+	fs.boolFlag(&tt, "tty", "t", false, "")
+	fs.stringFlag(&c, "container", "c", "", "")
+	pos, err := fs.parseInterspersed([]string{"-it", "web", "--", "sh", "-it"}, false)
+	if err != nil || !i || !tt || strings.Join(pos, " ") != "web sh -it" {
+		t.Fatalf("-it: stdin %v tty %v positional %q err %v", i, tt, pos, err)
+	}
+	// A string flag does not combine: "-ic" stays one (unknown) flag.
+	if _, err := newFlagSetWith(&c).parseInterspersed([]string{"-ic", "x"}, false); err == nil || !strings.Contains(err.Error(), "-ic") {
+		t.Errorf("-ic: %v, want an error naming -ic", err)
+	}
+}
+
+func newFlagSetWith(c *string) *flagSet {
+	fs := newFlagSet("exec")
+	var i bool
+	fs.boolFlag(&i, "stdin", "i", false, "")
+	fs.stringFlag(c, "container", "c", "", "")
+	return fs
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -177,6 +178,41 @@ func (c *ObjectControl) ObserveDelete(obj any) {
 	}
 	if key, ok := c.OwnerKey(o); ok {
 		c.Expectations.DeletionObserved(key, o.Key())
+	}
+}
+
+// Handler is the informer handler for the owned kind (a ReplicaSet's or
+// a Job's pods): each event is counted against its owner's expectations
+// first, then every key ownersOf maps the object to (for an update, the
+// old object's too, so an object that changed owner wakes both) is passed
+// to enqueue once. The reconcile an event wakes therefore already sees its
+// expectation met.
+func (c *ObjectControl) Handler(ownersOf func(*kplanev1.Object) []string, enqueue func(key string)) informer.Handler {
+	wake := func(objs ...*kplanev1.Object) {
+		var keys []string
+		for _, o := range objs {
+			keys = append(keys, ownersOf(o)...)
+		}
+		slices.Sort(keys)
+		for _, k := range slices.Compact(keys) {
+			enqueue(k)
+		}
+	}
+	return informer.Handler{
+		OnAdd: func(o *kplanev1.Object) {
+			c.ObserveAdd(o)
+			wake(o)
+		},
+		OnUpdate: func(oldObj, newObj *kplanev1.Object) {
+			c.ObserveUpdate(oldObj, newObj)
+			wake(newObj, oldObj)
+		},
+		OnDelete: func(obj any) {
+			c.ObserveDelete(obj)
+			if o, ok := informer.ObjectOf(obj); ok {
+				wake(o)
+			}
+		},
 	}
 }
 

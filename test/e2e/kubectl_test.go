@@ -266,3 +266,256 @@ func (w *kubectlWatch) waitFor(want string) {
 		}
 	}
 }
+
+const kubectlDeploy = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: nginx
+---
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata:
+  name: solo
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: solo}
+  template:
+    metadata:
+      labels: {app: solo}
+    spec:
+      containers:
+      - name: solo
+        image: nginx
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: lone
+spec:
+  nodeName: %s
+  containers:
+  - name: main
+    image: busybox
+  - name: side
+    image: busybox
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: db
+spec:
+  replicas: 1
+  serviceName: db
+  selector:
+    matchLabels: {app: db}
+  template:
+    metadata:
+      labels: {app: db}
+    spec:
+      containers:
+      - name: db
+        image: postgres
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: agent
+spec:
+  selector:
+    matchLabels: {app: agent}
+  template:
+    metadata:
+      labels: {app: agent}
+    spec:
+      containers:
+      - name: agent
+        image: busybox
+`
+
+// TestKubectlWorkloads drives kubectl against a cluster of processes
+// (apiserver, replicactl, deploymentctl, scheduler, ipamctl, a node agent
+// faking two nodes): rollout status, scale of a Deployment and a
+// ReplicaSet over the scale subresource, wait for a pod's Ready
+// condition, logs through the node agent, get sts,ds, cordon, uncordon
+// and drain (pods evicted through pods/eviction, gracefully: the agent
+// confirms each stop).
+func TestKubectlWorkloads(t *testing.T) {
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Skip("kubectl is not on the PATH; the kubectl end-to-end tests need the real client")
+	}
+	needBinaries(t, "statefulsetctl", "daemonsetctl")
+	c := deployCluster(t, 2)
+	c.startController("statefulsetctl", "statefulsetctl", "--log-level", "warn")
+	c.startController("daemonsetctl", "daemonsetctl", "--log-level", "warn")
+	k := newKubectl(t, c.addr)
+	const node, other = "fake-0", "fake-1"
+	k.expect(`(?m)^node/fake-0\nnode/fake-1$`, "get", "nodes", "-o", "name")
+
+	manifest := k.file("workloads.yaml", fmt.Sprintf(kubectlDeploy, node))
+	k.expect(`(?s)deployment\.apps/web created.*replicaset\.apps/solo created.*pod/lone created.*statefulset\.apps/db created.*daemonset\.apps/agent created`,
+		"apply", "--validate=false", "-f", manifest)
+	k.expect(`deployment "web" successfully rolled out`, "rollout", "status", "deploy/web", "--timeout=60s")
+
+	k.expect(`^deployment\.apps/web scaled\n$`, "scale", "deploy/web", "--replicas=3")
+	k.expect(`^3$`, "get", "deploy", "web", "-o", "jsonpath={.spec.replicas}")
+	k.expect(`deployment "web" successfully rolled out`, "rollout", "status", "deploy/web", "--timeout=60s")
+	k.expect(`condition met`, "wait", "--for=jsonpath={.status.readyReplicas}=3", "deploy/web", "--timeout=60s")
+	k.expect(`^replicaset\.apps/solo scaled\n$`, "scale", "rs", "solo", "--replicas=2")
+	k.expect(`condition met`, "wait", "--for=jsonpath={.status.readyReplicas}=2", "rs/solo", "--timeout=60s")
+	// A failed precondition (kubectl reads the Scale first) changes nothing.
+	if _, errs, err := k.run(nil, "scale", "rs", "solo", "--current-replicas=5", "--replicas=1"); err == nil || !strings.Contains(errs, "Expected replicas to be 5, was 2") {
+		t.Errorf("scale with a wrong --current-replicas: %v %q", err, errs)
+	}
+	k.expect(`^2$`, "get", "rs", "solo", "-o", "jsonpath={.spec.replicas}")
+
+	k.expect(`^pod/lone condition met\n$`, "wait", "--for=condition=Ready", "pod/lone", "--timeout=60s")
+	k.expect(`^fake runtime: container main of pod default/lone on node fake-0 \(no process runs\)\n$`, "logs", "lone", "-c", "main")
+	k.expect(`^fake runtime: container side of pod default/lone on node fake-0 \(no process runs\)\n$`, "logs", "lone", "-c", "side")
+	if out := k.must("logs", "lone", "-c", "main", "--tail", "0"); out != "" {
+		t.Errorf("logs --tail 0: %q", out)
+	}
+	if _, errs, err := k.run(nil, "logs", "lone", "-c", "nope"); err == nil || !strings.Contains(errs, "container nope is not valid for pod lone") {
+		t.Errorf("logs of a missing container: %v %q", err, errs)
+	}
+	if _, errs, err := k.run(nil, "logs", "lone", "-c", "main", "--timestamps"); err == nil || !strings.Contains(errs, "timestamps: Unsupported value") {
+		t.Errorf("logs --timestamps: %v %q", err, errs)
+	}
+	if _, errs, err := k.run(nil, "logs", "lone", "-c", "main", "-p"); err == nil || !strings.Contains(errs, `previous terminated container "main" in pod "lone" not found`) {
+		t.Errorf("logs -p: %v %q", err, errs)
+	}
+
+	k.expect(`partitioned roll out complete: 1 new pods have been updated|rolling update complete 1 pods at revision`, "rollout", "status", "sts/db", "--timeout=60s")
+	k.expect(`daemon set "agent" successfully rolled out`, "rollout", "status", "ds/agent", "--timeout=60s")
+	k.expect(`(?s)NAME\s+READY\s+AGE\nstatefulset\.apps/db\s+1/1\s.*NAME\s+DESIRED\s+CURRENT\s+READY\s+UP-TO-DATE\s+AVAILABLE\s+NODE SELECTOR\s+AGE\ndaemonset\.apps/agent\s+2\s+2\s+2\s+2\s+2\s+<none>\s`,
+		"get", "sts,ds")
+
+	k.expect(`^node/fake-1 cordoned\n$`, "cordon", other)
+	k.expect(`(?m)^fake-1\s+Ready,SchedulingDisabled\s`, "get", "node", other)
+	k.expect(`^node/fake-1 uncordoned\n$`, "uncordon", other)
+	k.expect(`(?m)^fake-1\s+Ready\s`, "get", "node", other)
+
+	out, errs, err := k.run(nil, "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--force", "--timeout=60s")
+	if err != nil || !strings.Contains(out, "node/fake-0 cordoned") || !strings.Contains(out, "evicting pod default/lone") ||
+		!strings.Contains(out, "node/fake-0 drained") {
+		t.Fatalf("drain: %v\nstdout: %s\nstderr: %s", err, out, errs)
+	}
+	if !strings.Contains(errs, "Warning: ignoring DaemonSet-managed Pods: default/agent-") {
+		t.Errorf("drain --ignore-daemonsets did not name the DaemonSet's pod: %s", errs)
+	}
+	// Every pod but the DaemonSet's left the drained node; the controllers
+	// replaced theirs on the other one.
+	for _, p := range strings.Fields(k.must("get", "pods", "--field-selector", "spec.nodeName="+node, "-o", "name")) {
+		if !strings.HasPrefix(p, "pod/agent-") {
+			t.Errorf("%s is still on the drained node", p)
+		}
+	}
+	k.expect(`condition met`, "wait", "--for=condition=Ready", "pod/db-0", "--timeout=60s")
+	if _, errs, err := k.run(nil, "get", "pod", "lone"); err == nil || !strings.Contains(errs, `pods "lone" not found`) {
+		t.Errorf("the unmanaged pod after drain --force: %v %q", err, errs)
+	}
+	k.expect(`condition met`, "wait", "--for=jsonpath={.status.readyReplicas}=3", "deploy/web", "--timeout=60s")
+	k.expect(`^node/fake-0 uncordoned\n$`, "uncordon", node)
+}
+
+// TestKubectlLogs: kubectl logs against real exec-runtime containers,
+// streamed from the node agent through the apiserver: --tail, -c and -f
+// (lines written after the request arrive while it runs).
+func TestKubectlLogs(t *testing.T) {
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Skip("kubectl is not on the PATH; the kubectl end-to-end tests need the real client")
+	}
+	c := newNACluster(t, true, "kl-1")
+	k := newKubectl(t, c.addr)
+	c.create("ticker", "", "Always", nil, "sh", "-c", `i=0; while true; do i=$((i+1)); echo "tick $i"; sleep 0.2; done`)
+	c.waitPod("ticker", "Running", naPhase("Running"))
+	tick := regexp.MustCompile(`^tick (\d+)$`)
+	c.eventually("five ticks logged", func() bool {
+		out, _, err := k.run(nil, "logs", "ticker")
+		return err == nil && strings.Count(out, "\n") >= 5
+	})
+	out := k.must("logs", "ticker", "--tail", "2")
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 2 || !tick.MatchString(lines[0]) || !tick.MatchString(lines[1]) {
+		t.Fatalf("logs --tail 2: %q", out)
+	}
+	if out := k.must("logs", "ticker", "--limit-bytes", "4"); out != "tick" {
+		t.Errorf("logs --limit-bytes 4: %q", out)
+	}
+
+	// -f with --tail 1: the first line is the newest, later ones follow.
+	w := newWatch(t, k, "logs", "-f", "--tail", "1", "ticker")
+	first := w.waitMatch(tick, 0)
+	n0 := tick.FindStringSubmatch(first)[1]
+	w.waitMatch(regexp.MustCompile(`^tick \d+$`), 3) // three more lines, written after the request
+	w.mu.Lock()
+	got := append([]string(nil), w.lines...)
+	w.mu.Unlock()
+	for i := 1; i < len(got); i++ {
+		var a, b int
+		_, _ = fmt.Sscanf(got[i-1], "tick %d", &a)
+		_, _ = fmt.Sscanf(got[i], "tick %d", &b)
+		if b != a+1 {
+			t.Fatalf("logs -f from tick %s printed %q: not consecutive", n0, got)
+		}
+	}
+	if _, errs, err := k.run(nil, "logs", "ticker", "-c", "other"); err == nil || !strings.Contains(errs, "container other is not valid for pod ticker") {
+		t.Errorf("logs -c other: %v %q", err, errs)
+	}
+	if _, errs, err := k.run(nil, "logs", "ticker", "-p"); err == nil || !strings.Contains(errs, `previous terminated container "main" in pod "ticker" not found`) {
+		t.Errorf("logs -p of a container that never restarted: %v %q", err, errs)
+	}
+
+	// A restarting container: logs shows the current run only, -p the
+	// one before (each run counts itself in a file of its working dir,
+	// which survives restarts).
+	c.create("crasher", "", "Always", nil, "sh", "-c", `n=$(cat runs 2>/dev/null || echo 0); n=$((n+1)); echo $n > runs; echo "run $n"; sleep 0.3; exit 1`)
+	run := regexp.MustCompile(`^run (\d+)\n$`)
+	c.eventually("logs and logs -p show two consecutive runs", func() bool {
+		cur, _, err1 := k.run(nil, "logs", "crasher")
+		prev, _, err2 := k.run(nil, "logs", "crasher", "-p")
+		mc, mp := run.FindStringSubmatch(cur), run.FindStringSubmatch(prev)
+		if err1 != nil || err2 != nil || mc == nil || mp == nil {
+			return false
+		}
+		var a, b int
+		_, _ = fmt.Sscan(mp[1], &a)
+		_, _ = fmt.Sscan(mc[1], &b)
+		return a >= 1 && b == a+1
+	})
+}
+
+// waitMatch waits until the watch printed a line matching re at index at
+// or later, and returns the first such line.
+func (w *kubectlWatch) waitMatch(re *regexp.Regexp, at int) string {
+	w.t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		w.mu.Lock()
+		for i := at; i < len(w.lines); i++ {
+			if re.MatchString(w.lines[i]) {
+				l := w.lines[i]
+				w.mu.Unlock()
+				return l
+			}
+		}
+		lines := append([]string(nil), w.lines...)
+		w.mu.Unlock()
+		select {
+		case <-w.added:
+		case <-deadline:
+			w.t.Fatalf("no line %d or later matched %s; printed %q", at, re, lines)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -85,19 +84,7 @@ func (r *dsController) setup(c *app.Context) (app.Reconciler, error) {
 		return nil, err
 	}
 	// Pod events count against the expectations before the set is queued.
-	r.pods.AddEventHandler(informer.Handler{
-		OnAdd: func(o *kplanev1.Object) { r.control.ObserveAdd(o); r.enqueue(r.podKeys(o)) },
-		OnUpdate: func(old, cur *kplanev1.Object) {
-			r.control.ObserveUpdate(old, cur)
-			r.enqueue(append(r.podKeys(cur), r.podKeys(old)...))
-		},
-		OnDelete: func(obj any) {
-			r.control.ObserveDelete(obj)
-			if o, ok := informer.ObjectOf(obj); ok {
-				r.enqueue(r.podKeys(o))
-			}
-		},
-	})
+	r.pods.AddEventHandler(r.control.Handler(r.podKeys, r.ctx.Enqueue))
 	r.sets.AddEventHandler(informer.Handler{OnDelete: func(obj any) {
 		if o, ok := informer.ObjectOf(obj); ok {
 			r.exp.Delete(o.Key())
@@ -105,13 +92,6 @@ func (r *dsController) setup(c *app.Context) (app.Reconciler, error) {
 		}
 	}})
 	return r, nil
-}
-
-func (r *dsController) enqueue(keys []string) {
-	slices.Sort(keys)
-	for _, k := range slices.Compact(keys) {
-		r.ctx.Enqueue(k)
-	}
 }
 
 // allSets maps a node event to every DaemonSet: any of them may now fit

@@ -114,22 +114,7 @@ func (r *jobController) setup(c *app.Context) (app.Reconciler, error) {
 	r.pods = c.Informers.ForKind("Pod")
 	r.jobs = c.Informers.ForKind(kindJob)
 	// Expectations first, then the Job (see docs/writing-a-controller.md).
-	r.pods.AddEventHandler(informer.Handler{
-		OnAdd: func(pod *kplanev1.Object) {
-			r.control.ObserveAdd(pod)
-			r.enqueueOwner(pod)
-		},
-		OnUpdate: func(oldPod, newPod *kplanev1.Object) {
-			r.control.ObserveUpdate(oldPod, newPod)
-			r.enqueueOwner(newPod)
-		},
-		OnDelete: func(obj any) {
-			r.control.ObserveDelete(obj)
-			if pod, ok := informer.ObjectOf(obj); ok {
-				r.enqueueOwner(pod)
-			}
-		},
-	})
+	r.pods.AddEventHandler(r.control.Handler(podJobKeys, func(key string) { r.ctx.EnqueueAfter(key, r.batchPeriod) }))
 	r.jobs.AddEventHandler(informer.Handler{OnDelete: func(obj any) {
 		if o, ok := informer.ObjectOf(obj); ok {
 			r.exp.Delete(o.Key())
@@ -147,10 +132,12 @@ func jobKeyOf(pod *kplanev1.Object) (string, bool) {
 	return kplanev1.MetaKey(pod.Meta().GetNamespace(), ref.GetName()), true
 }
 
-func (r *jobController) enqueueOwner(pod *kplanev1.Object) {
+// podJobKeys maps a pod to the Job controlling it, if any.
+func podJobKeys(pod *kplanev1.Object) []string {
 	if key, ok := jobKeyOf(pod); ok {
-		r.ctx.EnqueueAfter(key, r.batchPeriod)
+		return []string{key}
 	}
+	return nil
 }
 
 // Reconcile implements app.Reconciler.

@@ -104,11 +104,7 @@ func (r *replicaController) setup(c *app.Context) (app.Reconciler, error) {
 	// creation or deletion is counted against the expectations before the
 	// owner is queued: the reconcile that the event triggers then sees the
 	// expectation met.
-	r.pods.AddEventHandler(informer.Handler{
-		OnAdd:    r.podAdded,
-		OnUpdate: r.podUpdated,
-		OnDelete: r.podDeleted,
-	})
+	r.pods.AddEventHandler(r.control.Handler(r.ownersOf, r.ctx.Enqueue))
 	for kind, inf := range r.owners {
 		inf.AddEventHandler(informer.Handler{OnDelete: func(obj any) {
 			if o, ok := informer.ObjectOf(obj); ok {
@@ -161,34 +157,6 @@ func controllerKey(pod *kplanev1.Object) (string, bool) {
 		return "", false
 	}
 	return ownerKey(ref.GetKind(), pod.Meta().GetNamespace(), ref.GetName()), true
-}
-
-func (r *replicaController) podAdded(pod *kplanev1.Object) {
-	r.control.ObserveAdd(pod)
-	r.enqueue(r.ownersOf(pod))
-}
-
-func (r *replicaController) podUpdated(oldPod, newPod *kplanev1.Object) {
-	r.control.ObserveUpdate(oldPod, newPod)
-	keys := r.ownersOf(newPod)
-	if oldPod != newPod {
-		keys = append(keys, r.ownersOf(oldPod)...)
-	}
-	r.enqueue(keys)
-}
-
-func (r *replicaController) podDeleted(obj any) {
-	r.control.ObserveDelete(obj)
-	if pod, ok := informer.ObjectOf(obj); ok {
-		r.enqueue(r.ownersOf(pod))
-	}
-}
-
-func (r *replicaController) enqueue(keys []string) {
-	slices.Sort(keys)
-	for _, k := range slices.Compact(keys) {
-		r.ctx.Enqueue(k)
-	}
 }
 
 func splitOwnerKey(key string) (kind, namespace, name string, err error) {

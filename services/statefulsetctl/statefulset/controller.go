@@ -80,19 +80,7 @@ func (r *setController) setup(c *app.Context) (app.Reconciler, error) {
 	}
 	// Pod events count against the expectations before the set is
 	// queued, so the reconcile they wake sees its own creations.
-	r.pods.AddEventHandler(informer.Handler{
-		OnAdd: func(o *kplanev1.Object) { r.control.ObserveAdd(o); r.enqueue(r.podKeys(o)) },
-		OnUpdate: func(old, cur *kplanev1.Object) {
-			r.control.ObserveUpdate(old, cur)
-			r.enqueue(append(r.podKeys(cur), r.podKeys(old)...))
-		},
-		OnDelete: func(obj any) {
-			r.control.ObserveDelete(obj)
-			if o, ok := informer.ObjectOf(obj); ok {
-				r.enqueue(r.podKeys(o))
-			}
-		},
-	})
+	r.pods.AddEventHandler(r.control.Handler(r.podKeys, r.ctx.Enqueue))
 	r.sets.AddEventHandler(informer.Handler{OnDelete: func(obj any) {
 		if o, ok := informer.ObjectOf(obj); ok {
 			r.exp.Delete(o.Key())
@@ -100,13 +88,6 @@ func (r *setController) setup(c *app.Context) (app.Reconciler, error) {
 		}
 	}})
 	return r, nil
-}
-
-func (r *setController) enqueue(keys []string) {
-	slices.Sort(keys)
-	for _, k := range slices.Compact(keys) {
-		r.ctx.Enqueue(k)
-	}
 }
 
 // podKeys maps a pod to its StatefulSet, or (an orphan) to the sets in

@@ -248,7 +248,9 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	resources := server.New(a.store, a.caches, cfg.BookmarkInterval, shutdownCtx, log.Named("server"))
 	kplanev1.RegisterResourcesServer(a.grpc, resources)
 	// The REST side calls the very service the gRPC clients reach, in process.
-	rest.New(resources, rest.Version{GitVersion: cfg.Version}, log.Named("rest")).Register(a.httpMux)
+	rh := rest.New(resources, rest.Version{GitVersion: cfg.Version}, log.Named("rest"))
+	rh.Register(a.httpMux)
+	rh.RegisterStreams(a.httpMux)
 	a.health = health.NewServer()
 	healthpb.RegisterHealthServer(a.grpc, a.health)
 	reflection.Register(a.grpc)

@@ -75,6 +75,23 @@ func newDiscovery(byGV map[string]map[string]*resource) *discovery {
 					Subresource: "status", ResponseKind: gvk, Verbs: statusVerbs,
 				})
 			}
+			for _, sub := range subresources {
+				if !sub.applies(r.info) {
+					continue
+				}
+				g, v := sub.group, sub.version
+				if g == "" && v == "" {
+					g, v = r.Group, r.Version
+				}
+				// Group and version are named only when they differ from
+				// the parent's (kubectl drain looks for policy/v1 here).
+				list.APIResources = append(list.APIResources, metav1.APIResource{
+					Name: r.Plural + "/" + sub.name, Namespaced: r.info.Namespaced, Group: sub.group, Version: sub.version, Kind: sub.kind, Verbs: sub.verbs,
+				})
+				ar.Subresources = append(ar.Subresources, apidiscoveryv2.APISubresourceDiscovery{
+					Subresource: sub.name, ResponseKind: &metav1.GroupVersionKind{Group: g, Version: v, Kind: sub.kind}, Verbs: sub.verbs,
+				})
+			}
 			av.Resources = append(av.Resources, ar)
 		}
 		av.Version = ver

@@ -122,7 +122,7 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(rest) == 3 {
 		req.subresource = rest[2]
-		if req.subresource != "status" || !res.info.HasStatus() {
+		if (req.subresource != "status" || !res.info.HasStatus()) && subresourceOf(res.info, req.subresource) == nil {
 			writeNotFoundPath(w, r)
 			return
 		}
@@ -138,6 +138,10 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) serveResource(w http.ResponseWriter, r *http.Request, req request) {
 	collection := req.name == ""
+	if sub := subresourceOf(req.res.info, req.subresource); sub != nil {
+		sub.serve(h, w, r, req)
+		return
+	}
 	switch {
 	case r.Method == http.MethodGet && collection && isWatch(r):
 		h.watch(w, r, req)

@@ -11,6 +11,7 @@ import (
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
 	"github.com/kplane/kplane/pkg/strategy"
+	"github.com/kplane/kplane/pkg/validation"
 )
 
 // scalerOf returns the kind and its scale subresource; InvalidArgument for
@@ -72,11 +73,16 @@ func (s *Store) UpdateScale(ctx context.Context, kind string, in *kplanev1.Scale
 	if err := checkScope(k, ns, name); err != nil {
 		return nil, err
 	}
+	// Field violations ride along so REST answers 422 Invalid naming
+	// spec.replicas, as for any other object.
+	var errs validation.ErrorList
 	if in.GetSpec() == nil {
-		return nil, invalid("Scale %q is invalid: spec.replicas: Required value", name)
+		errs.Required("spec.replicas", "")
+	} else if n := in.GetSpec().GetReplicas(); n < 0 {
+		errs.Invalid("spec.replicas", n, "must be greater than or equal to 0")
 	}
-	if n := in.GetSpec().GetReplicas(); n < 0 {
-		return nil, invalid("Scale %q is invalid: spec.replicas: Invalid value: %d: must be greater than or equal to 0", name, n)
+	if len(errs) > 0 {
+		return nil, invalidObject("Scale", name, errs)
 	}
 	wantRev, err := ParseRevision(meta.GetResourceVersion())
 	if err != nil {

@@ -281,6 +281,23 @@ func (c *execContainer) exitFile(n int) string {
 	return filepath.Join(c.dir, stateDir, "exit."+strconv.Itoa(n))
 }
 
+// logStartFile holds the size the log had when run n started: the
+// offset of that run's first line, so a run's log (and the previous
+// one's, for previous=true) can be told apart in the one log file.
+func (c *execContainer) logStartFile(n int) string {
+	return filepath.Join(c.dir, stateDir, "logstart."+strconv.Itoa(n))
+}
+
+// logStart reads the offset where run n's log begins.
+func (c *execContainer) logStart(n int) (int64, bool) {
+	b, err := os.ReadFile(c.logStartFile(n))
+	if err != nil {
+		return 0, false
+	}
+	off, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return off, err == nil
+}
+
 func (c *execContainer) pidFile(n int) string {
 	return filepath.Join(c.dir, stateDir, "pid."+strconv.Itoa(n))
 }
@@ -394,6 +411,7 @@ func (r *execRuntime) StartContainer(_ context.Context, pod *kplanev1.Pod, spec 
 	// Keep the files of the previous run (lastState); older ones go.
 	_ = os.Remove(c.exitFile(attempt - 2))
 	_ = os.Remove(c.pidFile(attempt - 2))
+	_ = os.Remove(c.logStartFile(attempt - 2))
 	if err := c.prepareMessage(spec); err != nil {
 		return err
 	}
@@ -409,6 +427,13 @@ func (r *execRuntime) StartContainer(_ context.Context, pod *kplanev1.Pod, spec 
 	// The shim gets its own descriptor and does the writing; the agent
 	// never writes through this one, so its Close has nothing to lose.
 	defer func() { _ = logf.Close() }()
+	fi, err := logf.Stat()
+	if err != nil {
+		return fmt.Errorf("stat container log: %w", err)
+	}
+	if err := os.WriteFile(c.logStartFile(attempt), []byte(strconv.FormatInt(fi.Size(), 10)), 0o644); err != nil {
+		return fmt.Errorf("record where the run's log starts: %w", err)
+	}
 	args := append([]string{shim.Command, "--exit-file", c.exitFile(attempt), "--pid-file", c.pidFile(attempt),
 		"--log-file", logPath, "--dir", workDir, "--"}, argv...)
 	cmd := exec.Command(r.shim, args...)
@@ -723,9 +748,31 @@ func (r *execRuntime) poll() []string {
 }
 
 // Logs implements Runtime.
-func (r *execRuntime) Logs(ctx context.Context, pod *kplanev1.Pod, container string, follow bool, w io.Writer) error {
+func (r *execRuntime) Logs(ctx context.Context, pod *kplanev1.Pod, container string, opts LogOptions, w io.Writer) error {
+	follow := opts.Follow && !opts.Previous
 	uid := pod.GetMetadata().GetUid()
-	f, err := os.Open(filepath.Join(r.containerDir(uid, container), logFileName))
+	r.mu.Lock()
+	attempt := -1
+	if p, ok := r.pods[uid]; ok {
+		if c, ok := p.containers[container]; ok {
+			attempt = c.attempt
+		}
+	}
+	r.mu.Unlock()
+	lc := &execContainer{dir: r.containerDir(uid, container)}
+	// The current run's log starts at its recorded offset (logs of runs
+	// started before offsets were recorded start at 0); the previous
+	// run's ends there.
+	start, _ := lc.logStart(attempt)
+	end := int64(-1)
+	if opts.Previous {
+		prev, ok := lc.logStart(attempt - 1)
+		if !ok || attempt < 1 {
+			return fmt.Errorf("previous terminated container %q in pod %q not found", container, pod.GetMetadata().GetName())
+		}
+		start, end = prev, start
+	}
+	f, err := os.Open(filepath.Join(lc.dir, logFileName))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("container %q of pod %s has not started: %w", container, pod.GetMetadata().GetName(), err)
@@ -734,6 +781,31 @@ func (r *execRuntime) Logs(ctx context.Context, pod *kplanev1.Pod, container str
 	}
 	// Only read: a failed Close loses nothing.
 	defer func() { _ = f.Close() }()
+	if end >= 0 {
+		// The previous run: a finished section of the file.
+		sec := io.NewSectionReader(f, start, end-start)
+		if opts.TailLines >= 0 {
+			if err := seekTail(sec, opts.TailLines); err != nil {
+				return fmt.Errorf("seek the last %d lines: %w", opts.TailLines, err)
+			}
+		}
+		if _, err := io.Copy(w, sec); err != nil {
+			return fmt.Errorf("copy log: %w", err)
+		}
+		return nil
+	}
+	if opts.TailLines >= 0 {
+		if err := seekTail(f, opts.TailLines); err != nil {
+			return fmt.Errorf("seek the last %d lines: %w", opts.TailLines, err)
+		}
+	}
+	if pos, err := f.Seek(0, io.SeekCurrent); err != nil {
+		return fmt.Errorf("seek log: %w", err)
+	} else if pos < start {
+		if _, err := f.Seek(start, io.SeekStart); err != nil {
+			return fmt.Errorf("seek log: %w", err)
+		}
+	}
 	flush := func() {
 		if fl, ok := w.(interface{ Flush() }); ok {
 			fl.Flush()

@@ -245,7 +245,14 @@ func (r *fakeRuntime) Pods() []RuntimePod {
 }
 
 // Logs implements Runtime with one synthetic line.
-func (r *fakeRuntime) Logs(_ context.Context, pod *kplanev1.Pod, container string, _ bool, w io.Writer) error {
+func (r *fakeRuntime) Logs(_ context.Context, pod *kplanev1.Pod, container string, opts LogOptions, w io.Writer) error {
+	if opts.Previous {
+		// The fake keeps no log, so no earlier run's either.
+		return fmt.Errorf("previous terminated container %q in pod %q not found", container, pod.GetMetadata().GetName())
+	}
+	if opts.TailLines == 0 {
+		return nil
+	}
 	_, err := fmt.Fprintf(w, "fake runtime: container %s of pod %s/%s on node %s (no process runs)\n",
 		container, pod.GetMetadata().GetNamespace(), pod.GetMetadata().GetName(), pod.GetSpec().GetNodeName())
 	return err

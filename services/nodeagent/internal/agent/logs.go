@@ -4,16 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 )
 
 // logsServer serves container logs:
 //
-//	GET /logs/<namespace>/<pod>/<container>[?follow=true]
-//	GET /logs/<namespace>/<pod>[?follow=true]      (pods with one container)
+//	GET /logs/<namespace>/<pod>/<container>[?follow=true][&tailLines=N][&limitBytes=N][&previous=true]
+//	GET /logs/<namespace>/<pod>[?...]      (pods with one container)
+//
+// The parameters are those of Kubernetes' pods/log, which the apiserver
+// forwards, previous included (the run before the current one).
+// sinceSeconds, sinceTime and timestamps are refused with 400: the
+// container writes its log file directly, so it holds no time per line.
 type logsServer struct {
 	srv  *http.Server
 	done chan struct{}
@@ -31,6 +38,7 @@ func (a *Agent) startLogs(ctx context.Context) (*logsServer, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /logs/{namespace}/{pod}/{container}", a.serveLogs)
 	mux.HandleFunc("GET /logs/{namespace}/{pod}", a.serveLogs)
+	a.registerStreams(mux)
 	s := &logsServer{
 		srv: &http.Server{
 			Handler:           mux,
@@ -83,13 +91,17 @@ func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("container %s is not valid for pod %s", container, name), http.StatusNotFound)
 		return
 	}
-	follow, _ := strconv.ParseBool(r.URL.Query().Get("follow"))
+	opts, limit, err := parseLogOptions(r.URL.Query())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	fw := &flushWriter{w: w}
+	fw := &flushWriter{w: w, left: limit}
 	if f, ok := w.(http.Flusher); ok {
 		fw.f = f
 	}
-	if err := a.rt.Logs(r.Context(), pod, container, follow, fw); err != nil {
+	if err := a.rt.Logs(r.Context(), pod, container, opts, fw); err != nil {
 		if !fw.wrote {
 			http.Error(w, err.Error(), http.StatusNotFound)
 			return
@@ -98,15 +110,119 @@ func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// flushWriter flushes after writes so that followers see lines at once.
+// LogOptions selects what Runtime.Logs writes.
+type LogOptions struct {
+	// Follow keeps writing new lines until the container stops.
+	Follow bool
+	// TailLines is how many of the last lines to start with; negative
+	// means the whole log.
+	TailLines int64
+	// Previous asks for the log of the container's run before the
+	// current one (Follow does not apply to it).
+	Previous bool
+}
+
+// parseLogOptions reads the query of a logs request: the options for the
+// runtime and the byte limit (negative: none).
+func parseLogOptions(q url.Values) (LogOptions, int64, error) {
+	opts := LogOptions{TailLines: -1}
+	limit := int64(-1)
+	for _, p := range []string{"sinceSeconds", "sinceTime", "timestamps"} {
+		if v := q.Get(p); v != "" && v != "false" {
+			return opts, 0, fmt.Errorf("%s: Unsupported value: %q: this node agent's logs keep no time per line", p, v)
+		}
+	}
+	for _, p := range []struct {
+		name string
+		into *bool
+	}{{"follow", &opts.Follow}, {"previous", &opts.Previous}} {
+		if v := q.Get(p.name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return opts, 0, fmt.Errorf("%s: Invalid value: %q: must be true or false", p.name, v)
+			}
+			*p.into = b
+		}
+	}
+	for _, p := range []struct {
+		name string
+		into *int64
+	}{{"tailLines", &opts.TailLines}, {"limitBytes", &limit}} {
+		v := q.Get(p.name)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || (p.name == "limitBytes" && n == 0) {
+			return opts, 0, fmt.Errorf("%s: Invalid value: %q: must be a non-negative integer (limitBytes: positive)", p.name, v)
+		}
+		*p.into = n
+	}
+	return opts, limit, nil
+}
+
+// errLogLimit ends a log stream that reached its limitBytes.
+var errLogLimit = errors.New("limitBytes reached")
+
+// seekTail positions f at the start of its last n lines (a last line
+// without a newline counts), reading backwards in blocks so a long log
+// is not read whole.
+func seekTail(f io.ReadSeeker, n int64) error {
+	end, err := f.Seek(0, io.SeekEnd)
+	if err != nil || n == 0 {
+		return err
+	}
+	const block = 8 << 10
+	buf := make([]byte, block)
+	pos, newlines := end, int64(0)
+	for pos > 0 {
+		size := min(int64(block), pos)
+		pos -= size
+		if _, err := f.Seek(pos, io.SeekStart); err != nil {
+			return err
+		}
+		if _, err := io.ReadFull(f, buf[:size]); err != nil {
+			return err
+		}
+		for i := size - 1; i >= 0; i-- {
+			// The file's final newline ends the last line; every other
+			// one starts the line after it.
+			if buf[i] != '\n' || pos+i == end-1 {
+				continue
+			}
+			if newlines++; newlines == n {
+				_, err := f.Seek(pos+i+1, io.SeekStart)
+				return err
+			}
+		}
+	}
+	_, err = f.Seek(0, io.SeekStart)
+	return err
+}
+
+// flushWriter flushes after writes so that followers see lines at once,
+// and ends the stream at limitBytes.
 type flushWriter struct {
 	w     http.ResponseWriter
 	f     http.Flusher
 	wrote bool
+	left  int64 // bytes still allowed; negative: no limit
 }
 
 func (fw *flushWriter) Write(p []byte) (int, error) {
+	if fw.left >= 0 && int64(len(p)) > fw.left {
+		n, err := fw.w.Write(p[:fw.left])
+		fw.wrote = fw.wrote || n > 0
+		fw.left -= int64(n)
+		if err != nil {
+			return n, err
+		}
+		return n, errLogLimit
+	}
 	fw.wrote = fw.wrote || len(p) > 0
+	if fw.left >= 0 {
+		fw.left -= int64(len(p))
+	}
 	return fw.w.Write(p)
 }
 

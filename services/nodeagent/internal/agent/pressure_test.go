@@ -188,9 +188,17 @@ func TestMemoryPressureEvicts(t *testing.T) {
 		}
 	}
 
+	// Priority comes from a PriorityClass: admission refuses a literal one.
+	if _, err := client.For[*kplanev1.PriorityClass](e.api).Create(e.ctx, &kplanev1.PriorityClass{
+		Metadata: &kplanev1.ObjectMeta{Name: "important"}, Value: 1000,
+	}); err != nil {
+		t.Fatal(err)
+	}
 	withMemory := func(request string, priority int32) func(*kplanev1.Pod) {
 		return func(p *kplanev1.Pod) {
-			p.Spec.Priority = priority
+			if priority > 0 {
+				p.Spec.PriorityClassName = "important"
+			}
 			if request != "" {
 				p.Spec.Containers[0].Resources = &kplanev1.ResourceRequirements{Requests: map[string]string{"memory": request}}
 			}

@@ -77,9 +77,10 @@ type Runtime interface {
 	RemovePod(uid string) error
 	// Pods lists the pods the runtime knows.
 	Pods() []RuntimePod
-	// Logs opens the log of the container; follow keeps reading until ctx
-	// ends or the pod is removed.
-	Logs(ctx context.Context, pod *kplanev1.Pod, container string, follow bool, w io.Writer) error
+	// Logs writes the log of the container to w as opts asks: the last
+	// opts.TailLines lines (all when negative), then, with opts.Follow,
+	// new lines until ctx ends or the container stops.
+	Logs(ctx context.Context, pod *kplanev1.Pod, container string, opts LogOptions, w io.Writer) error
 	// Healthy reports why the runtime cannot run pods (nil = fine).
 	Healthy() error
 }

@@ -1,0 +1,62 @@
+package controller_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kplane/kplane/pkg/controller"
+	"github.com/kplane/kplane/pkg/informer"
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+// TestObjectControlHandler: every event is counted against the owner's
+// expectations before the owner is queued, an update wakes the old and the
+// new owner once each, and a tombstone is unwrapped.
+func TestObjectControlHandler(t *testing.T) {
+	exp := controller.NewExpectations(time.Minute)
+	ctl := &controller.ObjectControl{Expectations: exp, OwnerKey: func(o *kplanev1.Object) (string, bool) {
+		return controller.OwnerKey(o, "ReplicaSet")
+	}}
+	ownedBy := func(name, owner string) *kplanev1.Object {
+		return kplanev1.MustWrap(&kplanev1.Pod{Metadata: &kplanev1.ObjectMeta{
+			Namespace: "ns", Name: name, Uid: "uid-" + name,
+			OwnerReferences: []*kplanev1.OwnerReference{{Kind: "ReplicaSet", Name: owner, Uid: "uid-" + owner, Controller: true}},
+		}})
+	}
+	var queued []string
+	var satisfiedWhenQueued []bool
+	h := ctl.Handler(controller.OwnerKeys("ReplicaSet"), func(key string) {
+		queued = append(queued, key)
+		satisfiedWhenQueued = append(satisfiedWhenQueued, exp.Satisfied(key))
+	})
+
+	key := "ns/a"
+	if k, ok := controller.OwnerKey(ownedBy("p", "a"), "ReplicaSet"); !ok || k != key {
+		t.Fatalf("owner key %q %v, want %q", k, ok, key)
+	}
+	exp.ExpectCreations(key, 1)
+	h.OnAdd(ownedBy("p", "a"))
+	if !slices.Equal(queued, []string{key}) || !satisfiedWhenQueued[0] {
+		t.Fatalf("after add: queued %v, satisfied when queued %v", queued, satisfiedWhenQueued)
+	}
+
+	queued = nil
+	h.OnUpdate(ownedBy("p", "a"), ownedBy("p", "b"))
+	slices.Sort(queued)
+	if !slices.Equal(queued, []string{"ns/a", "ns/b"}) {
+		t.Fatalf("an owner change queued %v, want both owners", queued)
+	}
+	queued = nil
+	h.OnUpdate(ownedBy("p", "a"), ownedBy("p", "a"))
+	if !slices.Equal(queued, []string{key}) {
+		t.Fatalf("an update within one owner queued %v, want it once", queued)
+	}
+
+	queued, satisfiedWhenQueued = nil, nil
+	exp.ExpectDeletions(key, []string{"ns/p"})
+	h.OnDelete(informer.DeletedFinalStateUnknown{Key: "ns/p", Obj: ownedBy("p", "a")})
+	if !slices.Equal(queued, []string{key}) || !satisfiedWhenQueued[0] {
+		t.Fatalf("after a tombstone: queued %v, satisfied when queued %v", queued, satisfiedWhenQueued)
+	}
+}

@@ -1,0 +1,156 @@
+package rest
+
+import (
+	"io"
+
+	"google.golang.org/protobuf/proto"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+)
+
+// readSubresourceBody reads a POSTed subresource object (JSON or
+// Kubernetes' protobuf) into v.
+func readSubresourceBody(r *http.Request, v runtime.Object, what string) *metav1.Status {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes))
+	if err != nil {
+		return badRequest("read the request body: %v", err)
+	}
+	if isProtobuf(r.Header.Get("Content-Type")) {
+		if _, _, err := subresourceCodec.Decode(body, nil, v); err != nil {
+			return badRequest("decode %s: %v", what, err)
+		}
+		return nil
+	}
+	return decodeStrict(body, v, what)
+}
+
+// serveEviction serves POST pods/<name>/eviction (policy/v1 Eviction):
+// the pod is deleted through the service's Delete with the eviction's
+// DeleteOptions, so graceful deletion applies exactly as to a DELETE
+// (the pod stays Terminating until its node agent confirms the stop).
+// kplane has no PodDisruptionBudget yet, so no eviction is refused for
+// one: every eviction of an existing pod is allowed.
+func (h *Handler) serveEviction(w http.ResponseWriter, r *http.Request, req request) {
+	if r.Method != http.MethodPost {
+		writeStatus(w, methodNotAllowed(r))
+		return
+	}
+	if s := checkWriteParams(r); s != nil {
+		writeStatus(w, s)
+		return
+	}
+	ev := &policyv1.Eviction{}
+	if s := readSubresourceBody(r, ev, "Eviction"); s != nil {
+		writeStatus(w, s)
+		return
+	}
+	if ev.Kind != "" && ev.Kind != "Eviction" {
+		writeStatus(w, badRequest("kind: Invalid value: %q: the eviction subresource takes policy/v1 Eviction", ev.Kind))
+		return
+	}
+	if ev.Name != "" && ev.Name != req.name {
+		writeStatus(w, badRequest("metadata.name: Invalid value: %q: name in URL does not match name in Eviction object", ev.Name))
+		return
+	}
+	if ev.Namespace != "" && ev.Namespace != req.namespace {
+		writeStatus(w, badRequest("metadata.namespace: Invalid value: %q: namespace in URL does not match namespace in Eviction object", ev.Namespace))
+		return
+	}
+	dr := &kplanev1.DeleteRequest{Kind: "Pod", Namespace: req.namespace, Name: req.name}
+	if o := ev.DeleteOptions; o != nil {
+		if len(o.DryRun) > 0 {
+			writeStatus(w, badRequest("deleteOptions.dryRun: Unsupported value: kplane does not support dry runs"))
+			return
+		}
+		dr.GracePeriodSeconds = o.GracePeriodSeconds
+		if o.PropagationPolicy != nil {
+			dr.PropagationPolicy = string(*o.PropagationPolicy)
+		}
+		if p := o.Preconditions; p != nil {
+			dr.Preconditions = &kplanev1.Preconditions{}
+			if p.UID != nil {
+				dr.Preconditions.Uid = string(*p.UID)
+			}
+			if p.ResourceVersion != nil {
+				dr.Preconditions.ResourceVersion = *p.ResourceVersion
+			}
+		}
+	}
+	if _, err := h.api.Delete(r.Context(), dr); err != nil {
+		writeStatus(w, statusFor(err, req))
+		return
+	}
+	h.log.Info("pod evicted", "pod", req.namespace+"/"+req.name)
+	writeJSON(w, http.StatusCreated, successStatus(http.StatusCreated))
+}
+
+// serveBinding serves POST pods/<name>/binding (v1 Binding): it sets
+// spec.nodeName of an unbound pod through the service's Update with the
+// pod's resourceVersion, as the scheduler binds, so a pod is bound once.
+func (h *Handler) serveBinding(w http.ResponseWriter, r *http.Request, req request) {
+	if r.Method != http.MethodPost {
+		writeStatus(w, methodNotAllowed(r))
+		return
+	}
+	if s := checkWriteParams(r); s != nil {
+		writeStatus(w, s)
+		return
+	}
+	b := &corev1.Binding{}
+	if s := readSubresourceBody(r, b, "Binding"); s != nil {
+		writeStatus(w, s)
+		return
+	}
+	switch {
+	case b.Kind != "" && b.Kind != "Binding":
+		writeStatus(w, badRequest("kind: Invalid value: %q: the binding subresource takes v1 Binding", b.Kind))
+		return
+	case b.Name != "" && b.Name != req.name:
+		writeStatus(w, badRequest("metadata.name: Invalid value: %q: name in URL does not match name in Binding object", b.Name))
+		return
+	case b.Target.Kind != "" && b.Target.Kind != "Node":
+		writeStatus(w, newStatus(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, "Binding %q is invalid: target.kind: Unsupported value: %q: supported values: \"Node\"", req.name, b.Target.Kind))
+		return
+	case b.Target.Name == "":
+		writeStatus(w, newStatus(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, "Binding %q is invalid: target.name: Required value", req.name))
+		return
+	}
+	cur, err := h.api.Get(r.Context(), &kplanev1.GetRequest{Kind: "Pod", Namespace: req.namespace, Name: req.name})
+	if err != nil {
+		writeStatus(w, statusFor(err, req))
+		return
+	}
+	obj := proto.Clone(cur.GetObject()).(*kplanev1.Object)
+	pod := obj.GetPod()
+	switch {
+	case b.UID != "" && string(b.UID) != pod.GetMetadata().GetUid():
+		writeStatus(w, newStatus(http.StatusConflict, metav1.StatusReasonConflict, "Operation cannot be fulfilled on pods/binding %q: the UID in the Binding (%s) does not match the pod's (%s)", req.name, b.UID, pod.GetMetadata().GetUid()))
+		return
+	case pod.GetMetadata().GetDeletionTimestamp() != nil:
+		writeStatus(w, newStatus(http.StatusConflict, metav1.StatusReasonConflict, "Operation cannot be fulfilled on pods/binding %q: pod %s is being deleted, cannot be assigned to a host", req.name, req.name))
+		return
+	case pod.GetSpec().GetNodeName() != "":
+		writeStatus(w, newStatus(http.StatusConflict, metav1.StatusReasonConflict, "Operation cannot be fulfilled on pods/binding %q: pod %s is already assigned to node %q", req.name, req.name, pod.GetSpec().GetNodeName()))
+		return
+	}
+	if pod.Spec == nil {
+		pod.Spec = &kplanev1.PodSpec{}
+	}
+	pod.Spec.NodeName = b.Target.Name
+	if _, err := h.api.Update(r.Context(), &kplanev1.UpdateRequest{Object: obj}); err != nil {
+		writeStatus(w, statusFor(err, req))
+		return
+	}
+	writeJSON(w, http.StatusCreated, successStatus(http.StatusCreated))
+}
+
+// successStatus is the Status Kubernetes answers a subresource POST with.
+func successStatus(code int) *metav1.Status {
+	return &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess, Code: int32(code)}
+}
