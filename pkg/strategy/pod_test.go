@@ -343,6 +343,22 @@ func TestPodValidate(t *testing.T) {
 			p.Spec.Affinity = validAffinity()
 			p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Operator = "Is"
 		}, []string{`spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator: Unsupported value: "Is": supported values: "In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"`}},
+		{"node affinity matchFields on the node name", func(p *kplanev1.Pod) {
+			p.Spec.Affinity = validAffinity()
+			p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields = []*kplanev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: "In", Values: []string{"node-1"}}}
+		}, nil},
+		{"node affinity matchFields key", func(p *kplanev1.Pod) {
+			p.Spec.Affinity = validAffinity()
+			p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields = []*kplanev1.NodeSelectorRequirement{{Key: "metadata.uid", Operator: "In", Values: []string{"x"}}}
+		}, []string{`spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchFields[0].key: Invalid value: "metadata.uid": not a valid field selector key, must be metadata.name`}},
+		{"node affinity matchFields operator and values", func(p *kplanev1.Pod) {
+			p.Spec.Affinity = validAffinity()
+			p.Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].Preference.MatchFields = []*kplanev1.NodeSelectorRequirement{
+				{Key: "metadata.name", Operator: "Exists"}, {Key: "metadata.name", Operator: "In", Values: []string{"a", "b"}}}
+		}, []string{
+			`spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchFields[0].operator: Unsupported value: "Exists": supported values: "In", "NotIn"`,
+			"spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchFields[1].values: Required value: must be only one value when `operator` is 'In' or 'NotIn' for node field selector",
+		}},
 		{"node affinity Gt not a number", func(p *kplanev1.Pod) {
 			p.Spec.Affinity = validAffinity()
 			p.Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].Preference.MatchExpressions[0] = &kplanev1.NodeSelectorRequirement{Key: "cores", Operator: "Gt", Values: []string{"many"}}

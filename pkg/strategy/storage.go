@@ -9,6 +9,7 @@ import (
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
 	"github.com/kplane/kplane/pkg/validation"
+	"github.com/kplane/kplane/pkg/volume"
 )
 
 var (
@@ -133,8 +134,20 @@ func validateNodeSelector(sel *kplanev1.NodeSelector, path string, errs *validat
 }
 
 // validateNodeSelectorTerm checks each requirement: a key, a known
-// operator and the values its operator needs.
+// operator and the values its operator needs; a matchFields requirement
+// tests metadata.name (the only node field, as in Kubernetes) with In or
+// NotIn and exactly one value.
 func validateNodeSelectorTerm(term *kplanev1.NodeSelectorTerm, path string, errs *validation.ErrorList) {
+	for j, r := range term.GetMatchFields() {
+		rp := index(path+".matchFields", j)
+		if r.GetKey() != volume.FieldNodeName {
+			errs.Invalid(rp+".key", r.GetKey(), "not a valid field selector key, must be "+volume.FieldNodeName)
+		}
+		oneOf(errs, rp+".operator", r.GetOperator(), "In", "NotIn")
+		if (r.GetOperator() == "In" || r.GetOperator() == "NotIn") && len(r.GetValues()) != 1 {
+			errs.Required(rp+".values", "must be only one value when `operator` is 'In' or 'NotIn' for node field selector")
+		}
+	}
 	for j, r := range term.GetMatchExpressions() {
 		rp := index(path+".matchExpressions", j)
 		if r.GetKey() == "" {

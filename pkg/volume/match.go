@@ -194,25 +194,30 @@ func rank(claimUID, volume string) uint64 {
 
 // NodeAdmits reports whether the volume's node affinity admits node: no
 // affinity admits every node; otherwise one of the required terms must
-// match all its requirements against the node's labels.
+// match all its requirements against the node's labels and fields.
 func NodeAdmits(pv *kplanev1.PersistentVolume, node *kplanev1.Node) (bool, error) {
 	req := pv.GetSpec().GetNodeAffinity().GetRequired()
 	if req == nil {
 		return true, nil
 	}
-	ok, err := NodeSelectorMatches(req, node.GetMetadata().GetLabels())
+	ok, err := NodeSelectorMatches(req, node.GetMetadata().GetName(), node.GetMetadata().GetLabels())
 	if err != nil {
 		return false, fmt.Errorf("volume %s: spec.nodeAffinity: %w", pv.GetMetadata().GetName(), err)
 	}
 	return ok, nil
 }
 
-// NodeSelectorMatches reports whether one of sel's terms matches lbls (a
-// node's labels). A term with no requirements matches nothing, as in
-// Kubernetes.
-func NodeSelectorMatches(sel *kplanev1.NodeSelector, lbls map[string]string) (bool, error) {
+// FieldNodeName is the one node field a NodeSelectorTerm's matchFields may
+// test, as in Kubernetes.
+const FieldNodeName = "metadata.name"
+
+// NodeSelectorMatches reports whether one of sel's terms matches the node
+// called name with labels lbls. A term with no requirements matches
+// nothing, as in Kubernetes. It is the one matcher of node selector terms
+// (volume node affinity, the scheduler's NodeAffinity, daemonsetctl).
+func NodeSelectorMatches(sel *kplanev1.NodeSelector, name string, lbls map[string]string) (bool, error) {
 	for _, term := range sel.GetNodeSelectorTerms() {
-		ok, err := NodeSelectorTermMatches(term, lbls)
+		ok, err := NodeSelectorTermMatches(term, name, lbls)
 		if err != nil || ok {
 			return ok, err
 		}
@@ -221,13 +226,26 @@ func NodeSelectorMatches(sel *kplanev1.NodeSelector, lbls map[string]string) (bo
 }
 
 // NodeSelectorTermMatches reports whether every requirement of term
-// matches lbls (false for a term without requirements).
-func NodeSelectorTermMatches(term *kplanev1.NodeSelectorTerm, lbls map[string]string) (bool, error) {
-	if len(term.GetMatchExpressions()) == 0 {
+// matches: matchExpressions against lbls, matchFields against the node's
+// name (false for a term without requirements).
+func NodeSelectorTermMatches(term *kplanev1.NodeSelectorTerm, name string, lbls map[string]string) (bool, error) {
+	if len(term.GetMatchExpressions()) == 0 && len(term.GetMatchFields()) == 0 {
 		return false, nil
 	}
 	for _, r := range term.GetMatchExpressions() {
 		ok, err := requirementMatches(r, lbls)
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	for _, r := range term.GetMatchFields() {
+		if r.GetKey() != FieldNodeName {
+			return false, fmt.Errorf("matchFields: unknown field %q (only %s)", r.GetKey(), FieldNodeName)
+		}
+		if r.GetOperator() != "In" && r.GetOperator() != "NotIn" {
+			return false, fmt.Errorf("matchFields: operator %q (only In and NotIn)", r.GetOperator())
+		}
+		ok, err := requirementMatches(r, map[string]string{FieldNodeName: name})
 		if err != nil || !ok {
 			return false, err
 		}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/pkg/apiutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 	"github.com/kplane/kplane/services/daemonsetctl/daemonset"
 )
@@ -188,7 +189,11 @@ func checkSets(ctx context.Context, w *workload, nodes []*kplanev1.Node) []strin
 		case chaosStatefulSet:
 			byName[p.GetMetadata().GetName()] = p
 		case chaosDaemonSet:
-			perNode[p.GetSpec().GetNodeName()]++
+			if p.GetSpec().GetNodeName() == "" {
+				add("daemonset %s: pod %s is not bound (scheduler: %v)", chaosDaemonSet, p.GetMetadata().GetName(),
+					apiutil.FindCondition(p.GetStatus().GetConditions(), kplanev1.PodScheduled).GetMessage())
+			}
+			perNode[daemonset.TargetNode(p)]++
 		}
 	}
 	if len(byName) != stsReplicas || st.GetReadyReplicas() != stsReplicas || st.GetUpdatedReplicas() != stsReplicas ||

@@ -94,7 +94,7 @@ func (w *dsNodes) worstUnavailable() int {
 	return w.worst
 }
 
-// daemonPods lists the non-terminating pods of app by node.
+// daemonPods lists the bound, non-terminating pods of app by node.
 func (c *cluster) daemonPods(app string) map[string][]*kplanev1.Pod {
 	c.tb.Helper()
 	resp, err := c.api.List(c.ctx(), &kplanev1.ListRequest{Kind: "Pod", Namespace: "default", LabelSelector: "app=" + app})
@@ -103,7 +103,7 @@ func (c *cluster) daemonPods(app string) map[string][]*kplanev1.Pod {
 	}
 	out := map[string][]*kplanev1.Pod{}
 	for _, o := range resp.GetItems() {
-		if p := o.GetPod(); p.GetMetadata().GetDeletionTimestamp() == nil {
+		if p := o.GetPod(); p.GetMetadata().GetDeletionTimestamp() == nil && p.GetSpec().GetNodeName() != "" {
 			out[p.GetSpec().GetNodeName()] = append(out[p.GetSpec().GetNodeName()], p)
 		}
 	}
@@ -176,13 +176,17 @@ func fakeNodes(prefix string, n int) []string {
 }
 
 // TestDaemonSet with real processes and fake nodes: 5 nodes get 5 pods,
-// a 6th node joins and gets its own; a node tainted NoSchedule keeps its
+// each bound by the scheduler through its matchFields node affinity; a
+// 6th node joins and gets its own; a node tainted NoSchedule keeps its
 // pod but does not get a new one; a cordoned node does; a rolling update
-// with maxUnavailable 1 never has two nodes without a Ready pod.
+// with maxUnavailable 1 never has two nodes without a Ready pod; a set
+// whose pod fits no node leaves every pod Pending with the scheduler's
+// reason.
 func TestDaemonSet(t *testing.T) {
-	needBinaries(t, "daemonsetctl", "nodeagent", "ipamctl")
+	needBinaries(t, "daemonsetctl", "scheduler", "nodeagent", "ipamctl")
 	c := startCluster(t)
 	c.startController("daemonsetctl", "daemonsetctl")
+	c.startController("scheduler", "scheduler", "--log-level", "warn")
 	c.startController("ipamctl", "ipamctl", "--log-level", "warn")
 	c.startController("nodeagent", "nodeagent", "--runtime", "fake", "--fake-nodes", "5", "--node-name", "fake",
 		"--root-dir", t.TempDir(), "--log-level", "warn", "--logs-addr", freeAddr(t))
@@ -197,6 +201,12 @@ func TestDaemonSet(t *testing.T) {
 	}
 	five := fakeNodes("fake", 5)
 	c.eventually(time.Minute, c.daemonOn("logs", five...))
+	for node, ps := range c.daemonPods("logs") {
+		terms := ps[0].GetSpec().GetAffinity().GetNodeAffinity().GetRequiredDuringSchedulingIgnoredDuringExecution().GetNodeSelectorTerms()
+		if len(terms) != 1 || len(terms[0].GetMatchFields()) != 1 || terms[0].GetMatchFields()[0].GetValues()[0] != node {
+			t.Fatalf("pod on %s: required node affinity %v, want matchFields metadata.name In [%s]", node, terms, node)
+		}
+	}
 
 	c.startController("nodeagent-extra", "nodeagent", "--runtime", "fake", "--fake-nodes", "1", "--node-name", "extra",
 		"--root-dir", t.TempDir(), "--log-level", "warn", "--logs-addr", freeAddr(t))
@@ -253,4 +263,33 @@ func TestDaemonSet(t *testing.T) {
 	if out, err := c.kpctl("get", "ds", "logs"); err != nil || !strings.Contains(out, "logs   5         5         5       5            5") {
 		t.Fatalf("kpctl get ds: %v\n%s", err, out)
 	}
+
+	// A pod no node has room for: created for each eligible node, left
+	// Pending by the scheduler with its reason, never forced on a node.
+	big := proto.Clone(ds).(*kplanev1.DaemonSet)
+	big.Metadata = &kplanev1.ObjectMeta{Name: "big", Namespace: "default"}
+	bl := map[string]string{"app": "big"}
+	big.Spec.Selector.MatchLabels, big.Spec.Template.Metadata.Labels = bl, bl
+	big.Spec.Template.Spec.Containers[0].Resources = &kplanev1.ResourceRequirements{Requests: map[string]string{"cpu": "10000"}}
+	if _, err := c.api.Create(c.ctx(), &kplanev1.CreateRequest{Object: kplanev1.MustWrap(big)}); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually(time.Minute, func() string {
+		resp, err := c.api.List(c.ctx(), &kplanev1.ListRequest{Kind: "Pod", Namespace: "default", LabelSelector: "app=big"})
+		if err != nil {
+			return err.Error()
+		}
+		if len(resp.GetItems()) != len(eligible) {
+			return fmt.Sprintf("%d pods, want %d", len(resp.GetItems()), len(eligible))
+		}
+		for _, o := range resp.GetItems() {
+			p := o.GetPod()
+			cond := apiutil.FindCondition(p.GetStatus().GetConditions(), kplanev1.PodScheduled)
+			if p.GetSpec().GetNodeName() != "" || p.GetStatus().GetPhase() != kplanev1.PodPending || cond.GetReason() != "Unschedulable" ||
+				!strings.Contains(cond.GetMessage(), "Insufficient cpu") {
+				return fmt.Sprintf("pod %s: node %q, phase %s, PodScheduled %v", p.GetMetadata().GetName(), p.GetSpec().GetNodeName(), p.GetStatus().GetPhase(), cond)
+			}
+		}
+		return ""
+	})
 }

@@ -70,9 +70,10 @@ func BenchmarkStatefulSet100(b *testing.B) {
 func BenchmarkDaemonSet50(b *testing.B) {
 	const nodes = 50
 	for range b.N {
-		needBinaries(b, "daemonsetctl", "nodeagent", "ipamctl")
+		needBinaries(b, "daemonsetctl", "scheduler", "nodeagent", "ipamctl")
 		c := startCluster(b)
 		c.startController("daemonsetctl", "daemonsetctl", "--log-level", "warn")
+		c.startController("scheduler", "scheduler", "--log-level", "warn")
 		c.startController("ipamctl", "ipamctl", "--log-level", "warn")
 		c.startController("nodeagent", "nodeagent", "--runtime", "fake", "--fake-nodes", fmt.Sprint(nodes), "--node-name", "fake",
 			"--root-dir", b.TempDir(), "--log-level", "warn", "--logs-addr", freeAddrB(b))

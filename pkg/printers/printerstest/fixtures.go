@@ -288,6 +288,7 @@ func Fixtures() map[string][]*kplanev1.Object {
 					ClaimRef: &kplanev1.ObjectReference{Namespace: "default", Name: "data"},
 					NodeAffinity: &kplanev1.VolumeNodeAffinity{Required: &kplanev1.NodeSelector{NodeSelectorTerms: []*kplanev1.NodeSelectorTerm{{
 						MatchExpressions: []*kplanev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: "In", Values: []string{"node-2"}}},
+						MatchFields:      []*kplanev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: "In", Values: []string{"node-2"}}},
 					}}}}},
 				Status: &kplanev1.PersistentVolumeStatus{Phase: "Bound"},
 			}),

@@ -1099,10 +1099,14 @@ func (x *NodeSelector) GetNodeSelectorTerms() []*NodeSelectorTerm {
 	return nil
 }
 
-// NodeSelectorTerm matches a node when all its requirements match.
+// NodeSelectorTerm matches a node when all its requirements match:
+// match_expressions test the node's labels, match_fields its fields (only
+// metadata.name, as in Kubernetes; DaemonSet pods name their node this
+// way).
 type NodeSelectorTerm struct {
 	state            protoimpl.MessageState     `protogen:"open.v1"`
 	MatchExpressions []*NodeSelectorRequirement `protobuf:"bytes,1,rep,name=match_expressions,json=matchExpressions,proto3" json:"match_expressions,omitempty"`
+	MatchFields      []*NodeSelectorRequirement `protobuf:"bytes,2,rep,name=match_fields,json=matchFields,proto3" json:"match_fields,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -1140,6 +1144,13 @@ func (*NodeSelectorTerm) Descriptor() ([]byte, []int) {
 func (x *NodeSelectorTerm) GetMatchExpressions() []*NodeSelectorRequirement {
 	if x != nil {
 		return x.MatchExpressions
+	}
+	return nil
+}
+
+func (x *NodeSelectorTerm) GetMatchFields() []*NodeSelectorRequirement {
+	if x != nil {
+		return x.MatchFields
 	}
 	return nil
 }
@@ -4981,9 +4992,10 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	" _automount_service_account_tokenB\x14\n" +
 	"\x12_preemption_policy\"[\n" +
 	"\fNodeSelector\x12K\n" +
-	"\x13node_selector_terms\x18\x01 \x03(\v2\x1b.kplane.v1.NodeSelectorTermR\x11nodeSelectorTerms\"c\n" +
+	"\x13node_selector_terms\x18\x01 \x03(\v2\x1b.kplane.v1.NodeSelectorTermR\x11nodeSelectorTerms\"\xaa\x01\n" +
 	"\x10NodeSelectorTerm\x12O\n" +
-	"\x11match_expressions\x18\x01 \x03(\v2\".kplane.v1.NodeSelectorRequirementR\x10matchExpressions\"_\n" +
+	"\x11match_expressions\x18\x01 \x03(\v2\".kplane.v1.NodeSelectorRequirementR\x10matchExpressions\x12E\n" +
+	"\fmatch_fields\x18\x02 \x03(\v2\".kplane.v1.NodeSelectorRequirementR\vmatchFields\"_\n" +
 	"\x17NodeSelectorRequirement\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +
@@ -5439,96 +5451,97 @@ var file_kplane_v1_core_proto_depIdxs = []int32{
 	24,  // 24: kplane.v1.PodSpec.topology_spread_constraints:type_name -> kplane.v1.TopologySpreadConstraint
 	15,  // 25: kplane.v1.NodeSelector.node_selector_terms:type_name -> kplane.v1.NodeSelectorTerm
 	16,  // 26: kplane.v1.NodeSelectorTerm.match_expressions:type_name -> kplane.v1.NodeSelectorRequirement
-	18,  // 27: kplane.v1.Affinity.node_affinity:type_name -> kplane.v1.NodeAffinity
-	20,  // 28: kplane.v1.Affinity.pod_affinity:type_name -> kplane.v1.PodAffinity
-	21,  // 29: kplane.v1.Affinity.pod_anti_affinity:type_name -> kplane.v1.PodAntiAffinity
-	14,  // 30: kplane.v1.NodeAffinity.required_during_scheduling_ignored_during_execution:type_name -> kplane.v1.NodeSelector
-	19,  // 31: kplane.v1.NodeAffinity.preferred_during_scheduling_ignored_during_execution:type_name -> kplane.v1.PreferredSchedulingTerm
-	15,  // 32: kplane.v1.PreferredSchedulingTerm.preference:type_name -> kplane.v1.NodeSelectorTerm
-	22,  // 33: kplane.v1.PodAffinity.required_during_scheduling_ignored_during_execution:type_name -> kplane.v1.PodAffinityTerm
-	23,  // 34: kplane.v1.PodAffinity.preferred_during_scheduling_ignored_during_execution:type_name -> kplane.v1.WeightedPodAffinityTerm
-	22,  // 35: kplane.v1.PodAntiAffinity.required_during_scheduling_ignored_during_execution:type_name -> kplane.v1.PodAffinityTerm
-	23,  // 36: kplane.v1.PodAntiAffinity.preferred_during_scheduling_ignored_during_execution:type_name -> kplane.v1.WeightedPodAffinityTerm
-	79,  // 37: kplane.v1.PodAffinityTerm.label_selector:type_name -> kplane.v1.LabelSelector
-	79,  // 38: kplane.v1.PodAffinityTerm.namespace_selector:type_name -> kplane.v1.LabelSelector
-	22,  // 39: kplane.v1.WeightedPodAffinityTerm.pod_affinity_term:type_name -> kplane.v1.PodAffinityTerm
-	79,  // 40: kplane.v1.TopologySpreadConstraint.label_selector:type_name -> kplane.v1.LabelSelector
-	28,  // 41: kplane.v1.Container.env:type_name -> kplane.v1.EnvVar
-	35,  // 42: kplane.v1.Container.ports:type_name -> kplane.v1.ContainerPort
-	80,  // 43: kplane.v1.Container.resources:type_name -> kplane.v1.ResourceRequirements
-	37,  // 44: kplane.v1.Container.readiness_probe:type_name -> kplane.v1.Probe
-	37,  // 45: kplane.v1.Container.liveness_probe:type_name -> kplane.v1.Probe
-	36,  // 46: kplane.v1.Container.volume_mounts:type_name -> kplane.v1.VolumeMount
-	37,  // 47: kplane.v1.Container.startup_probe:type_name -> kplane.v1.Probe
-	33,  // 48: kplane.v1.Container.env_from:type_name -> kplane.v1.EnvFromSource
-	26,  // 49: kplane.v1.Container.lifecycle:type_name -> kplane.v1.Lifecycle
-	27,  // 50: kplane.v1.Lifecycle.post_start:type_name -> kplane.v1.LifecycleHandler
-	27,  // 51: kplane.v1.Lifecycle.pre_stop:type_name -> kplane.v1.LifecycleHandler
-	40,  // 52: kplane.v1.LifecycleHandler.exec:type_name -> kplane.v1.ExecAction
-	42,  // 53: kplane.v1.LifecycleHandler.http_get:type_name -> kplane.v1.HTTPGetAction
-	29,  // 54: kplane.v1.EnvVar.value_from:type_name -> kplane.v1.EnvVarSource
-	30,  // 55: kplane.v1.EnvVarSource.field_ref:type_name -> kplane.v1.ObjectFieldSelector
-	31,  // 56: kplane.v1.EnvVarSource.resource_field_ref:type_name -> kplane.v1.ResourceFieldSelector
-	32,  // 57: kplane.v1.EnvVarSource.secret_key_ref:type_name -> kplane.v1.SecretKeySelector
-	34,  // 58: kplane.v1.EnvFromSource.secret_ref:type_name -> kplane.v1.SecretEnvSource
-	40,  // 59: kplane.v1.Probe.exec:type_name -> kplane.v1.ExecAction
-	41,  // 60: kplane.v1.Probe.tcp_socket:type_name -> kplane.v1.TCPSocketAction
-	42,  // 61: kplane.v1.Probe.http_get:type_name -> kplane.v1.HTTPGetAction
-	38,  // 62: kplane.v1.Probe.grpc:type_name -> kplane.v1.GRPCAction
-	81,  // 63: kplane.v1.TCPSocketAction.port:type_name -> kplane.v1.IntOrString
-	81,  // 64: kplane.v1.HTTPGetAction.port:type_name -> kplane.v1.IntOrString
-	39,  // 65: kplane.v1.HTTPGetAction.http_headers:type_name -> kplane.v1.HTTPHeader
-	44,  // 66: kplane.v1.Volume.persistent_volume_claim:type_name -> kplane.v1.PersistentVolumeClaimVolumeSource
-	45,  // 67: kplane.v1.Volume.empty_dir:type_name -> kplane.v1.EmptyDirVolumeSource
-	46,  // 68: kplane.v1.Volume.secret:type_name -> kplane.v1.SecretVolumeSource
-	47,  // 69: kplane.v1.Volume.host_path:type_name -> kplane.v1.HostPathVolumeSource
-	78,  // 70: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
-	77,  // 71: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
-	51,  // 72: kplane.v1.PodStatus.container_statuses:type_name -> kplane.v1.ContainerStatus
-	51,  // 73: kplane.v1.PodStatus.init_container_statuses:type_name -> kplane.v1.ContainerStatus
-	49,  // 74: kplane.v1.PodStatus.pod_ips:type_name -> kplane.v1.PodIP
-	50,  // 75: kplane.v1.PodStatus.host_ips:type_name -> kplane.v1.HostIP
-	52,  // 76: kplane.v1.ContainerStatus.state:type_name -> kplane.v1.ContainerState
-	52,  // 77: kplane.v1.ContainerStatus.last_state:type_name -> kplane.v1.ContainerState
-	53,  // 78: kplane.v1.ContainerState.waiting:type_name -> kplane.v1.ContainerStateWaiting
-	54,  // 79: kplane.v1.ContainerState.running:type_name -> kplane.v1.ContainerStateRunning
-	55,  // 80: kplane.v1.ContainerState.terminated:type_name -> kplane.v1.ContainerStateTerminated
-	77,  // 81: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
-	77,  // 82: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
-	77,  // 83: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
-	76,  // 84: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
-	13,  // 85: kplane.v1.PodTemplateSpec.spec:type_name -> kplane.v1.PodSpec
-	76,  // 86: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
-	58,  // 87: kplane.v1.Service.spec:type_name -> kplane.v1.ServiceSpec
-	60,  // 88: kplane.v1.Service.status:type_name -> kplane.v1.ServiceStatus
-	73,  // 89: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
-	59,  // 90: kplane.v1.ServiceSpec.ports:type_name -> kplane.v1.ServicePort
-	81,  // 91: kplane.v1.ServicePort.target_port:type_name -> kplane.v1.IntOrString
-	78,  // 92: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
-	76,  // 93: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
-	62,  // 94: kplane.v1.Endpoints.subsets:type_name -> kplane.v1.EndpointSubset
-	63,  // 95: kplane.v1.EndpointSubset.addresses:type_name -> kplane.v1.EndpointAddress
-	63,  // 96: kplane.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.v1.EndpointAddress
-	64,  // 97: kplane.v1.EndpointSubset.ports:type_name -> kplane.v1.EndpointPort
-	82,  // 98: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
-	76,  // 99: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
-	82,  // 100: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
-	83,  // 101: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
-	76,  // 102: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
-	74,  // 103: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
-	75,  // 104: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
-	76,  // 105: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
-	82,  // 106: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
-	68,  // 107: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
-	77,  // 108: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
-	77,  // 109: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
-	77,  // 110: kplane.v1.Event.event_time:type_name -> google.protobuf.Timestamp
-	76,  // 111: kplane.v1.PriorityClass.metadata:type_name -> kplane.v1.ObjectMeta
-	112, // [112:112] is the sub-list for method output_type
-	112, // [112:112] is the sub-list for method input_type
-	112, // [112:112] is the sub-list for extension type_name
-	112, // [112:112] is the sub-list for extension extendee
-	0,   // [0:112] is the sub-list for field type_name
+	16,  // 27: kplane.v1.NodeSelectorTerm.match_fields:type_name -> kplane.v1.NodeSelectorRequirement
+	18,  // 28: kplane.v1.Affinity.node_affinity:type_name -> kplane.v1.NodeAffinity
+	20,  // 29: kplane.v1.Affinity.pod_affinity:type_name -> kplane.v1.PodAffinity
+	21,  // 30: kplane.v1.Affinity.pod_anti_affinity:type_name -> kplane.v1.PodAntiAffinity
+	14,  // 31: kplane.v1.NodeAffinity.required_during_scheduling_ignored_during_execution:type_name -> kplane.v1.NodeSelector
+	19,  // 32: kplane.v1.NodeAffinity.preferred_during_scheduling_ignored_during_execution:type_name -> kplane.v1.PreferredSchedulingTerm
+	15,  // 33: kplane.v1.PreferredSchedulingTerm.preference:type_name -> kplane.v1.NodeSelectorTerm
+	22,  // 34: kplane.v1.PodAffinity.required_during_scheduling_ignored_during_execution:type_name -> kplane.v1.PodAffinityTerm
+	23,  // 35: kplane.v1.PodAffinity.preferred_during_scheduling_ignored_during_execution:type_name -> kplane.v1.WeightedPodAffinityTerm
+	22,  // 36: kplane.v1.PodAntiAffinity.required_during_scheduling_ignored_during_execution:type_name -> kplane.v1.PodAffinityTerm
+	23,  // 37: kplane.v1.PodAntiAffinity.preferred_during_scheduling_ignored_during_execution:type_name -> kplane.v1.WeightedPodAffinityTerm
+	79,  // 38: kplane.v1.PodAffinityTerm.label_selector:type_name -> kplane.v1.LabelSelector
+	79,  // 39: kplane.v1.PodAffinityTerm.namespace_selector:type_name -> kplane.v1.LabelSelector
+	22,  // 40: kplane.v1.WeightedPodAffinityTerm.pod_affinity_term:type_name -> kplane.v1.PodAffinityTerm
+	79,  // 41: kplane.v1.TopologySpreadConstraint.label_selector:type_name -> kplane.v1.LabelSelector
+	28,  // 42: kplane.v1.Container.env:type_name -> kplane.v1.EnvVar
+	35,  // 43: kplane.v1.Container.ports:type_name -> kplane.v1.ContainerPort
+	80,  // 44: kplane.v1.Container.resources:type_name -> kplane.v1.ResourceRequirements
+	37,  // 45: kplane.v1.Container.readiness_probe:type_name -> kplane.v1.Probe
+	37,  // 46: kplane.v1.Container.liveness_probe:type_name -> kplane.v1.Probe
+	36,  // 47: kplane.v1.Container.volume_mounts:type_name -> kplane.v1.VolumeMount
+	37,  // 48: kplane.v1.Container.startup_probe:type_name -> kplane.v1.Probe
+	33,  // 49: kplane.v1.Container.env_from:type_name -> kplane.v1.EnvFromSource
+	26,  // 50: kplane.v1.Container.lifecycle:type_name -> kplane.v1.Lifecycle
+	27,  // 51: kplane.v1.Lifecycle.post_start:type_name -> kplane.v1.LifecycleHandler
+	27,  // 52: kplane.v1.Lifecycle.pre_stop:type_name -> kplane.v1.LifecycleHandler
+	40,  // 53: kplane.v1.LifecycleHandler.exec:type_name -> kplane.v1.ExecAction
+	42,  // 54: kplane.v1.LifecycleHandler.http_get:type_name -> kplane.v1.HTTPGetAction
+	29,  // 55: kplane.v1.EnvVar.value_from:type_name -> kplane.v1.EnvVarSource
+	30,  // 56: kplane.v1.EnvVarSource.field_ref:type_name -> kplane.v1.ObjectFieldSelector
+	31,  // 57: kplane.v1.EnvVarSource.resource_field_ref:type_name -> kplane.v1.ResourceFieldSelector
+	32,  // 58: kplane.v1.EnvVarSource.secret_key_ref:type_name -> kplane.v1.SecretKeySelector
+	34,  // 59: kplane.v1.EnvFromSource.secret_ref:type_name -> kplane.v1.SecretEnvSource
+	40,  // 60: kplane.v1.Probe.exec:type_name -> kplane.v1.ExecAction
+	41,  // 61: kplane.v1.Probe.tcp_socket:type_name -> kplane.v1.TCPSocketAction
+	42,  // 62: kplane.v1.Probe.http_get:type_name -> kplane.v1.HTTPGetAction
+	38,  // 63: kplane.v1.Probe.grpc:type_name -> kplane.v1.GRPCAction
+	81,  // 64: kplane.v1.TCPSocketAction.port:type_name -> kplane.v1.IntOrString
+	81,  // 65: kplane.v1.HTTPGetAction.port:type_name -> kplane.v1.IntOrString
+	39,  // 66: kplane.v1.HTTPGetAction.http_headers:type_name -> kplane.v1.HTTPHeader
+	44,  // 67: kplane.v1.Volume.persistent_volume_claim:type_name -> kplane.v1.PersistentVolumeClaimVolumeSource
+	45,  // 68: kplane.v1.Volume.empty_dir:type_name -> kplane.v1.EmptyDirVolumeSource
+	46,  // 69: kplane.v1.Volume.secret:type_name -> kplane.v1.SecretVolumeSource
+	47,  // 70: kplane.v1.Volume.host_path:type_name -> kplane.v1.HostPathVolumeSource
+	78,  // 71: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
+	77,  // 72: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
+	51,  // 73: kplane.v1.PodStatus.container_statuses:type_name -> kplane.v1.ContainerStatus
+	51,  // 74: kplane.v1.PodStatus.init_container_statuses:type_name -> kplane.v1.ContainerStatus
+	49,  // 75: kplane.v1.PodStatus.pod_ips:type_name -> kplane.v1.PodIP
+	50,  // 76: kplane.v1.PodStatus.host_ips:type_name -> kplane.v1.HostIP
+	52,  // 77: kplane.v1.ContainerStatus.state:type_name -> kplane.v1.ContainerState
+	52,  // 78: kplane.v1.ContainerStatus.last_state:type_name -> kplane.v1.ContainerState
+	53,  // 79: kplane.v1.ContainerState.waiting:type_name -> kplane.v1.ContainerStateWaiting
+	54,  // 80: kplane.v1.ContainerState.running:type_name -> kplane.v1.ContainerStateRunning
+	55,  // 81: kplane.v1.ContainerState.terminated:type_name -> kplane.v1.ContainerStateTerminated
+	77,  // 82: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
+	77,  // 83: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
+	77,  // 84: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
+	76,  // 85: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
+	13,  // 86: kplane.v1.PodTemplateSpec.spec:type_name -> kplane.v1.PodSpec
+	76,  // 87: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
+	58,  // 88: kplane.v1.Service.spec:type_name -> kplane.v1.ServiceSpec
+	60,  // 89: kplane.v1.Service.status:type_name -> kplane.v1.ServiceStatus
+	73,  // 90: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
+	59,  // 91: kplane.v1.ServiceSpec.ports:type_name -> kplane.v1.ServicePort
+	81,  // 92: kplane.v1.ServicePort.target_port:type_name -> kplane.v1.IntOrString
+	78,  // 93: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
+	76,  // 94: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
+	62,  // 95: kplane.v1.Endpoints.subsets:type_name -> kplane.v1.EndpointSubset
+	63,  // 96: kplane.v1.EndpointSubset.addresses:type_name -> kplane.v1.EndpointAddress
+	63,  // 97: kplane.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.v1.EndpointAddress
+	64,  // 98: kplane.v1.EndpointSubset.ports:type_name -> kplane.v1.EndpointPort
+	82,  // 99: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
+	76,  // 100: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
+	82,  // 101: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
+	83,  // 102: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
+	76,  // 103: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
+	74,  // 104: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
+	75,  // 105: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
+	76,  // 106: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
+	82,  // 107: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
+	68,  // 108: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
+	77,  // 109: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
+	77,  // 110: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
+	77,  // 111: kplane.v1.Event.event_time:type_name -> google.protobuf.Timestamp
+	76,  // 112: kplane.v1.PriorityClass.metadata:type_name -> kplane.v1.ObjectMeta
+	113, // [113:113] is the sub-list for method output_type
+	113, // [113:113] is the sub-list for method input_type
+	113, // [113:113] is the sub-list for extension type_name
+	113, // [113:113] is the sub-list for extension extendee
+	0,   // [0:113] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_core_proto_init() }

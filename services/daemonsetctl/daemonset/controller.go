@@ -23,14 +23,13 @@ import (
 
 // dsController reconciles DaemonSets. Its keys are the sets' "ns/name".
 //
-// Placement: Kubernetes (since 1.12) gives each DaemonSet pod a required
-// node affinity on metadata.name and lets the scheduler bind it. kplane's
-// PodSpec has no affinity field on this branch (the scheduler branch adds
-// it), so daemonsetctl binds each pod to its node itself (spec.nodeName,
-// Kubernetes' behaviour before 1.12) and checks the node's fit here:
-// nodeSelector and taints against the tolerations. Resource fit and
-// host ports are not checked; a pod that does not fit fails on its node
-// and is replaced.
+// Placement: as Kubernetes does since 1.12, each pod is created unbound
+// with a required node affinity on metadata.name (NewPod) and the
+// scheduler binds it, so resource fit and host ports are checked like
+// for any pod; a pod that does not fit stays Pending with the
+// scheduler's reason. Which nodes should run a daemon (Fits) is decided
+// here: nodeSelector, required node affinity and taints against the
+// tolerations.
 type dsController struct {
 	api      *client.Client
 	log      hclog.Logger
@@ -223,14 +222,16 @@ func (r *dsController) Reconcile(ctx context.Context, key string) error {
 
 func mustIndex(objs []*kplanev1.Object, _ error) []*kplanev1.Object { return objs }
 
-// nodeStates pairs every node with the set's pods on it; pods bound to a
+// nodeStates pairs every node with the set's pods for it (bound there or
+// waiting for the scheduler to bind them there: TargetNode); pods for a
 // node that does not exist get a state of their own that may not run
 // anything, so they are removed.
 func (r *dsController) nodeStates(ds *kplanev1.DaemonSet, owned []*kplanev1.Object) []NodeState {
 	byNode := map[string][]*kplanev1.Pod{}
 	for _, o := range owned {
 		p := o.GetPod()
-		byNode[p.GetSpec().GetNodeName()] = append(byNode[p.GetSpec().GetNodeName()], p)
+		target := TargetNode(p)
+		byNode[target] = append(byNode[target], p)
 	}
 	var out []NodeState
 	for _, o := range r.nodes.Store().List() {

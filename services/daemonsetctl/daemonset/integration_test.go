@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,15 +19,18 @@ import (
 	"github.com/kplane/kplane/pkg/testutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 	"github.com/kplane/kplane/services/apiserver/testserver"
+	schedapp "github.com/kplane/kplane/services/scheduler/app"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const wait = 30 * time.Second
 
-// cluster is an apiserver with daemonsetctl in-process and a fake kubelet
-// for every node: it makes each new pod Running and Ready after a delay,
-// and finishes a graceful deletion after the same delay. A watcher
+// cluster is an apiserver with daemonsetctl and the scheduler in-process
+// (the scheduler binds the pods daemonsetctl creates unbound) and a fake
+// kubelet for every node: it makes each pod Running and Ready a delay
+// after it is bound, and finishes a graceful deletion after the same
+// delay. A watcher
 // tracks the pods of the DaemonSet "logs" and records the most nodes
 // ever without a Ready pod during a rollout (from the moment watching
 // starts).
@@ -44,7 +48,9 @@ func startCluster(t *testing.T, delay time.Duration) *cluster {
 	srv := testserver.Start(t)
 	api := srv.Client()
 	controllertest.Run(t, srv.Addr(), NewService(), controllertest.LeaderElection("ds")...)
+	controllertest.Run(t, srv.Addr(), schedapp.NewService())
 	c := &cluster{api: api, pods: map[string]*kplanev1.Pod{}}
+	started := map[string]bool{} // pod uids the kubelet has started
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
@@ -77,7 +83,9 @@ func startCluster(t *testing.T, delay time.Duration) *cluster {
 			}
 			c.observe(ev.GetType(), pod)
 			switch {
-			case ev.GetType() == kplanev1.EventType_EVENT_TYPE_ADDED:
+			case ev.GetType() != kplanev1.EventType_EVENT_TYPE_DELETED && pod.GetSpec().GetNodeName() != "" &&
+				pod.GetMetadata().GetDeletionTimestamp() == nil && !started[pod.GetMetadata().GetUid()]:
+				started[pod.GetMetadata().GetUid()] = true
 				later(func() {
 					p := proto.Clone(pod).(*kplanev1.Pod)
 					p.Metadata.ResourceVersion = ""
@@ -140,14 +148,25 @@ func (c *cluster) worstUnavailable() int {
 	return c.worst
 }
 
+// addNode adds a Ready node with room for 2 cpus and 110 pods.
 func (c *cluster) addNode(t *testing.T, name string, mutate ...func(*kplanev1.Node)) {
 	t.Helper()
-	n := &kplanev1.Node{Metadata: &kplanev1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}, Spec: &kplanev1.NodeSpec{}}
+	alloc := map[string]string{"cpu": "2", "memory": "4Gi", "pods": "110"}
+	n := &kplanev1.Node{Metadata: &kplanev1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}, Spec: &kplanev1.NodeSpec{},
+		Status: &kplanev1.NodeStatus{Capacity: alloc, Allocatable: alloc,
+			Conditions: []*kplanev1.Condition{{Type: "Ready", Status: kplanev1.ConditionTrue}}}}
 	for _, m := range mutate {
 		m(n)
 	}
-	if _, err := c.api.Create(t.Context(), &kplanev1.CreateRequest{Object: kplanev1.MustWrap(n)}); err != nil {
+	resp, err := c.api.Create(t.Context(), &kplanev1.CreateRequest{Object: kplanev1.MustWrap(n)})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if created := resp.GetObject().GetNode(); len(created.GetStatus().GetAllocatable()) == 0 {
+		created.Status = n.Status
+		if _, err := c.api.UpdateStatus(t.Context(), &kplanev1.UpdateStatusRequest{Object: kplanev1.MustWrap(created)}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -208,7 +227,8 @@ func (c *cluster) change(t *testing.T, name string, mutate func(*kplanev1.Daemon
 	}
 }
 
-// nodesWithPods lists, per node, the set's pods that are not terminating.
+// nodesWithPods lists, per node, the set's bound pods that are not
+// terminating.
 func (c *cluster) nodesWithPods(t *testing.T, set string) map[string][]*kplanev1.Pod {
 	t.Helper()
 	resp, err := c.api.List(t.Context(), &kplanev1.ListRequest{Kind: "Pod", Namespace: "default", LabelSelector: "app=" + set})
@@ -217,7 +237,7 @@ func (c *cluster) nodesWithPods(t *testing.T, set string) map[string][]*kplanev1
 	}
 	out := map[string][]*kplanev1.Pod{}
 	for _, o := range resp.GetItems() {
-		if p := o.GetPod(); p.GetMetadata().GetDeletionTimestamp() == nil {
+		if p := o.GetPod(); p.GetMetadata().GetDeletionTimestamp() == nil && p.GetSpec().GetNodeName() != "" {
 			out[p.GetSpec().GetNodeName()] = append(out[p.GetSpec().GetNodeName()], p)
 		}
 	}
@@ -380,4 +400,100 @@ func TestOnDelete(t *testing.T) {
 		return len(got["node-1"]) == 1 && got["node-1"][0].Spec.Containers[0].Image == "tail:2" && apiutil.IsPodReady(got["node-1"][0]) &&
 			len(got["node-2"]) == 1 && got["node-2"][0].Spec.Containers[0].Image == "tail:1" && c.get(t, "logs").GetStatus().GetUpdatedNumberScheduled() == 1
 	})
+}
+
+// TestSchedulerPlacement: pods are created unbound with the template's
+// required node affinity ANDed with matchFields metadata.name, and the
+// scheduler binds each to its node; nodes outside the template's
+// affinity get none; a node without room for the pod keeps it Pending
+// with the scheduler's reason (not forced onto the node, not recreated).
+func TestSchedulerPlacement(t *testing.T) {
+	c := startCluster(t, 50*time.Millisecond)
+	zone := func(z string) func(*kplanev1.Node) { return func(n *kplanev1.Node) { n.Metadata.Labels["zone"] = z } }
+	small := func(n *kplanev1.Node) {
+		n.Status.Allocatable = map[string]string{"cpu": "1", "memory": "4Gi", "pods": "110"}
+		n.Status.Capacity = n.Status.Allocatable
+	}
+	c.addNode(t, "node-1", zone("a"))
+	c.addNode(t, "node-2", zone("a"))
+	c.addNode(t, "node-3", zone("a"), small)
+	c.addNode(t, "node-4", zone("b"))
+	ds := newDS("logs", "tail:1")
+	inA := &kplanev1.NodeSelectorRequirement{Key: "zone", Operator: "In", Values: []string{"a"}}
+	ds.Spec.Template.Spec.Affinity = &kplanev1.Affinity{NodeAffinity: &kplanev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &kplanev1.NodeSelector{
+		NodeSelectorTerms: []*kplanev1.NodeSelectorTerm{{MatchExpressions: []*kplanev1.NodeSelectorRequirement{inA}}}}}}
+	ds.Spec.Template.Spec.Containers[0].Resources = &kplanev1.ResourceRequirements{Requests: map[string]string{"cpu": "1500m"}}
+	c.create(t, ds)
+
+	pending := func() *kplanev1.Pod {
+		resp, err := c.api.List(t.Context(), &kplanev1.ListRequest{Kind: "Pod", Namespace: "default", LabelSelector: "app=logs"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []*kplanev1.Pod
+		for _, o := range resp.GetItems() {
+			if TargetNode(o.GetPod()) == "node-3" {
+				out = append(out, o.GetPod())
+			}
+		}
+		if len(out) != 1 {
+			return nil
+		}
+		return out[0]
+	}
+	unschedulable := func(p *kplanev1.Pod) bool {
+		cond := apiutil.FindCondition(p.GetStatus().GetConditions(), kplanev1.PodScheduled)
+		return p.GetSpec().GetNodeName() == "" && cond.GetStatus() == kplanev1.ConditionFalse && cond.GetReason() == "Unschedulable" &&
+			strings.Contains(cond.GetMessage(), "Insufficient cpu")
+	}
+	var stuck *kplanev1.Pod
+	testutil.Eventually(t, wait, "node-1 and node-2 run the pod; node-3's waits Unschedulable; node-4 has none", func() bool {
+		got := c.nodesWithPods(t, "logs")
+		st := c.get(t, "logs").GetStatus()
+		stuck = pending()
+		return len(got) == 2 && len(got["node-1"]) == 1 && apiutil.IsPodReady(got["node-1"][0]) && len(got["node-2"]) == 1 && apiutil.IsPodReady(got["node-2"][0]) &&
+			stuck != nil && unschedulable(stuck) &&
+			st.GetDesiredNumberScheduled() == 3 && st.GetCurrentNumberScheduled() == 3 && st.GetNumberReady() == 2 && st.GetNumberUnavailable() == 1
+	})
+	bound := c.nodesWithPods(t, "logs")["node-1"][0]
+	want := &kplanev1.NodeSelector{NodeSelectorTerms: []*kplanev1.NodeSelectorTerm{{MatchExpressions: []*kplanev1.NodeSelectorRequirement{inA},
+		MatchFields: []*kplanev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: "In", Values: []string{"node-1"}}}}}}
+	if got := bound.GetSpec().GetAffinity().GetNodeAffinity().GetRequiredDuringSchedulingIgnoredDuringExecution(); !proto.Equal(got, want) {
+		t.Fatalf("node-1's pod affinity %v, want %v", got, want)
+	}
+
+	// Another zone-a node gets its pod; meanwhile node-3's pod is the same
+	// one, still waiting.
+	c.addNode(t, "node-5", zone("a"))
+	testutil.Eventually(t, wait, "node-5 runs the pod", func() bool {
+		got := c.nodesWithPods(t, "logs")
+		return len(got["node-5"]) == 1 && apiutil.IsPodReady(got["node-5"][0])
+	})
+	if p := pending(); p == nil || p.GetMetadata().GetUid() != stuck.GetMetadata().GetUid() || !unschedulable(p) {
+		t.Fatalf("node-3's pod was replaced or bound: %v", p)
+	}
+	// Room on node-3: the scheduler binds the waiting pod.
+	c.changeNodeStatus(t, "node-3", func(n *kplanev1.Node) {
+		n.Status.Allocatable["cpu"], n.Status.Capacity["cpu"] = "2", "2"
+	})
+	testutil.Eventually(t, wait, "node-3's pod bound and Ready", c.onExactly(t, "logs", "node-1", "node-2", "node-3", "node-5"))
+	if p := c.nodesWithPods(t, "logs")["node-3"][0]; p.GetMetadata().GetUid() != stuck.GetMetadata().GetUid() {
+		t.Fatal("node-3's pod was recreated instead of bound")
+	}
+}
+
+func (c *cluster) changeNodeStatus(t *testing.T, name string, mutate func(*kplanev1.Node)) {
+	t.Helper()
+	err := client.RetryOnConflict(t.Context(), client.DefaultRetry, func() error {
+		g, err := c.api.Get(t.Context(), &kplanev1.GetRequest{Kind: "Node", Name: name})
+		if err != nil {
+			return err
+		}
+		mutate(g.GetObject().GetNode())
+		_, err = c.api.UpdateStatus(t.Context(), &kplanev1.UpdateStatusRequest{Object: g.GetObject()})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

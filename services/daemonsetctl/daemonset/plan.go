@@ -1,6 +1,7 @@
 // Package daemonset is daemonsetctl's control loop: a DaemonSet runs one
-// pod on every node its template fits (nodeSelector, taints against its
-// tolerations plus the ones every DaemonSet pod gets), and replaces them
+// pod on every node its template fits (nodeSelector, required node
+// affinity, taints against its tolerations plus the ones every DaemonSet
+// pod gets), and replaces them
 // node by node within maxUnavailable and maxSurge when the template
 // changes. This file holds the decisions, as pure functions.
 package daemonset
@@ -18,6 +19,7 @@ import (
 
 	"github.com/kplane/kplane/pkg/apiutil"
 	"github.com/kplane/kplane/pkg/rollout"
+	"github.com/kplane/kplane/pkg/volume"
 )
 
 const (
@@ -59,9 +61,11 @@ func withDefaultTolerations(tols []*kplanev1.Toleration) []*kplanev1.Toleration 
 
 // Fits says whether a node should run the DaemonSet's pod (shouldRun) and
 // whether a pod already there may stay (shouldContinue): the nodeSelector
-// must match; an untolerated NoSchedule taint stops new pods but keeps
-// running ones; an untolerated NoExecute taint does neither.
-// Unschedulable (cordoned) nodes still run daemons, as in Kubernetes.
+// and the required node affinity must match; an untolerated NoSchedule
+// taint stops new pods but keeps running ones; an untolerated NoExecute
+// taint does neither. Unschedulable (cordoned) nodes still run daemons,
+// as in Kubernetes. Resources and host ports are the scheduler's to
+// check: a pod that does not fit stays Pending with its reason.
 func Fits(spec *kplanev1.PodSpec, node *kplanev1.Node) (shouldRun, shouldContinue bool) {
 	if node.GetMetadata().GetDeletionTimestamp() != nil {
 		return false, false
@@ -69,6 +73,12 @@ func Fits(spec *kplanev1.PodSpec, node *kplanev1.Node) (shouldRun, shouldContinu
 	labels := node.GetMetadata().GetLabels()
 	for k, v := range spec.GetNodeSelector() {
 		if labels[k] != v {
+			return false, false
+		}
+	}
+	if req := spec.GetAffinity().GetNodeAffinity().GetRequiredDuringSchedulingIgnoredDuringExecution(); req != nil {
+		// Operators and values were validated by the apiserver.
+		if ok, _ := volume.NodeSelectorMatches(req, node.GetMetadata().GetName(), labels); !ok {
 			return false, false
 		}
 	}
@@ -316,10 +326,10 @@ func RevisionHash(ds string, cr *kplanev1.ControllerRevision) string {
 	return strings.TrimPrefix(cr.GetMetadata().GetName(), ds+"-")
 }
 
-// NewPod is the DaemonSet's pod for node, from template t: bound to the
-// node directly (spec.nodeName; see the package's controller for why),
-// with the default tolerations, the revision hash and the generation it
-// was made from.
+// NewPod is the DaemonSet's pod for node, from template t: unbound, with
+// a required node affinity that only node satisfies (the scheduler binds
+// it, checking resources and host ports as for any pod), the default
+// tolerations, the revision hash and the generation it was made from.
 func NewPod(ds *kplanev1.DaemonSet, t *kplanev1.PodTemplateSpec, hash, node string) *kplanev1.Pod {
 	m := ds.GetMetadata()
 	spec := &kplanev1.PodSpec{}
@@ -348,7 +358,56 @@ func NewPod(ds *kplanev1.DaemonSet, t *kplanev1.PodTemplateSpec, hash, node stri
 	}
 	pod.Metadata.Labels[kplanev1.LabelControllerRevisionHash] = hash
 	pod.Metadata.Labels[kplanev1.LabelDaemonSetTemplateGeneration] = strconv.FormatInt(m.GetGeneration(), 10)
-	pod.Spec.NodeName = node
+	pod.Spec.Affinity = withNodeNameAffinity(pod.Spec.Affinity, node)
 	pod.Spec.Tolerations = withDefaultTolerations(pod.Spec.Tolerations)
 	return pod
+}
+
+// withNodeNameAffinity returns a (the template's affinity, a clone) with
+// its required node affinity narrowed to the node called node: every
+// required term gets the requirement matchFields metadata.name In [node]
+// in place of any metadata.name requirement it had, so the template's own
+// terms still apply (ANDed with the name); without required terms the
+// name is the only term. Preferred terms and pod (anti-)affinity stay as
+// they are.
+func withNodeNameAffinity(a *kplanev1.Affinity, node string) *kplanev1.Affinity {
+	out := &kplanev1.Affinity{}
+	if a != nil {
+		out = proto.Clone(a).(*kplanev1.Affinity)
+	}
+	if out.NodeAffinity == nil {
+		out.NodeAffinity = &kplanev1.NodeAffinity{}
+	}
+	name := &kplanev1.NodeSelectorRequirement{Key: volume.FieldNodeName, Operator: "In", Values: []string{node}}
+	req := out.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	if req == nil || len(req.GetNodeSelectorTerms()) == 0 {
+		out.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = &kplanev1.NodeSelector{
+			NodeSelectorTerms: []*kplanev1.NodeSelectorTerm{{MatchFields: []*kplanev1.NodeSelectorRequirement{name}}}}
+		return out
+	}
+	for _, term := range req.NodeSelectorTerms {
+		term.MatchFields = slices.DeleteFunc(term.MatchFields, func(r *kplanev1.NodeSelectorRequirement) bool {
+			return r.GetKey() == volume.FieldNodeName
+		})
+		term.MatchFields = append(term.MatchFields, proto.Clone(name).(*kplanev1.NodeSelectorRequirement))
+	}
+	return out
+}
+
+// TargetNode is the node a DaemonSet pod is for: the one it is bound to,
+// or, while it waits for the scheduler, the one its required node
+// affinity names (matchFields metadata.name In with one value, as
+// NewPod sets it). "" for a pod that names no node.
+func TargetNode(p *kplanev1.Pod) string {
+	if n := p.GetSpec().GetNodeName(); n != "" {
+		return n
+	}
+	for _, term := range p.GetSpec().GetAffinity().GetNodeAffinity().GetRequiredDuringSchedulingIgnoredDuringExecution().GetNodeSelectorTerms() {
+		for _, r := range term.GetMatchFields() {
+			if r.GetKey() == volume.FieldNodeName && r.GetOperator() == "In" && len(r.GetValues()) == 1 {
+				return r.GetValues()[0]
+			}
+		}
+	}
+	return ""
 }

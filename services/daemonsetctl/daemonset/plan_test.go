@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -135,5 +136,72 @@ func TestBoundsAndStatus(t *testing.T) {
 	if st.DesiredNumberScheduled != 3 || st.CurrentNumberScheduled != 2 || st.NumberReady != 1 || st.NumberAvailable != 1 ||
 		st.NumberUnavailable != 2 || st.UpdatedNumberScheduled != 1 || st.NumberMisscheduled != 1 || st.ObservedGeneration != 3 {
 		t.Fatalf("status: %v", st)
+	}
+}
+
+func nameTerm(node string) *kplanev1.NodeSelectorRequirement {
+	return &kplanev1.NodeSelectorRequirement{Key: "metadata.name", Operator: "In", Values: []string{node}}
+}
+
+func TestFitsNodeAffinity(t *testing.T) {
+	zone := func(z string) *kplanev1.NodeSelectorTerm {
+		return &kplanev1.NodeSelectorTerm{MatchExpressions: []*kplanev1.NodeSelectorRequirement{{Key: "zone", Operator: "In", Values: []string{z}}}}
+	}
+	spec := &kplanev1.PodSpec{Affinity: &kplanev1.Affinity{NodeAffinity: &kplanev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &kplanev1.NodeSelector{
+		NodeSelectorTerms: []*kplanev1.NodeSelectorTerm{zone("a"), {MatchFields: []*kplanev1.NodeSelectorRequirement{nameTerm("special")}}}}}}}
+	n := func(name, z string) *kplanev1.Node {
+		return &kplanev1.Node{Metadata: &kplanev1.ObjectMeta{Name: name, Labels: map[string]string{"zone": z}}}
+	}
+	for _, c := range []struct {
+		node *kplanev1.Node
+		want bool
+	}{{n("n1", "a"), true}, {n("n2", "b"), false}, {n("special", "b"), true}} {
+		if run, cont := Fits(spec, c.node); run != c.want || cont != c.want {
+			t.Errorf("%s: Fits = %v, %v; want %v", c.node.Metadata.Name, run, cont, c.want)
+		}
+	}
+}
+
+// NewPod leaves the pod unbound for the scheduler, narrowed to its node
+// by matchFields; the template's required terms still apply, ANDed with
+// the name, and a metadata.name requirement it had is replaced.
+func TestNewPodNodeAffinity(t *testing.T) {
+	ds := &kplanev1.DaemonSet{Metadata: &kplanev1.ObjectMeta{Name: "logs", Namespace: "default", Generation: 2}}
+	plain := NewPod(ds, &kplanev1.PodTemplateSpec{Spec: &kplanev1.PodSpec{}}, "h1", "node-1")
+	want := &kplanev1.NodeSelector{NodeSelectorTerms: []*kplanev1.NodeSelectorTerm{{MatchFields: []*kplanev1.NodeSelectorRequirement{nameTerm("node-1")}}}}
+	if plain.Spec.NodeName != "" || !proto.Equal(plain.Spec.Affinity.GetNodeAffinity().GetRequiredDuringSchedulingIgnoredDuringExecution(), want) {
+		t.Fatalf("plain template: nodeName %q affinity %v", plain.Spec.NodeName, plain.Spec.Affinity)
+	}
+	if TargetNode(plain) != "node-1" {
+		t.Errorf("TargetNode = %q", TargetNode(plain))
+	}
+
+	ssd := &kplanev1.NodeSelectorRequirement{Key: "disk", Operator: "In", Values: []string{"ssd"}}
+	pref := []*kplanev1.PreferredSchedulingTerm{{Weight: 5, Preference: &kplanev1.NodeSelectorTerm{MatchExpressions: []*kplanev1.NodeSelectorRequirement{ssd}}}}
+	tmpl := &kplanev1.PodTemplateSpec{Spec: &kplanev1.PodSpec{Affinity: &kplanev1.Affinity{NodeAffinity: &kplanev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &kplanev1.NodeSelector{NodeSelectorTerms: []*kplanev1.NodeSelectorTerm{
+			{MatchExpressions: []*kplanev1.NodeSelectorRequirement{ssd}},
+			{MatchFields: []*kplanev1.NodeSelectorRequirement{nameTerm("node-9")}},
+		}},
+		PreferredDuringSchedulingIgnoredDuringExecution: pref,
+	}}}}
+	p := NewPod(ds, tmpl, "h1", "node-2")
+	want = &kplanev1.NodeSelector{NodeSelectorTerms: []*kplanev1.NodeSelectorTerm{
+		{MatchExpressions: []*kplanev1.NodeSelectorRequirement{ssd}, MatchFields: []*kplanev1.NodeSelectorRequirement{nameTerm("node-2")}},
+		{MatchFields: []*kplanev1.NodeSelectorRequirement{nameTerm("node-2")}},
+	}}
+	na := p.Spec.Affinity.GetNodeAffinity()
+	if !proto.Equal(na.GetRequiredDuringSchedulingIgnoredDuringExecution(), want) || len(na.GetPreferredDuringSchedulingIgnoredDuringExecution()) != 1 {
+		t.Fatalf("template terms: %v", na)
+	}
+	if TargetNode(p) != "node-2" {
+		t.Errorf("TargetNode = %q", TargetNode(p))
+	}
+	if got := tmpl.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[1].MatchFields[0].Values[0]; got != "node-9" {
+		t.Errorf("the template was changed: %q", got)
+	}
+	bound := pod("b", "node-3", "h1", true)
+	if TargetNode(bound) != "node-3" || TargetNode(&kplanev1.Pod{}) != "" {
+		t.Error("TargetNode of a bound pod is its node, of a pod naming none empty")
 	}
 }

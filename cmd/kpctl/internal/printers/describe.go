@@ -5,6 +5,7 @@ package printers
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -565,7 +566,7 @@ func (d *describer) persistentVolume(pv *kplanev1.PersistentVolume) {
 		d.section(1, "Required Terms")
 		for i, term := range terms {
 			var reqs []string
-			for _, r := range term.GetMatchExpressions() {
+			for _, r := range append(slices.Clone(term.GetMatchExpressions()), term.GetMatchFields()...) {
 				req := r.GetKey() + " " + strings.ToLower(r.GetOperator())
 				if len(r.GetValues()) > 0 {
 					req += " [" + strings.Join(r.GetValues(), ", ") + "]"

@@ -251,12 +251,36 @@ func TestNodeAffinity(t *testing.T) {
 			}}}
 		}
 	}
+	// terms sets the required terms: each one a matchFields requirement on
+	// metadata.name, plus a zone expression when zone is not empty.
+	type term struct {
+		op, zone string
+		names    []string
+	}
+	terms := func(ts ...term) func(*kplanev1.Pod) {
+		return func(p *kplanev1.Pod) {
+			sel := &kplanev1.NodeSelector{}
+			for _, tt := range ts {
+				nt := &kplanev1.NodeSelectorTerm{MatchFields: []*kplanev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: tt.op, Values: tt.names}}}
+				if tt.zone != "" {
+					nt.MatchExpressions = []*kplanev1.NodeSelectorRequirement{{Key: "topology.kubernetes.io/zone", Operator: "In", Values: []string{tt.zone}}}
+				}
+				sel.NodeSelectorTerms = append(sel.NodeSelectorTerms, nt)
+			}
+			p.Spec.Affinity = &kplanev1.Affinity{NodeAffinity: &kplanev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: sel}}
+		}
+	}
 	c := newCluster(t, nil, true)
 	for _, tc := range []struct {
 		name string
 		pod  *kplanev1.Pod
 		want string
 	}{
+		{"matchFields In", pod("p", terms(term{op: "In", names: []string{"b"}})), "b"},
+		{"matchFields In several", pod("p", terms(term{op: "In", names: []string{"a", "d", "gone"}})), "ad"},
+		{"matchFields NotIn", pod("p", terms(term{op: "NotIn", names: []string{"b"}})), "acd"},
+		{"matchFields and expressions AND within a term", pod("p", terms(term{op: "In", zone: "zone-2", names: []string{"b"}})), ""},
+		{"matchFields terms OR", pod("p", terms(term{op: "In", names: []string{"a"}}, term{op: "In", names: []string{"c"}})), "ac"},
 		{"In", pod("p", req("In", "zone-2")), "c"},
 		{"NotIn", pod("p", req("NotIn", "zone-2")), "abd"},
 		{"Exists", pod("p", req("Exists")), "abc"},

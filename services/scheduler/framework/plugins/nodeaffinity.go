@@ -20,16 +20,17 @@ func (NodeAffinity) Name() string { return NodeAffinityName }
 
 // Filter implements framework.FilterPlugin.
 func (NodeAffinity) Filter(_ context.Context, _ *framework.CycleState, pod *framework.PodInfo, node *framework.NodeInfo) *framework.Status {
-	if !RequiredNodeAffinityMatches(pod.Pod, node.Labels) {
+	if !RequiredNodeAffinityMatches(pod.Pod, node.Name, node.Labels) {
 		return framework.NewStatus(framework.UnschedulableAndUnresolvable, core.ReasonNodeSelector)
 	}
 	return nil
 }
 
-// RequiredNodeAffinityMatches reports whether node labels satisfy the
-// pod's nodeSelector and required node affinity (PodTopologySpread's
-// nodeAffinityPolicy Honor uses it too).
-func RequiredNodeAffinityMatches(pod *kplanev1.Pod, nodeLabels map[string]string) bool {
+// RequiredNodeAffinityMatches reports whether the node called nodeName
+// with nodeLabels satisfies the pod's nodeSelector and required node
+// affinity, matchFields included (PodTopologySpread's nodeAffinityPolicy
+// Honor uses it too).
+func RequiredNodeAffinityMatches(pod *kplanev1.Pod, nodeName string, nodeLabels map[string]string) bool {
 	for k, v := range pod.GetSpec().GetNodeSelector() {
 		if w, ok := nodeLabels[k]; !ok || w != v {
 			return false
@@ -40,7 +41,7 @@ func RequiredNodeAffinityMatches(pod *kplanev1.Pod, nodeLabels map[string]string
 		return true
 	}
 	// Operators and values were validated by the apiserver.
-	ok, _ := volume.NodeSelectorMatches(req, nodeLabels)
+	ok, _ := volume.NodeSelectorMatches(req, nodeName, nodeLabels)
 	return ok
 }
 
@@ -58,7 +59,7 @@ func (NodeAffinity) PreScore(_ context.Context, _ *framework.CycleState, pod *fr
 func (NodeAffinity) Score(_ context.Context, _ *framework.CycleState, pod *framework.PodInfo, node *framework.NodeInfo) (int64, *framework.Status) {
 	var sum int64
 	for _, t := range pod.Pod.GetSpec().GetAffinity().GetNodeAffinity().GetPreferredDuringSchedulingIgnoredDuringExecution() {
-		if ok, _ := volume.NodeSelectorTermMatches(t.GetPreference(), node.Labels); ok {
+		if ok, _ := volume.NodeSelectorTermMatches(t.GetPreference(), node.Name, node.Labels); ok {
 			sum += int64(t.GetWeight())
 		}
 	}

@@ -118,7 +118,7 @@ func count(pod *framework.PodInfo, constraints []spreadConstraint, nodes []*fram
 			continue
 		}
 		for i, c := range constraints {
-			if c.honorAffinty && !RequiredNodeAffinityMatches(pod.Pod, n.Labels) {
+			if c.honorAffinty && !RequiredNodeAffinityMatches(pod.Pod, n.Name, n.Labels) {
 				continue
 			}
 			if c.honorTaints && len(core.FilterTaints(pod, n)) > 0 {

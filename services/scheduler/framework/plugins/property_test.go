@@ -168,7 +168,7 @@ func check(t *rapid.T, nodes []*framework.NodeInfo, bound map[string][]*framewor
 		}
 	}
 	for node, p := range all {
-		if !RequiredNodeAffinityMatches(p.Pod, byName[node].Labels) {
+		if !RequiredNodeAffinityMatches(p.Pod, node, byName[node].Labels) {
 			t.Fatalf("%s on %s breaks its nodeSelector/node affinity", p.Key, node)
 		}
 		for _, term := range p.RequiredAntiAffinity {
