@@ -131,10 +131,54 @@ func pathKey(p []int32) string {
 func docText(c string, jsonNames map[string]string) string {
 	words := strings.Fields(c)
 	for i, w := range words {
-		core := strings.TrimRightFunc(w, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '_' })
-		if j, ok := jsonNames[core]; ok && strings.Contains(core, "_") {
-			words[i] = j + w[len(core):]
+		notWord := func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '_' }
+		start := strings.IndexFunc(w, func(r rune) bool { return !notWord(r) })
+		if start < 0 {
+			continue
 		}
+		core := strings.TrimRightFunc(w[start:], notWord)
+		if !isSnakeName(core) {
+			continue
+		}
+		j, ok := jsonNames[core]
+		if !ok {
+			// A field of another message (failure_threshold of a probe):
+			// its JSON name is its lowerCamelCase, as protoc derives it.
+			j = lowerCamel(core)
+		}
+		words[i] = w[:start] + j + w[start+len(core):]
 	}
 	return strings.Join(words, " ")
+}
+
+// lowerCamel is protoc's JSON name of a snake_case field name.
+func lowerCamel(s string) string {
+	var b strings.Builder
+	upper := false
+	for _, r := range s {
+		switch {
+		case r == '_':
+			upper = true
+		case upper:
+			b.WriteRune(unicode.ToUpper(r))
+			upper = false
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// isSnakeName reports whether w is a proto field name with an underscore
+// (node_name): lower-case letters, digits and underscores, a letter first.
+func isSnakeName(w string) bool {
+	if w == "" || w[0] < 'a' || w[0] > 'z' || !strings.Contains(w, "_") {
+		return false
+	}
+	for _, r := range w {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '_' {
+			return false
+		}
+	}
+	return true
 }

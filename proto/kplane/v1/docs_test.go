@@ -22,3 +22,11 @@ func TestDoc(t *testing.T) {
 		t.Fatal(docsErr)
 	}
 }
+
+func TestDocTextNames(t *testing.T) {
+	got := docText("  startup_probe holds back;\n when it fails failure_threshold times (see /dev/x_y).", map[string]string{"startup_probe": "startupProbe"})
+	want := "startupProbe holds back; when it fails failureThreshold times (see /dev/x_y)."
+	if got != want {
+		t.Errorf("docText = %q, want %q", got, want)
+	}
+}

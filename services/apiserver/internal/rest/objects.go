@@ -322,18 +322,25 @@ func objectFromMap(m map[string]any, req request, fieldValidation string) (*kpla
 	}
 	delete(m, "kind")
 	delete(m, "apiVersion")
-	var warnings []string
-	opts := apijson.DecodeOptions{}
-	if fieldValidation == "Ignore" || fieldValidation == "Warn" {
-		opts.UnknownField = func(path string) {
-			if fieldValidation == "Warn" {
-				warnings = append(warnings, fmt.Sprintf("unknown field %q", path))
-			}
+	var warnings, unknown []string
+	opts := apijson.DecodeOptions{UnknownField: func(path string) {
+		// Strict (the default) collects every unknown field to refuse the
+		// object naming them all, as Kubernetes' strict decoder does.
+		switch fieldValidation {
+		case "Ignore":
+		case "Warn":
+			warnings = append(warnings, fmt.Sprintf("unknown field %q", path))
+		default:
+			unknown = append(unknown, fmt.Sprintf("unknown field %q", path))
 		}
-	}
+	}}
 	obj, err := apijson.ObjectFromMap(req.res.Kind, m, opts)
 	if err != nil {
 		return nil, nil, badRequest("%s in body: %v", req.res.Kind, err)
+	}
+	if len(unknown) > 0 {
+		return nil, nil, badRequest("%s in version %q cannot be handled as a %s: strict decoding error: %s",
+			req.res.Kind, req.res.Version, req.res.Kind, strings.Join(unknown, ", "))
 	}
 	meta := obj.Meta()
 	switch {

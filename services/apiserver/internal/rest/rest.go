@@ -8,6 +8,7 @@
 package rest
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -30,6 +31,8 @@ type Handler struct {
 	// byGV maps a group/version to its resources by plural name.
 	byGV map[string]map[string]*resource
 	disc *discovery
+	// openapi holds the /openapi/v3 documents.
+	openapi *openAPI
 }
 
 // resource is one kind as the REST API serves it.
@@ -51,6 +54,13 @@ func New(api kplanev1.ResourcesServer, v Version, log hclog.Logger) *Handler {
 		h.byGV[gv][r.Plural] = r
 	}
 	h.disc = newDiscovery(h.byGV)
+	oa, err := buildOpenAPI(h.byGV, v.GitVersion)
+	if err != nil {
+		// The documents are maps of strings built from the compiled-in
+		// kinds; encoding them cannot fail at run time.
+		panic(fmt.Sprintf("rest: build the OpenAPI documents: %v", err))
+	}
+	h.openapi = oa
 	return h
 }
 
@@ -63,6 +73,8 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("/api/", h.serveAPI)
 	mux.HandleFunc("/apis", h.serveAPI)
 	mux.HandleFunc("/apis/", h.serveAPI)
+	mux.HandleFunc("GET /openapi/v3", h.serveOpenAPIIndex)
+	mux.HandleFunc("GET /openapi/v3/{gv...}", h.serveOpenAPIDoc)
 }
 
 // request is a resource request decoded from its URL.
