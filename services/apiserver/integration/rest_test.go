@@ -218,7 +218,7 @@ func TestRESTCRUD(t *testing.T) {
 		{"application/merge-patch+json", `{"spec":{"replicas":4}}`, `"replicas":4`},
 		{"application/json-patch+json", `[{"op":"replace","path":"/spec/replicas","value":5}]`, `"replicas":5`},
 		// Containers merge by name: the image changes, the container stays one.
-		{"application/strategic-merge-patch+json", `{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"nginx:2"}]}}}}`, `"containers":[{"image":"nginx:2","imagePullPolicy":"Always","name":"web"}]`},
+		{"application/strategic-merge-patch+json", `{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"nginx:2"}]}}}}`, `"containers":[{"image":"nginx:2","imagePullPolicy":"Always","name":"web","terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File"}]`},
 	}
 	for _, p := range patches {
 		if r := c.do("PATCH", coll+"/web", p.ct, p.body); r.code != 200 || !bytes.Contains(r.raw, []byte(p.want)) {
