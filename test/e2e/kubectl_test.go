@@ -134,7 +134,11 @@ func TestKubectl(t *testing.T) {
 	k.expect(`^replicaset\.apps/web created\n$`, "apply", "-f", manifest)
 	k.expect(`^replicaset\.apps/web unchanged\n$`, "apply", "-f", manifest)
 	k.file("rs.yaml", fmt.Sprintf(kubectlRS, 3))
-	k.expect(`^replicaset\.apps/web configured\n$`, "apply", "-f", manifest)
+	// kubectl computes the patch from the OpenAPI v3 document's merge keys
+	// and says so on stderr when it cannot.
+	if out, errs, err := k.run(nil, "apply", "-f", manifest); err != nil || out != "replicaset.apps/web configured\n" || errs != "" {
+		t.Errorf("apply configured: %v %q %q", err, out, errs)
+	}
 
 	// An unknown field is refused with Kubernetes' strict-decoding error and
 	// nothing is written.
@@ -149,6 +153,13 @@ func TestKubectl(t *testing.T) {
 	if _, errs, err := k.run(nil, "get", "rs", "typo"); err == nil || !strings.Contains(errs, `replicasets.apps "typo" not found`) {
 		t.Errorf("get after the refused apply: %v %q", err, errs)
 	}
+	// --validate=warn: the field is dropped, the object written, kubectl
+	// shows the server's warning.
+	if out, errs, err := k.run(nil, "create", "--validate=warn", "-f", typo); err != nil || out != "replicaset.apps/typo created\n" ||
+		!strings.Contains(errs, `Warning: unknown field "spec.replica"`) {
+		t.Errorf("create --validate=warn: %v %q %q", err, out, errs)
+	}
+	k.must("delete", "rs", "typo")
 
 	// explain reads the OpenAPI v3 documents: kinds, field types and the
 	// proto comments as descriptions.
