@@ -12,6 +12,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // openAPIDoc is one served OpenAPI v3 document and its ETag, the
@@ -128,7 +129,7 @@ var (
 // (list/watch, create, deletecollection), the object (get, replace,
 // patch, delete), its status subresource, and for a namespaced kind the
 // list across all namespaces.
-func addResourcePaths(paths map[string]any, res *resource, schema string) {
+func addResourcePaths(paths map[string]any, res *resource, component string) {
 	prefix := "/api/" + res.Version
 	if res.Group != "" {
 		prefix = "/apis/" + res.Group + "/" + res.Version
@@ -142,22 +143,28 @@ func addResourcePaths(paths map[string]any, res *resource, schema string) {
 		collection = prefix + "/namespaces/{namespace}/" + res.Plural
 		paths[prefix+"/"+res.Plural] = map[string]any{
 			"parameters": []any{paramPretty},
-			"get":        operation(res, "list", "list"+res.Kind+"ForAllNamespaces", "list or watch objects of kind "+res.Kind, listParams, nil, listResponses(schema)),
+			"get":        operation(res, "list", "list"+res.Kind+"ForAllNamespaces", "list or watch objects of kind "+res.Kind, listParams, nil, listResponses(component)),
 		}
 	}
 	gvk := opName(res)
 	objResponses := func(codes ...string) map[string]any {
-		return responses(ref(schema), codes...)
+		return responses(ref(component), codes...)
 	}
-	body := map[string]any{"required": true, "content": map[string]any{"*/*": map[string]any{"schema": ref(schema)}}}
-	patchBody := map[string]any{"required": true, "content": map[string]any{
-		jsonPatch:      map[string]any{"schema": ref(patchSchema)},
-		mergePatch:     map[string]any{"schema": ref(patchSchema)},
-		strategicPatch: map[string]any{"schema": ref(patchSchema)},
-	}}
+	body := map[string]any{"required": true, "content": map[string]any{"*/*": map[string]any{"schema": ref(component)}}}
+	patchTypes := map[string]any{
+		jsonPatch:  map[string]any{"schema": ref(patchSchema)},
+		mergePatch: map[string]any{"schema": ref(patchSchema)},
+	}
+	// A strategic merge patch needs Kubernetes' Go type for its merge keys
+	// (patch.go); a kind without one is not offered it, so kubectl's apply
+	// falls back to a merge patch rather than being refused.
+	if _, err := kubeTypes.New(schema.GroupVersionKind{Group: res.Group, Version: res.Version, Kind: res.Kind}); err == nil {
+		patchTypes[strategicPatch] = map[string]any{"schema": ref(patchSchema)}
+	}
+	patchBody := map[string]any{"required": true, "content": patchTypes}
 	paths[collection] = map[string]any{
 		"parameters": append([]any{paramPretty}, scopeParams...),
-		"get":        operation(res, "list", "list"+gvk+scope+res.Kind, "list or watch objects of kind "+res.Kind, listParams, nil, listResponses(schema)),
+		"get":        operation(res, "list", "list"+gvk+scope+res.Kind, "list or watch objects of kind "+res.Kind, listParams, nil, listResponses(component)),
 		"post":       operation(res, "post", "create"+gvk+scope+res.Kind, "create a "+res.Kind, writeParams, body, objResponses("200", "201", "202")),
 		"delete":     operation(res, "deletecollection", "deleteCollection"+gvk+scope+res.Kind, "delete collection of "+res.Kind, append(append([]any{}, listParams...), deleteParams...), deleteBody(), responses(ref(statusSchema), "200")),
 	}
