@@ -333,3 +333,26 @@ func TestKubectlExamples(t *testing.T) {
 		k.expect(`(?m)^KIND:\s+`+kind+`$`, "explain", strings.ToLower(kind))
 	}
 }
+
+// TestKubectlServerSideApply: kubectl apply --server-side creates and
+// updates; another field manager changing an owned field gets kubectl's
+// conflict error (nothing written) until it forces the conflict.
+func TestKubectlServerSideApply(t *testing.T) {
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Skip("kubectl is not on the PATH; the kubectl end-to-end tests need the real client")
+	}
+	p, _ := startAPIServer(t, t.TempDir())
+	k := newKubectl(t, p.Config().HealthAddr)
+	manifest := k.file("rs.yaml", fmt.Sprintf(kubectlRS, 2))
+	k.expect(`^replicaset\.apps/web serverside-applied\n$`, "apply", "--server-side", "-f", manifest)
+	k.expect(`^kubectl$`, "get", "rs", "web", "-o", "jsonpath={.metadata.managedFields[*].manager}")
+
+	other := k.file("rs-other.yaml", fmt.Sprintf(kubectlRS, 5))
+	_, errs, err := k.run(nil, "apply", "--server-side", "--field-manager=other", "-f", other)
+	if err == nil || !strings.HasPrefix(errs, `error: Apply failed with 1 conflict: conflict with "kubectl": .spec.replicas`) {
+		t.Errorf("conflicting apply: %v %q", err, errs)
+	}
+	k.expect(`^2$`, "get", "rs", "web", "-o", "jsonpath={.spec.replicas}")
+	k.expect(`^replicaset\.apps/web serverside-applied\n$`, "apply", "--server-side", "--field-manager=other", "--force-conflicts", "-f", other)
+	k.expect(`^5$`, "get", "rs", "web", "-o", "jsonpath={.spec.replicas}")
+}

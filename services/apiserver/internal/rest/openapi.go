@@ -105,6 +105,7 @@ var (
 	writeParams    = []any{
 		queryParam("dryRun", "string", "When present, indicates that modifications should not be persisted. kplane refuses dry runs with 400 rather than write."),
 		queryParam("fieldManager", "string", "fieldManager is a name associated with the actor or entity that is making these changes (at most 128 characters)."),
+		queryParam("force", "boolean", "force takes the fields of a server-side apply from their other managers instead of failing with a conflict; only for apply patches."),
 		queryParam("fieldValidation", "string", "fieldValidation instructs the server on how to handle objects in the request containing unknown fields: Ignore drops them, Warn drops them with a Warning header per field, Strict (the default) fails the request with BadRequest naming them."),
 	}
 	listParams = []any{
@@ -154,6 +155,8 @@ func addResourcePaths(paths map[string]any, res *resource, component string) {
 	patchTypes := map[string]any{
 		jsonPatch:  map[string]any{"schema": ref(patchSchema)},
 		mergePatch: map[string]any{"schema": ref(patchSchema)},
+		// Server-side apply (apply.go).
+		applyPatchType: map[string]any{"schema": ref(patchSchema)},
 	}
 	// A strategic merge patch needs Kubernetes' Go type for its merge keys
 	// (patch.go); a kind without one is not offered it, so kubectl's apply

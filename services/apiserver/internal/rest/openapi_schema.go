@@ -214,6 +214,8 @@ func (b *schemaBuilder) value(fd protoreflect.FieldDescriptor, goType reflect.Ty
 			return map[string]any{"type": "string", "format": "date-time"}
 		case apijson.IsIntOrString(fd):
 			return map[string]any{extIntOrString: true, "format": "int-or-string"}
+		case apijson.IsStruct(fd):
+			return map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}
 		}
 		return ref(b.message(fd.Message(), goType))
 	case protoreflect.StringKind:

@@ -33,6 +33,8 @@ type Handler struct {
 	disc *discovery
 	// openapi holds the /openapi/v3 documents.
 	openapi *openAPI
+	// appliers are server-side apply's field managers, by kind.
+	appliers appliers
 }
 
 // resource is one kind as the REST API serves it.
@@ -61,6 +63,10 @@ func New(api kplanev1.ResourcesServer, v Version, log hclog.Logger) *Handler {
 		panic(fmt.Sprintf("rest: build the OpenAPI documents: %v", err))
 	}
 	h.openapi = oa
+	if h.appliers, err = newAppliers(h.byGV); err != nil {
+		// Built from the same static schemas as the documents.
+		panic(fmt.Sprintf("rest: build the server-side apply field managers: %v", err))
+	}
 	return h
 }
 
