@@ -64,10 +64,35 @@ func TestRESTServerSideApply(t *testing.T) {
 	if forced.code != 200 || !strings.Contains(string(forced.raw), `"replicas":5`) {
 		t.Errorf("forced apply: %d %s", forced.code, forced.raw)
 	}
-	// The managedFields survive a merge patch and a gRPC read-modify-write.
+	// A merge patch keeps the appliers and adds its own Update, named by
+	// the client's user agent when no fieldManager is given.
 	c.do("PATCH", item, "application/merge-patch+json", `{"metadata":{"labels":{"tier":"fe"}}}`)
-	if got := c.do("GET", item, "", nil); strings.Join(managers(got), ",") != "alice/Apply,bob/Apply,carol/Apply" {
+	if got := c.do("GET", item, "", nil); strings.Join(managers(got), ",") != "Go-http-client/Update,alice/Apply,bob/Apply,carol/Apply" {
 		t.Errorf("managedFields after a merge patch: %v", managers(got))
+	}
+
+	// Writes without apply are tracked as Updates: a create by dave owns
+	// spec.replicas, so alice's apply conflicts with dave; a PUT that
+	// leaves managedFields out keeps them.
+	rs := webRS(2)
+	rs["metadata"].(map[string]any)["name"] = "api"
+	const coll = "/apis/apps/v1/namespaces/default/replicasets"
+	if r := c.do("POST", coll+"?fieldManager=dave", "application/json", rs); r.code != 201 || strings.Join(managers(r), ",") != "dave/Update" {
+		t.Fatalf("create: %d %s", r.code, r.raw)
+	}
+	cur := c.do("GET", coll+"/api", "", nil).body
+	delete(cur["metadata"].(map[string]any), "managedFields")
+	if r := c.do("PUT", coll+"/api?fieldManager=dave", "application/json", cur); r.code != 200 || strings.Join(managers(r), ",") != "dave/Update" {
+		t.Errorf("PUT without managedFields: %d %v", r.code, managers(r))
+	}
+	rs["spec"].(map[string]any)["replicas"] = 4
+	applied, err := json.Marshal(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.do("PATCH", coll+"/api?fieldManager=alice", ssa, string(applied)); r.code != 409 ||
+		!strings.HasPrefix(r.str("message"), `Apply failed with 1 conflict: conflict with "dave" using apps/v1: .spec.replicas`) {
+		t.Errorf("apply over an Update: %d %s", r.code, r.raw)
 	}
 
 	for _, bad := range []struct{ query, body, want string }{

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -249,4 +250,71 @@ func cloneMap(js []byte) map[string]any {
 	var m map[string]any
 	_ = utiljson.Unmarshal(js, &m) // js was decoded once already
 	return m
+}
+
+// trackUpdate records a create, update or patch in obj's managedFields as
+// an Update by the request's field manager (fieldManager, else the
+// client's user-agent name, as Kubernetes derives it), so fields written
+// without apply have owners too and a later apply by someone else
+// conflicts with them. live is the current object, nil for a create;
+// managedFields the request leaves out are kept from it. Status writes
+// are not tracked. Tracking never fails a write: an object the schemas
+// cannot type keeps the managedFields it has.
+func (h *Handler) trackUpdate(r *http.Request, req request, live, obj *kplanev1.Object) *kplanev1.Object {
+	gvk := schema.GroupVersionKind{Group: req.res.Group, Version: req.res.Version, Kind: req.res.Kind}
+	fm, ok := h.appliers[gvk]
+	if !ok || req.subresource != "" {
+		return obj
+	}
+	manager := r.URL.Query().Get("fieldManager")
+	if manager == "" {
+		manager, _, _ = strings.Cut(r.UserAgent(), "/")
+	}
+	toUnstructured := func(o *kplanev1.Object) (*unstructured.Unstructured, error) {
+		u := &unstructured.Unstructured{}
+		if o != nil {
+			m, err := objectMap(o)
+			if err != nil {
+				return nil, err
+			}
+			raw, err := json.Marshal(m)
+			if err != nil {
+				return nil, fmt.Errorf("encode %s: %w", req.res.Kind, err)
+			}
+			u.Object = cloneMap(raw)
+		}
+		u.SetGroupVersionKind(gvk)
+		return u, nil
+	}
+	liveU, err := toUnstructured(live)
+	if err != nil {
+		h.log.Warn("managedFields not updated", "kind", req.res.Kind, "name", req.name, "error", err)
+		return obj
+	}
+	newU, err := toUnstructured(obj)
+	if err != nil {
+		h.log.Warn("managedFields not updated", "kind", req.res.Kind, "name", req.name, "error", err)
+		return obj
+	}
+	tracked, err := fm.Update(liveU, newU, manager)
+	if err != nil {
+		h.log.Warn("managedFields not updated", "kind", req.res.Kind, "name", req.name, "error", err)
+		return obj
+	}
+	raw, err := json.Marshal(tracked)
+	if err != nil {
+		h.log.Warn("managedFields not updated", "kind", req.res.Kind, "name", req.name, "error", err)
+		return obj
+	}
+	m, s := decodeMap(raw)
+	if s != nil {
+		h.log.Warn("managedFields not updated", "kind", req.res.Kind, "name", req.name, "error", s.Message)
+		return obj
+	}
+	out, _, s := objectFromMap(m, req, "Ignore")
+	if s != nil {
+		h.log.Warn("managedFields not updated", "kind", req.res.Kind, "name", req.name, "error", s.Message)
+		return obj
+	}
+	return out
 }

@@ -101,6 +101,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, req request) {
 		writeStatus(w, s)
 		return
 	}
+	obj = h.trackUpdate(r, req, nil, obj)
 	resp, err := h.api.Create(r.Context(), &kplanev1.CreateRequest{Object: obj})
 	if err != nil {
 		writeStatus(w, statusFor(err, req))
@@ -123,6 +124,13 @@ func (h *Handler) update(w http.ResponseWriter, r *http.Request, req request) {
 	if got := obj.Meta().GetName(); got != req.name {
 		writeStatus(w, badRequest("the name of the object (%s) does not match the name on the URL (%s)", got, req.name))
 		return
+	}
+	if req.subresource == "" {
+		// managedFields are computed against the stored object; a PUT at a
+		// stale resourceVersion still fails its compare-and-swap below.
+		if cur, err := h.api.Get(r.Context(), &kplanev1.GetRequest{Kind: req.res.Kind, Namespace: req.namespace, Name: req.name}); err == nil {
+			obj = h.trackUpdate(r, req, cur.GetObject(), obj)
+		}
 	}
 	out, err := h.put(r, req, obj)
 	if err != nil {

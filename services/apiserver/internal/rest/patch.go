@@ -123,6 +123,7 @@ func (h *Handler) patch(w http.ResponseWriter, r *http.Request, req request) {
 			return
 		}
 		pinned := meta.GetResourceVersion() != cur.GetObject().Meta().GetResourceVersion()
+		obj = h.trackUpdate(r, req, cur.GetObject(), obj)
 		out, err := h.put(r, req, obj)
 		if status.Code(err) == codes.Aborted && !pinned && attempt < patchAttempts {
 			continue
