@@ -106,6 +106,9 @@ func TestRESTServerSideApply(t *testing.T) {
 			t.Errorf("apply %s: %d %s, want 400 with %q", bad.query, r.code, r.raw, bad.want)
 		}
 	}
+	if r := c.do("PATCH", item+"/status?fieldManager=alice", ssa, yamlOf(2)); r.code != 415 || !strings.Contains(r.str("message"), "not supported on the status subresource") {
+		t.Errorf("apply to status: %d %s", r.code, r.raw)
+	}
 	g, err = srv.Client().Get(context.Background(), &kplanev1.GetRequest{Kind: "ReplicaSet", Namespace: "default", Name: "web"})
 	if err != nil || g.GetObject().GetReplicaSet().GetSpec().GetReplicas() != 5 {
 		t.Fatalf("after the refused applies: %v %v", g, err)

@@ -115,6 +115,13 @@ func (h *Handler) apply(w http.ResponseWriter, r *http.Request, req request) {
 		}
 		force = f
 	}
+	if req.subresource != "" {
+		// Status has no field manager of its own here; merging the whole
+		// object and keeping only its status would record wrong owners.
+		writeStatus(w, newStatus(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
+			"server-side apply is not supported on the %s subresource; apply the object, or patch %s/%s with %s", req.subresource, req.res.Plural, req.subresource, mergePatch))
+		return
+	}
 	gvk := schema.GroupVersionKind{Group: req.res.Group, Version: req.res.Version, Kind: req.res.Kind}
 	fm, ok := h.appliers[gvk]
 	if !ok {
@@ -163,7 +170,7 @@ func (h *Handler) apply(w http.ResponseWriter, r *http.Request, req request) {
 		exists := true
 		cur, err := h.api.Get(r.Context(), &kplanev1.GetRequest{Kind: req.res.Kind, Namespace: req.namespace, Name: req.name})
 		switch {
-		case status.Code(err) == codes.NotFound && req.subresource == "":
+		case status.Code(err) == codes.NotFound:
 			exists = false
 		case err != nil:
 			writeStatus(w, statusFor(err, req))
