@@ -68,7 +68,7 @@ tools:
 	@test -x $(TOOLS)/grpcurl || GOBIN=$(TOOLS) $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
 
 proto: tools
-	cd proto && buf lint && buf generate
+	cd proto && buf lint && buf generate && buf build --exclude-imports -o kplane/v1/descriptors.binpb
 	cd proto && $(GO) run ./internal/genkinds > kplane/v1/object_kinds.go.tmp && mv kplane/v1/object_kinds.go.tmp kplane/v1/object_kinds.go
 
 # Fails when the committed generated code differs from what make proto writes.

@@ -40,6 +40,12 @@ func IsTimestamp(fd protoreflect.FieldDescriptor) bool {
 	return fd.Kind() == protoreflect.MessageKind && fd.Message().FullName() == timestampName
 }
 
+// IsStruct reports whether fd holds a google.protobuf.Struct, a free-form
+// JSON object (managedFields' fieldsV1).
+func IsStruct(fd protoreflect.FieldDescriptor) bool {
+	return fd.Kind() == protoreflect.MessageKind && fd.Message().FullName() == "google.protobuf.Struct"
+}
+
 // IsMicroTime reports whether fd is a timestamp Kubernetes types as
 // MicroTime (marked [(kplane.v1.micro_time) = true] in the proto).
 func IsMicroTime(fd protoreflect.FieldDescriptor) bool {
@@ -175,6 +181,9 @@ func fixValue(v any, fd protoreflect.FieldDescriptor) (any, error) {
 		}
 		if IsIntOrString(fd) {
 			return intOrStringJSON(v), nil
+		}
+		if IsStruct(fd) {
+			return v, nil
 		}
 		if obj, ok := v.(map[string]any); ok {
 			return obj, fixMessage(obj, fd.Message())

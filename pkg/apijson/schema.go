@@ -126,6 +126,14 @@ func (n *normalizer) normalizeValue(v any, fd protoreflect.FieldDescriptor, path
 			}
 			return s, nil
 		}
+		if IsStruct(fd) {
+			// A free-form object (managedFields' fieldsV1): any object.
+			obj, ok := v.(map[string]any)
+			if !ok {
+				return nil, typeError(path, "an object", v)
+			}
+			return obj, nil
+		}
 		if IsIntOrString(fd) {
 			out, ok := IntOrStringValue(v)
 			if !ok {

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
 // kubectlEnv runs the kubectl on the PATH against one apiserver, with a
@@ -115,8 +117,9 @@ spec:
 // REST: version and discovery, apply (created, unchanged, configured),
 // every output format, selectors, a watch, describe, create, label,
 // annotate, the three patch types, edit through $EDITOR, wait and delete,
-// and Kubernetes' error text. kplane serves no OpenAPI yet, so writes
-// that kubectl validates client-side pass --validate=false.
+// and Kubernetes' error text. Writes go through kubectl's validation
+// (it finds fieldValidation in the OpenAPI v3 documents and lets the
+// server validate strictly); explain reads the same documents.
 func TestKubectl(t *testing.T) {
 	if _, err := exec.LookPath("kubectl"); err != nil {
 		t.Skip("kubectl is not on the PATH; the kubectl end-to-end tests need the real client")
@@ -130,10 +133,40 @@ func TestKubectl(t *testing.T) {
 	k.expect(`(?m)^leases\s+coordination\.k8s\.io/v1\s+true\s+Lease$`, "api-resources")
 
 	manifest := k.file("rs.yaml", fmt.Sprintf(kubectlRS, 2))
-	k.expect(`^replicaset\.apps/web created\n$`, "apply", "--validate=false", "-f", manifest)
-	k.expect(`^replicaset\.apps/web unchanged\n$`, "apply", "--validate=false", "-f", manifest)
+	k.expect(`^replicaset\.apps/web created\n$`, "apply", "-f", manifest)
+	k.expect(`^replicaset\.apps/web unchanged\n$`, "apply", "-f", manifest)
 	k.file("rs.yaml", fmt.Sprintf(kubectlRS, 3))
-	k.expect(`^replicaset\.apps/web configured\n$`, "apply", "--validate=false", "-f", manifest)
+	// kubectl computes the patch from the OpenAPI v3 document's merge keys
+	// and says so on stderr when it cannot.
+	if out, errs, err := k.run(nil, "apply", "-f", manifest); err != nil || out != "replicaset.apps/web configured\n" || errs != "" {
+		t.Errorf("apply configured: %v %q %q", err, out, errs)
+	}
+
+	// An unknown field is refused with Kubernetes' strict-decoding error and
+	// nothing is written.
+	typo := k.file("typo.yaml", strings.Replace(strings.Replace(fmt.Sprintf(kubectlRS, 2), "name: web\n  labels", "name: typo\n  labels", 1), "replicas: 2", "replica: 2", 1))
+	if _, errs, err := k.run(nil, "apply", "-f", typo); err == nil || !strings.Contains(errs,
+		`Error from server (BadRequest): error when creating "`+typo+`": ReplicaSet in version "v1" cannot be handled as a ReplicaSet: strict decoding error: unknown field "spec.replica"`) {
+		t.Errorf("apply with an unknown field: %v %q", err, errs)
+	}
+	if _, errs, err := k.run(nil, "create", "-f", typo); err == nil || !strings.Contains(errs, `strict decoding error: unknown field "spec.replica"`) {
+		t.Errorf("create with an unknown field: %v %q", err, errs)
+	}
+	if _, errs, err := k.run(nil, "get", "rs", "typo"); err == nil || !strings.Contains(errs, `replicasets.apps "typo" not found`) {
+		t.Errorf("get after the refused apply: %v %q", err, errs)
+	}
+	// --validate=warn: the field is dropped, the object written, kubectl
+	// shows the server's warning.
+	if out, errs, err := k.run(nil, "create", "--validate=warn", "-f", typo); err != nil || out != "replicaset.apps/typo created\n" ||
+		!strings.Contains(errs, `Warning: unknown field "spec.replica"`) {
+		t.Errorf("create --validate=warn: %v %q %q", err, out, errs)
+	}
+	k.must("delete", "rs", "typo")
+
+	// explain reads the OpenAPI v3 documents: kinds, field types and the
+	// proto comments as descriptions.
+	k.expect(`(?s)KIND:\s+Pod\nVERSION:\s+v1\n+FIELD: containers <\[\]Container>\n+DESCRIPTION:\n\s+Container is one process of a pod\.\n.*FIELDS:\n.*\n  image\s+<string>\n.*startupProbe\s+<Probe>\n\s+startupProbe holds the liveness and readiness probes back until it succeeds;\n\s+when it fails failureThreshold times`, "explain", "pod.spec.containers")
+	k.expect(`(?s)GROUP:\s+apps\nKIND:\s+Deployment\nVERSION:\s+v1\n+FIELD: strategy <DeploymentStrategy>.*rollingUpdate\s+<RollingUpdateDeployment>\n\s+rollingUpdate is set only for type RollingUpdate\..*type\s+<string>\n\s+type is RollingUpdate \(default\) or Recreate\.`, "explain", "deployment.spec.strategy")
 
 	k.expect(`(?m)^NAME\s+DESIRED\s+CURRENT\s+READY\s+AGE\s+CONTAINERS\s+IMAGES\s+SELECTOR\n^web\s+3\s+0\s+0\s+\S+\s+web\s+nginx\s+app=web$`, "get", "rs", "-o", "wide")
 	k.expect(`^replicaset\.apps/web\n$`, "get", "rs", "-o", "name")
@@ -174,16 +207,16 @@ func TestKubectl(t *testing.T) {
 	k.expect(`^front$`, "get", "rs", "web", "-o", "jsonpath={.metadata.labels.tier}")
 
 	editor := k.file("editor.sh", "#!/bin/sh\nsed -i 's/replicas: 6/replicas: 7/' \"$1\"\n")
-	if out, errs, err := k.run([]string{"EDITOR=" + editor}, "edit", "--validate=false", "rs", "web"); err != nil || out != "replicaset.apps/web edited\n" {
+	if out, errs, err := k.run([]string{"EDITOR=" + editor}, "edit", "rs", "web"); err != nil || out != "replicaset.apps/web edited\n" {
 		t.Errorf("edit: %v %q %q", err, out, errs)
 	}
 	w.waitFor("7")
 	k.expect(`condition met`, "wait", "--for=jsonpath={.spec.replicas}=7", "rs/web", "--timeout=30s")
 
 	k.expect(`^namespace/team created\n$`, "create", "namespace", "team")
-	k.expect(`^replicaset\.apps/web created\n$`, "create", "--validate=false", "-n", "team", "-f", manifest)
+	k.expect(`^replicaset\.apps/web created\n$`, "create", "-n", "team", "-f", manifest)
 	k.expect(`(?m)^team\s+web\s+3\s`, "get", "rs", "-A")
-	_, errs, err := k.run(nil, "create", "--validate=false", "-n", "team", "-f", manifest)
+	_, errs, err := k.run(nil, "create", "-n", "team", "-f", manifest)
 	if err == nil || !strings.Contains(errs, `Error from server (AlreadyExists): error when creating "`+manifest+`": replicasets.apps "web" already exists`) {
 		t.Errorf("second create: %v %q", err, errs)
 	}
@@ -365,7 +398,7 @@ func TestKubectlWorkloads(t *testing.T) {
 
 	manifest := k.file("workloads.yaml", fmt.Sprintf(kubectlDeploy, node))
 	k.expect(`(?s)deployment\.apps/web created.*replicaset\.apps/solo created.*pod/lone created.*statefulset\.apps/db created.*daemonset\.apps/agent created`,
-		"apply", "--validate=false", "-f", manifest)
+		"apply", "-f", manifest)
 	k.expect(`deployment "web" successfully rolled out`, "rollout", "status", "deploy/web", "--timeout=60s")
 
 	k.expect(`^deployment\.apps/web scaled\n$`, "scale", "deploy/web", "--replicas=3")
@@ -520,4 +553,61 @@ func (w *kubectlWatch) waitMatch(re *regexp.Regexp, at int) string {
 			w.t.Fatalf("no line %d or later matched %s; printed %q", at, re, lines)
 		}
 	}
+}
+
+// TestKubectlExamples applies every manifest of examples/ with kubectl's
+// default (strict) validation: each kind the repository shows passes the
+// OpenAPI-driven checks and the server's strict decoding, and kubectl
+// explain knows each kind.
+func TestKubectlExamples(t *testing.T) {
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Skip("kubectl is not on the PATH; the kubectl end-to-end tests need the real client")
+	}
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := startAPIServer(t, t.TempDir())
+	k := newKubectl(t, p.Config().HealthAddr)
+	examples := filepath.Join(root, "examples")
+	out := k.must("apply", "-f", examples)
+	manifests, err := filepath.Glob(filepath.Join(examples, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < len(manifests) {
+		t.Errorf("apply -f examples/ wrote %d objects for %d manifests:\n%s", len(lines), len(manifests), out)
+	}
+	for _, l := range lines {
+		if !strings.HasSuffix(l, " created") {
+			t.Errorf("apply -f examples/: %q", l)
+		}
+	}
+	for _, kind := range kplanev1.KindNames() {
+		k.expect(`(?m)^KIND:\s+`+kind+`$`, "explain", strings.ToLower(kind))
+	}
+}
+
+// TestKubectlServerSideApply: kubectl apply --server-side creates and
+// updates; another field manager changing an owned field gets kubectl's
+// conflict error (nothing written) until it forces the conflict.
+func TestKubectlServerSideApply(t *testing.T) {
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Skip("kubectl is not on the PATH; the kubectl end-to-end tests need the real client")
+	}
+	p, _ := startAPIServer(t, t.TempDir())
+	k := newKubectl(t, p.Config().HealthAddr)
+	manifest := k.file("rs.yaml", fmt.Sprintf(kubectlRS, 2))
+	k.expect(`^replicaset\.apps/web serverside-applied\n$`, "apply", "--server-side", "-f", manifest)
+	k.expect(`^kubectl$`, "get", "rs", "web", "-o", "jsonpath={.metadata.managedFields[*].manager}")
+
+	other := k.file("rs-other.yaml", fmt.Sprintf(kubectlRS, 5))
+	_, errs, err := k.run(nil, "apply", "--server-side", "--field-manager=other", "-f", other)
+	if err == nil || !strings.HasPrefix(errs, `error: Apply failed with 1 conflict: conflict with "kubectl": .spec.replicas`) {
+		t.Errorf("conflicting apply: %v %q", err, errs)
+	}
+	k.expect(`^2$`, "get", "rs", "web", "-o", "jsonpath={.spec.replicas}")
+	k.expect(`^replicaset\.apps/web serverside-applied\n$`, "apply", "--server-side", "--field-manager=other", "--force-conflicts", "-f", other)
+	k.expect(`^5$`, "get", "rs", "web", "-o", "jsonpath={.spec.replicas}")
 }

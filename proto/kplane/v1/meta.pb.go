@@ -9,6 +9,7 @@ package kplanev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -46,8 +47,12 @@ type ObjectMeta struct {
 	Annotations                map[string]string      `protobuf:"bytes,11,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	OwnerReferences            []*OwnerReference      `protobuf:"bytes,12,rep,name=owner_references,json=ownerReferences,proto3" json:"owner_references,omitempty"`
 	Finalizers                 []string               `protobuf:"bytes,13,rep,name=finalizers,proto3" json:"finalizers,omitempty"`
-	unknownFields              protoimpl.UnknownFields
-	sizeCache                  protoimpl.SizeCache
+	// managed_fields records which field manager owns which fields: written
+	// by server-side apply and carried by every other write, as Kubernetes
+	// keeps them.
+	ManagedFields []*ManagedFieldsEntry `protobuf:"bytes,14,rep,name=managed_fields,json=managedFields,proto3" json:"managed_fields,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ObjectMeta) Reset() {
@@ -171,6 +176,108 @@ func (x *ObjectMeta) GetFinalizers() []string {
 	return nil
 }
 
+func (x *ObjectMeta) GetManagedFields() []*ManagedFieldsEntry {
+	if x != nil {
+		return x.ManagedFields
+	}
+	return nil
+}
+
+// ManagedFieldsEntry is one field manager's claim, as Kubernetes'
+// meta/v1 ManagedFieldsEntry: operation is Apply or Update, fields_type
+// is FieldsV1 and fields_v1 the owned fields in that format.
+type ManagedFieldsEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Manager       string                 `protobuf:"bytes,1,opt,name=manager,proto3" json:"manager,omitempty"`
+	Operation     string                 `protobuf:"bytes,2,opt,name=operation,proto3" json:"operation,omitempty"`
+	ApiVersion    string                 `protobuf:"bytes,3,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	Time          *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=time,proto3" json:"time,omitempty"`
+	FieldsType    string                 `protobuf:"bytes,5,opt,name=fields_type,json=fieldsType,proto3" json:"fields_type,omitempty"`
+	FieldsV1      *structpb.Struct       `protobuf:"bytes,6,opt,name=fields_v1,json=fieldsV1,proto3" json:"fields_v1,omitempty"`
+	Subresource   string                 `protobuf:"bytes,7,opt,name=subresource,proto3" json:"subresource,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManagedFieldsEntry) Reset() {
+	*x = ManagedFieldsEntry{}
+	mi := &file_kplane_v1_meta_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManagedFieldsEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManagedFieldsEntry) ProtoMessage() {}
+
+func (x *ManagedFieldsEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_meta_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManagedFieldsEntry.ProtoReflect.Descriptor instead.
+func (*ManagedFieldsEntry) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_meta_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ManagedFieldsEntry) GetManager() string {
+	if x != nil {
+		return x.Manager
+	}
+	return ""
+}
+
+func (x *ManagedFieldsEntry) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *ManagedFieldsEntry) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *ManagedFieldsEntry) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *ManagedFieldsEntry) GetFieldsType() string {
+	if x != nil {
+		return x.FieldsType
+	}
+	return ""
+}
+
+func (x *ManagedFieldsEntry) GetFieldsV1() *structpb.Struct {
+	if x != nil {
+		return x.FieldsV1
+	}
+	return nil
+}
+
+func (x *ManagedFieldsEntry) GetSubresource() string {
+	if x != nil {
+		return x.Subresource
+	}
+	return ""
+}
+
 // OwnerReference links a dependent to the object that owns it.
 type OwnerReference struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -187,7 +294,7 @@ type OwnerReference struct {
 
 func (x *OwnerReference) Reset() {
 	*x = OwnerReference{}
-	mi := &file_kplane_v1_meta_proto_msgTypes[1]
+	mi := &file_kplane_v1_meta_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -199,7 +306,7 @@ func (x *OwnerReference) String() string {
 func (*OwnerReference) ProtoMessage() {}
 
 func (x *OwnerReference) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_meta_proto_msgTypes[1]
+	mi := &file_kplane_v1_meta_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -212,7 +319,7 @@ func (x *OwnerReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerReference.ProtoReflect.Descriptor instead.
 func (*OwnerReference) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_meta_proto_rawDescGZIP(), []int{1}
+	return file_kplane_v1_meta_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *OwnerReference) GetApiVersion() string {
@@ -273,7 +380,7 @@ type ObjectReference struct {
 
 func (x *ObjectReference) Reset() {
 	*x = ObjectReference{}
-	mi := &file_kplane_v1_meta_proto_msgTypes[2]
+	mi := &file_kplane_v1_meta_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -285,7 +392,7 @@ func (x *ObjectReference) String() string {
 func (*ObjectReference) ProtoMessage() {}
 
 func (x *ObjectReference) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_meta_proto_msgTypes[2]
+	mi := &file_kplane_v1_meta_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -298,7 +405,7 @@ func (x *ObjectReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectReference.ProtoReflect.Descriptor instead.
 func (*ObjectReference) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_meta_proto_rawDescGZIP(), []int{2}
+	return file_kplane_v1_meta_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ObjectReference) GetKind() string {
@@ -360,7 +467,7 @@ type LocalObjectReference struct {
 
 func (x *LocalObjectReference) Reset() {
 	*x = LocalObjectReference{}
-	mi := &file_kplane_v1_meta_proto_msgTypes[3]
+	mi := &file_kplane_v1_meta_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -372,7 +479,7 @@ func (x *LocalObjectReference) String() string {
 func (*LocalObjectReference) ProtoMessage() {}
 
 func (x *LocalObjectReference) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_meta_proto_msgTypes[3]
+	mi := &file_kplane_v1_meta_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -385,7 +492,7 @@ func (x *LocalObjectReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalObjectReference.ProtoReflect.Descriptor instead.
 func (*LocalObjectReference) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_meta_proto_rawDescGZIP(), []int{3}
+	return file_kplane_v1_meta_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LocalObjectReference) GetName() string {
@@ -416,7 +523,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_kplane_v1_meta_proto_msgTypes[4]
+	mi := &file_kplane_v1_meta_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -428,7 +535,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_meta_proto_msgTypes[4]
+	mi := &file_kplane_v1_meta_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -441,7 +548,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_meta_proto_rawDescGZIP(), []int{4}
+	return file_kplane_v1_meta_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Condition) GetType() string {
@@ -512,7 +619,7 @@ type LabelSelector struct {
 
 func (x *LabelSelector) Reset() {
 	*x = LabelSelector{}
-	mi := &file_kplane_v1_meta_proto_msgTypes[5]
+	mi := &file_kplane_v1_meta_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -524,7 +631,7 @@ func (x *LabelSelector) String() string {
 func (*LabelSelector) ProtoMessage() {}
 
 func (x *LabelSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_meta_proto_msgTypes[5]
+	mi := &file_kplane_v1_meta_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -537,7 +644,7 @@ func (x *LabelSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelector.ProtoReflect.Descriptor instead.
 func (*LabelSelector) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_meta_proto_rawDescGZIP(), []int{5}
+	return file_kplane_v1_meta_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LabelSelector) GetMatchLabels() map[string]string {
@@ -567,7 +674,7 @@ type LabelSelectorRequirement struct {
 
 func (x *LabelSelectorRequirement) Reset() {
 	*x = LabelSelectorRequirement{}
-	mi := &file_kplane_v1_meta_proto_msgTypes[6]
+	mi := &file_kplane_v1_meta_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +686,7 @@ func (x *LabelSelectorRequirement) String() string {
 func (*LabelSelectorRequirement) ProtoMessage() {}
 
 func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_meta_proto_msgTypes[6]
+	mi := &file_kplane_v1_meta_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +699,7 @@ func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*LabelSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_meta_proto_rawDescGZIP(), []int{6}
+	return file_kplane_v1_meta_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *LabelSelectorRequirement) GetKey() string {
@@ -628,7 +735,7 @@ type ResourceRequirements struct {
 
 func (x *ResourceRequirements) Reset() {
 	*x = ResourceRequirements{}
-	mi := &file_kplane_v1_meta_proto_msgTypes[7]
+	mi := &file_kplane_v1_meta_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -640,7 +747,7 @@ func (x *ResourceRequirements) String() string {
 func (*ResourceRequirements) ProtoMessage() {}
 
 func (x *ResourceRequirements) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_meta_proto_msgTypes[7]
+	mi := &file_kplane_v1_meta_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -653,7 +760,7 @@ func (x *ResourceRequirements) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceRequirements.ProtoReflect.Descriptor instead.
 func (*ResourceRequirements) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_meta_proto_rawDescGZIP(), []int{7}
+	return file_kplane_v1_meta_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ResourceRequirements) GetLimits() map[string]string {
@@ -686,7 +793,7 @@ type IntOrString struct {
 
 func (x *IntOrString) Reset() {
 	*x = IntOrString{}
-	mi := &file_kplane_v1_meta_proto_msgTypes[8]
+	mi := &file_kplane_v1_meta_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -698,7 +805,7 @@ func (x *IntOrString) String() string {
 func (*IntOrString) ProtoMessage() {}
 
 func (x *IntOrString) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_meta_proto_msgTypes[8]
+	mi := &file_kplane_v1_meta_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -711,7 +818,7 @@ func (x *IntOrString) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IntOrString.ProtoReflect.Descriptor instead.
 func (*IntOrString) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_meta_proto_rawDescGZIP(), []int{8}
+	return file_kplane_v1_meta_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *IntOrString) GetType() int64 {
@@ -739,7 +846,7 @@ var File_kplane_v1_meta_proto protoreflect.FileDescriptor
 
 const file_kplane_v1_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x14kplane/v1/meta.proto\x12\tkplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa6\x06\n" +
+	"\x14kplane/v1/meta.proto\x12\tkplane.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xec\x06\n" +
 	"\n" +
 	"ObjectMeta\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
@@ -759,14 +866,25 @@ const file_kplane_v1_meta_proto_rawDesc = "" +
 	"\x10owner_references\x18\f \x03(\v2\x19.kplane.v1.OwnerReferenceR\x0fownerReferences\x12\x1e\n" +
 	"\n" +
 	"finalizers\x18\r \x03(\tR\n" +
-	"finalizers\x1a9\n" +
+	"finalizers\x12D\n" +
+	"\x0emanaged_fields\x18\x0e \x03(\v2\x1d.kplane.v1.ManagedFieldsEntryR\rmanagedFields\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10AnnotationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B \n" +
-	"\x1e_deletion_grace_period_seconds\"\xbd\x01\n" +
+	"\x1e_deletion_grace_period_seconds\"\x96\x02\n" +
+	"\x12ManagedFieldsEntry\x12\x18\n" +
+	"\amanager\x18\x01 \x01(\tR\amanager\x12\x1c\n" +
+	"\toperation\x18\x02 \x01(\tR\toperation\x12\x1f\n" +
+	"\vapi_version\x18\x03 \x01(\tR\n" +
+	"apiVersion\x12.\n" +
+	"\x04time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1f\n" +
+	"\vfields_type\x18\x05 \x01(\tR\n" +
+	"fieldsType\x124\n" +
+	"\tfields_v1\x18\x06 \x01(\v2\x17.google.protobuf.StructR\bfieldsV1\x12 \n" +
+	"\vsubresource\x18\a \x01(\tR\vsubresource\"\xbd\x01\n" +
 	"\x0eOwnerReference\x12\x1f\n" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
 	"apiVersion\x12\x12\n" +
@@ -834,43 +952,48 @@ func file_kplane_v1_meta_proto_rawDescGZIP() []byte {
 	return file_kplane_v1_meta_proto_rawDescData
 }
 
-var file_kplane_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_kplane_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_kplane_v1_meta_proto_goTypes = []any{
 	(*ObjectMeta)(nil),               // 0: kplane.v1.ObjectMeta
-	(*OwnerReference)(nil),           // 1: kplane.v1.OwnerReference
-	(*ObjectReference)(nil),          // 2: kplane.v1.ObjectReference
-	(*LocalObjectReference)(nil),     // 3: kplane.v1.LocalObjectReference
-	(*Condition)(nil),                // 4: kplane.v1.Condition
-	(*LabelSelector)(nil),            // 5: kplane.v1.LabelSelector
-	(*LabelSelectorRequirement)(nil), // 6: kplane.v1.LabelSelectorRequirement
-	(*ResourceRequirements)(nil),     // 7: kplane.v1.ResourceRequirements
-	(*IntOrString)(nil),              // 8: kplane.v1.IntOrString
-	nil,                              // 9: kplane.v1.ObjectMeta.LabelsEntry
-	nil,                              // 10: kplane.v1.ObjectMeta.AnnotationsEntry
-	nil,                              // 11: kplane.v1.LabelSelector.MatchLabelsEntry
-	nil,                              // 12: kplane.v1.ResourceRequirements.LimitsEntry
-	nil,                              // 13: kplane.v1.ResourceRequirements.RequestsEntry
-	(*timestamppb.Timestamp)(nil),    // 14: google.protobuf.Timestamp
+	(*ManagedFieldsEntry)(nil),       // 1: kplane.v1.ManagedFieldsEntry
+	(*OwnerReference)(nil),           // 2: kplane.v1.OwnerReference
+	(*ObjectReference)(nil),          // 3: kplane.v1.ObjectReference
+	(*LocalObjectReference)(nil),     // 4: kplane.v1.LocalObjectReference
+	(*Condition)(nil),                // 5: kplane.v1.Condition
+	(*LabelSelector)(nil),            // 6: kplane.v1.LabelSelector
+	(*LabelSelectorRequirement)(nil), // 7: kplane.v1.LabelSelectorRequirement
+	(*ResourceRequirements)(nil),     // 8: kplane.v1.ResourceRequirements
+	(*IntOrString)(nil),              // 9: kplane.v1.IntOrString
+	nil,                              // 10: kplane.v1.ObjectMeta.LabelsEntry
+	nil,                              // 11: kplane.v1.ObjectMeta.AnnotationsEntry
+	nil,                              // 12: kplane.v1.LabelSelector.MatchLabelsEntry
+	nil,                              // 13: kplane.v1.ResourceRequirements.LimitsEntry
+	nil,                              // 14: kplane.v1.ResourceRequirements.RequestsEntry
+	(*timestamppb.Timestamp)(nil),    // 15: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),          // 16: google.protobuf.Struct
 }
 var file_kplane_v1_meta_proto_depIdxs = []int32{
-	14, // 0: kplane.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
-	14, // 1: kplane.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
-	9,  // 2: kplane.v1.ObjectMeta.labels:type_name -> kplane.v1.ObjectMeta.LabelsEntry
-	10, // 3: kplane.v1.ObjectMeta.annotations:type_name -> kplane.v1.ObjectMeta.AnnotationsEntry
-	1,  // 4: kplane.v1.ObjectMeta.owner_references:type_name -> kplane.v1.OwnerReference
-	14, // 5: kplane.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	14, // 6: kplane.v1.Condition.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	14, // 7: kplane.v1.Condition.last_probe_time:type_name -> google.protobuf.Timestamp
-	14, // 8: kplane.v1.Condition.last_update_time:type_name -> google.protobuf.Timestamp
-	11, // 9: kplane.v1.LabelSelector.match_labels:type_name -> kplane.v1.LabelSelector.MatchLabelsEntry
-	6,  // 10: kplane.v1.LabelSelector.match_expressions:type_name -> kplane.v1.LabelSelectorRequirement
-	12, // 11: kplane.v1.ResourceRequirements.limits:type_name -> kplane.v1.ResourceRequirements.LimitsEntry
-	13, // 12: kplane.v1.ResourceRequirements.requests:type_name -> kplane.v1.ResourceRequirements.RequestsEntry
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	15, // 0: kplane.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
+	15, // 1: kplane.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
+	10, // 2: kplane.v1.ObjectMeta.labels:type_name -> kplane.v1.ObjectMeta.LabelsEntry
+	11, // 3: kplane.v1.ObjectMeta.annotations:type_name -> kplane.v1.ObjectMeta.AnnotationsEntry
+	2,  // 4: kplane.v1.ObjectMeta.owner_references:type_name -> kplane.v1.OwnerReference
+	1,  // 5: kplane.v1.ObjectMeta.managed_fields:type_name -> kplane.v1.ManagedFieldsEntry
+	15, // 6: kplane.v1.ManagedFieldsEntry.time:type_name -> google.protobuf.Timestamp
+	16, // 7: kplane.v1.ManagedFieldsEntry.fields_v1:type_name -> google.protobuf.Struct
+	15, // 8: kplane.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	15, // 9: kplane.v1.Condition.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	15, // 10: kplane.v1.Condition.last_probe_time:type_name -> google.protobuf.Timestamp
+	15, // 11: kplane.v1.Condition.last_update_time:type_name -> google.protobuf.Timestamp
+	12, // 12: kplane.v1.LabelSelector.match_labels:type_name -> kplane.v1.LabelSelector.MatchLabelsEntry
+	7,  // 13: kplane.v1.LabelSelector.match_expressions:type_name -> kplane.v1.LabelSelectorRequirement
+	13, // 14: kplane.v1.ResourceRequirements.limits:type_name -> kplane.v1.ResourceRequirements.LimitsEntry
+	14, // 15: kplane.v1.ResourceRequirements.requests:type_name -> kplane.v1.ResourceRequirements.RequestsEntry
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_meta_proto_init() }
@@ -885,7 +1008,7 @@ func file_kplane_v1_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_v1_meta_proto_rawDesc), len(file_kplane_v1_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

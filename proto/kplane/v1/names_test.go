@@ -38,7 +38,16 @@ var kubernetesTypes = map[string]string{
 		labels map[string]string
 		annotations map[string]string
 		ownerReferences []OwnerReference
-		finalizers []string`,
+		finalizers []string
+		managedFields []ManagedFieldsEntry`,
+	"ManagedFieldsEntry": `
+		manager string
+		operation string
+		apiVersion string
+		time Time
+		fieldsType string
+		fieldsV1 FieldsV1
+		subresource string`,
 	"OwnerReference": `
 		apiVersion string
 		kind string
@@ -748,6 +757,8 @@ var kplaneLeaf = map[string]string{
 	// runtime.RawExtension: kplane keeps a ControllerRevision's snapshot
 	// as the protobuf encoding of the template.
 	"RawExtension": "[]byte",
+	// FieldsV1, a free-form JSON object: a google.protobuf.Struct.
+	"FieldsV1": "Struct",
 }
 
 // sharedConditionFields are the fields of kplane's one Condition message
@@ -818,6 +829,8 @@ func protoPaths(md protoreflect.MessageDescriptor, prefix string, out map[string
 			if fd.IsList() {
 				out[path] = "[]IntOrString"
 			}
+		case fd.Kind() == protoreflect.MessageKind && fd.Message().FullName() == "google.protobuf.Struct":
+			out[path] = "Struct"
 		case fd.Kind() == protoreflect.MessageKind && !isTimestamp(fd):
 			if fd.IsList() {
 				path += "[]"

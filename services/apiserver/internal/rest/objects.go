@@ -101,6 +101,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, req request) {
 		writeStatus(w, s)
 		return
 	}
+	obj = h.trackUpdate(r, req, nil, obj)
 	resp, err := h.api.Create(r.Context(), &kplanev1.CreateRequest{Object: obj})
 	if err != nil {
 		writeStatus(w, statusFor(err, req))
@@ -123,6 +124,13 @@ func (h *Handler) update(w http.ResponseWriter, r *http.Request, req request) {
 	if got := obj.Meta().GetName(); got != req.name {
 		writeStatus(w, badRequest("the name of the object (%s) does not match the name on the URL (%s)", got, req.name))
 		return
+	}
+	if req.subresource == "" {
+		// managedFields are computed against the stored object; a PUT at a
+		// stale resourceVersion still fails its compare-and-swap below.
+		if cur, err := h.api.Get(r.Context(), &kplanev1.GetRequest{Kind: req.res.Kind, Namespace: req.namespace, Name: req.name}); err == nil {
+			obj = h.trackUpdate(r, req, cur.GetObject(), obj)
+		}
 	}
 	out, err := h.put(r, req, obj)
 	if err != nil {
@@ -322,18 +330,25 @@ func objectFromMap(m map[string]any, req request, fieldValidation string) (*kpla
 	}
 	delete(m, "kind")
 	delete(m, "apiVersion")
-	var warnings []string
-	opts := apijson.DecodeOptions{}
-	if fieldValidation == "Ignore" || fieldValidation == "Warn" {
-		opts.UnknownField = func(path string) {
-			if fieldValidation == "Warn" {
-				warnings = append(warnings, fmt.Sprintf("unknown field %q", path))
-			}
+	var warnings, unknown []string
+	opts := apijson.DecodeOptions{UnknownField: func(path string) {
+		// Strict (the default) collects every unknown field to refuse the
+		// object naming them all, as Kubernetes' strict decoder does.
+		switch fieldValidation {
+		case "Ignore":
+		case "Warn":
+			warnings = append(warnings, fmt.Sprintf("unknown field %q", path))
+		default:
+			unknown = append(unknown, fmt.Sprintf("unknown field %q", path))
 		}
-	}
+	}}
 	obj, err := apijson.ObjectFromMap(req.res.Kind, m, opts)
 	if err != nil {
 		return nil, nil, badRequest("%s in body: %v", req.res.Kind, err)
+	}
+	if len(unknown) > 0 {
+		return nil, nil, badRequest("%s in version %q cannot be handled as a %s: strict decoding error: %s",
+			req.res.Kind, req.res.Version, req.res.Kind, strings.Join(unknown, ", "))
 	}
 	meta := obj.Meta()
 	switch {

@@ -59,9 +59,13 @@ func (h *Handler) patch(w http.ResponseWriter, r *http.Request, req request) {
 		return
 	}
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err == nil && mt == applyPatchType {
+		h.apply(w, r, req)
+		return
+	}
 	if err != nil || (mt != mergePatch && mt != jsonPatch && mt != strategicPatch) {
 		writeStatus(w, newStatus(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
-			"the body of the request was in an unknown format - accepted media types include: %s, %s, %s", jsonPatch, mergePatch, strategicPatch))
+			"the body of the request was in an unknown format - accepted media types include: %s, %s, %s, %s", jsonPatch, mergePatch, strategicPatch, applyPatchType))
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes))
@@ -119,6 +123,7 @@ func (h *Handler) patch(w http.ResponseWriter, r *http.Request, req request) {
 			return
 		}
 		pinned := meta.GetResourceVersion() != cur.GetObject().Meta().GetResourceVersion()
+		obj = h.trackUpdate(r, req, cur.GetObject(), obj)
 		out, err := h.put(r, req, obj)
 		if status.Code(err) == codes.Aborted && !pinned && attempt < patchAttempts {
 			continue

@@ -8,6 +8,7 @@
 package rest
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -30,6 +31,10 @@ type Handler struct {
 	// byGV maps a group/version to its resources by plural name.
 	byGV map[string]map[string]*resource
 	disc *discovery
+	// openapi holds the /openapi/v3 documents.
+	openapi *openAPI
+	// appliers are server-side apply's field managers, by kind.
+	appliers appliers
 }
 
 // resource is one kind as the REST API serves it.
@@ -51,6 +56,17 @@ func New(api kplanev1.ResourcesServer, v Version, log hclog.Logger) *Handler {
 		h.byGV[gv][r.Plural] = r
 	}
 	h.disc = newDiscovery(h.byGV)
+	oa, err := buildOpenAPI(h.byGV, v.GitVersion)
+	if err != nil {
+		// The documents are maps of strings built from the compiled-in
+		// kinds; encoding them cannot fail at run time.
+		panic(fmt.Sprintf("rest: build the OpenAPI documents: %v", err))
+	}
+	h.openapi = oa
+	if h.appliers, err = newAppliers(h.byGV); err != nil {
+		// Built from the same static schemas as the documents.
+		panic(fmt.Sprintf("rest: build the server-side apply field managers: %v", err))
+	}
 	return h
 }
 
@@ -63,6 +79,8 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("/api/", h.serveAPI)
 	mux.HandleFunc("/apis", h.serveAPI)
 	mux.HandleFunc("/apis/", h.serveAPI)
+	mux.HandleFunc("GET /openapi/v3", h.serveOpenAPIIndex)
+	mux.HandleFunc("GET /openapi/v3/{gv...}", h.serveOpenAPIDoc)
 }
 
 // request is a resource request decoded from its URL.
