@@ -485,7 +485,8 @@ var kubernetesTypes = map[string]string{
 	"NodeSelector": `
 		nodeSelectorTerms []NodeSelectorTerm`,
 	"NodeSelectorTerm": `
-		matchExpressions []NodeSelectorRequirement`,
+		matchExpressions []NodeSelectorRequirement
+		matchFields []NodeSelectorRequirement`,
 	"NodeSelectorRequirement": `
 		key string
 		operator string
