@@ -42,8 +42,25 @@ func TestObserver(t *testing.T) {
 	o.Observe(del, obsPod("b", "h1", true), now)  // 0 available
 	events, peak, low, v := o.Report()
 	if events != 7 || peak != 4 || low != 0 || len(v) != 2 ||
-		!strings.Contains(v[0], "4 pods present, at most 3") || !strings.Contains(v[1], "0 pods available, at least 1") {
+		!strings.Contains(v[0], "4 pods present, at most 3") || !strings.Contains(v[1], "0 pods available (and 0 disrupted), at least 1") {
 		t.Fatalf("report %d %d %d %v", events, peak, low, v)
+	}
+
+	// A pod that was available and turns unready while it stays (its node
+	// went unready) was disrupted, not removed by the controller: it
+	// still counts toward the floor. Removing it then does not.
+	d := NewObserver(0)
+	d.Observe(add, obsPod("a", "h1", true), now)
+	d.Observe(add, obsPod("b", "h1", true), now)
+	d.SetBounds(-1, 2, false, now)
+	d.Observe(mod, obsPod("a", "h1", false), now)
+	d.Observe(mod, obsPod("b", "h1", false), now)
+	if _, _, low, v := d.Report(); len(v) != 0 || low != 0 {
+		t.Fatalf("disrupted pods counted as removed: low %d, %v", low, v)
+	}
+	d.Observe(del, obsPod("a", "h1", false), now)
+	if _, _, _, v := d.Report(); len(v) != 1 || !strings.Contains(v[0], "0 pods available (and 1 disrupted), at least 2") {
+		t.Fatalf("removing a disrupted pod below the floor not seen: %v", v)
 	}
 
 	r := NewObserver(0)
