@@ -70,6 +70,25 @@ func (o *Observer) Observe(typ kplanev1.EventType, pod *kplanev1.Pod, now time.T
 	o.checkLocked(fmt.Sprintf("%s %s", typ, key), now)
 }
 
+// Replace sets the pods to a fresh list (after a watch could not resume
+// and events were lost) and checks the bounds on it. Pods missing from
+// the list are gone; what was seen available of the others is kept.
+func (o *Observer) Replace(pods []*kplanev1.Pod, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	listed := make(map[string]*kplanev1.Pod, len(pods))
+	for _, p := range pods {
+		listed[p.GetMetadata().GetNamespace()+"/"+p.GetMetadata().GetName()] = p
+	}
+	for key := range o.wasAvail {
+		if _, ok := listed[key]; !ok {
+			delete(o.wasAvail, key)
+		}
+	}
+	o.pods = listed
+	o.checkLocked("relist", now)
+}
+
 // Counts returns the pods present and available now.
 func (o *Observer) Counts(now time.Time) (present, available int32) {
 	o.mu.Lock()

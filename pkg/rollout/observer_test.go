@@ -63,6 +63,20 @@ func TestObserver(t *testing.T) {
 		t.Fatalf("removing a disrupted pod below the floor not seen: %v", v)
 	}
 
+	// A relist replaces the pods: ones deleted while events were lost
+	// stop counting toward the surge bound.
+	g := NewObserver(0)
+	g.SetBounds(2, -1, false, now)
+	g.Observe(add, obsPod("a", "h1", true), now)
+	g.Observe(add, obsPod("b", "h1", true), now)
+	g.Replace([]*kplanev1.Pod{obsPod("c", "h2", true), obsPod("d", "h2", false)}, now)
+	if present, avail := g.Counts(now); present != 2 || avail != 1 {
+		t.Fatalf("after relist: %d present, %d available; want 2, 1", present, avail)
+	}
+	if _, _, _, v := g.Report(); len(v) != 0 {
+		t.Fatalf("relist counted stale pods: %v", v)
+	}
+
 	r := NewObserver(0)
 	r.SetBounds(-1, -1, true, now)
 	r.Observe(add, obsPod("a", "h1", true), now)

@@ -120,7 +120,7 @@ func (w *workload) observeDeploymentPods(ctx context.Context) {
 			if err != nil {
 				if status.Code(err) == codes.OutOfRange {
 					w.deploys.gaps.Add(1)
-					rv = "" // start over from a fresh list (ADDED for each pod)
+					rv = w.relistDeploymentPods(ctx)
 				}
 				break
 			}
@@ -147,6 +147,33 @@ func (w *workload) observeDeploymentPods(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// relistDeploymentPods replaces every observer's pods with a fresh list
+// after events were lost, and returns the list's revision to watch from
+// ("" when the list failed: the watch then starts with a full list of
+// ADDED events). The availability floor is disarmed until the Deployment
+// is fully available again, as at the start: what happened to
+// availability while events were lost cannot be checked.
+func (w *workload) relistDeploymentPods(ctx context.Context) string {
+	resp, err := w.api.List(ctx, &kplanev1.ListRequest{Kind: "Pod", Namespace: w.ns, LabelSelector: labelChaosDeployment})
+	if err != nil {
+		return ""
+	}
+	byDeploy := map[string][]*kplanev1.Pod{}
+	for _, o := range resp.GetItems() {
+		if p := o.GetPod(); p != nil {
+			name := p.GetMetadata().GetLabels()[labelChaosDeployment]
+			byDeploy[name] = append(byDeploy[name], p)
+		}
+	}
+	now := time.Now()
+	for _, d := range w.deploys.list {
+		d.armed.Store(false)
+		d.obs.SetBounds(deployReplicas+deploySurge, -1, false, now)
+		d.obs.Replace(byDeploy[d.name], now)
+	}
+	return resp.GetResourceVersion()
 }
 
 // deployStep rolls a Deployment to a new template revision, or back to an
