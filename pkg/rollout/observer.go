@@ -25,8 +25,8 @@ type Observer struct {
 	mu         sync.Mutex
 	pods       map[string]*kplanev1.Pod
 	wasAvail   map[string]bool // pods seen available at some event
-	maxPods    int32 // < 0: unchecked
-	minAvail   int32 // < 0: unchecked
+	maxPods    int32           // < 0: unchecked
+	minAvail   int32           // < 0: unchecked
 	noOverlap  bool
 	minReady   time.Duration
 	events     int
