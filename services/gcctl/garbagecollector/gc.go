@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/pkg/apiutil"
 	"github.com/kplane/kplane/pkg/app"
 	"github.com/kplane/kplane/pkg/client"
 	"github.com/kplane/kplane/pkg/controller"
@@ -21,6 +22,11 @@ import (
 // in case a dependent's deletion event is missed (the cache is the truth,
 // but events are hints).
 const foregroundRecheck = 2 * time.Second
+
+// catchUpRecheck is how soon an orphaning owner is looked at again while
+// the caches have not reached its deletion (bookmarks move idle caches on
+// within the apiserver's bookmark interval).
+const catchUpRecheck = 100 * time.Millisecond
 
 // NewService returns gcctl: the binary's main runs it with app.Main, and
 // other modules' tests run it in-process (controllertest) to have owner
@@ -106,6 +112,23 @@ type dependent struct {
 	obj  *kplanev1.Object
 }
 
+// cachesReach reports whether every kind's cache has applied revision rv
+// (by an event or a bookmark), so that every object written before rv is
+// in its cache.
+func (g *collector) cachesReach(rv string) bool {
+	want, err := apiutil.ParseResourceVersion(rv)
+	if err != nil {
+		return true
+	}
+	for _, k := range kplanev1.Kinds() {
+		got, err := apiutil.ParseResourceVersion(g.informers.ForKind(k.Name).LastSyncResourceVersion())
+		if err != nil || got < want {
+			return false
+		}
+	}
+	return true
+}
+
 // dependents lists, from the caches, every object that names uid as an owner.
 func (g *collector) dependents(uid string) []dependent {
 	if uid == "" {
@@ -161,6 +184,12 @@ func (g *collector) Reconcile(ctx context.Context, key string) error {
 // orphanDependents strips the owner's reference from every dependent,
 // then removes the orphan finalizer, which lets the owner go.
 func (g *collector) orphanDependents(ctx context.Context, kind string, owner *kplanev1.Object) error {
+	// A dependent written before the owner's deletion but not yet in its
+	// cache would be missed, and then collected as an object whose owner
+	// is gone: wait until every cache has reached the deletion.
+	if !g.cachesReach(owner.Meta().GetResourceVersion()) {
+		return app.RequeueAfter(catchUpRecheck)
+	}
 	uid := owner.Meta().GetUid()
 	for _, d := range g.dependents(uid) {
 		if err := g.mutate(ctx, d.obj, dropOwnerRefs(uid)); err != nil {
