@@ -67,6 +67,8 @@ func NewService() app.Service {
 
 // Agent runs the pods of its node(s).
 type Agent struct {
+	nodeInf *informer.Informer // this agent's Nodes; their pod CIDRs open ranges
+	rangeMu sync.Mutex         // one nodeSeen at a time: opening a range is not idempotent
 	cfg     *Config
 	log     hclog.Logger
 	c       *app.Context
@@ -208,6 +210,7 @@ func New(c *app.Context, cfg *Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node informer: %w", err)
 	}
+	a.nodeInf = nodeInf
 	nodeInf.AddEventHandler(informer.Handler{
 		OnAdd:    func(o *kplanev1.Object) { a.nodeSeen(o.GetNode()) },
 		OnUpdate: func(_, o *kplanev1.Object) { a.nodeSeen(o.GetNode()) },
@@ -233,6 +236,20 @@ func (a *Agent) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer srv.stop()
+	// Ranges open only once the Pod cache has synced (nodeSeen waits for
+	// it): the pods' reported IPs are reserved from it. Node events seen
+	// before then are taken up here.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-a.pods.Synced():
+			for _, o := range a.nodeInf.Store().List() {
+				a.nodeSeen(o.GetNode())
+			}
+		case <-ctx.Done():
+		}
+	}()
 	if a.exec != nil {
 		wg.Add(1)
 		go func() {

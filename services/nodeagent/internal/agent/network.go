@@ -33,6 +33,13 @@ func (a *Agent) nodeSeen(n *kplanev1.Node) {
 	if !a.nodes[name] || cidr == "" {
 		return
 	}
+	if !a.pods.HasSynced() {
+		// Run opens the range once the Pod cache has synced, so that the
+		// pods' reported IPs are reserved before any new one is handed out.
+		return
+	}
+	a.rangeMu.Lock()
+	defer a.rangeMu.Unlock()
 	cur := a.rangeOf(name)
 	if a.cfg.PodCIDR != "" {
 		if cidr != a.cfg.PodCIDR && !a.overrideWarned.Swap(true) {
