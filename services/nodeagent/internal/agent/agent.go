@@ -215,11 +215,6 @@ func New(c *app.Context, cfg *Config) (*Agent, error) {
 		OnAdd:    func(o *kplanev1.Object) { a.nodeSeen(o.GetNode()) },
 		OnUpdate: func(_, o *kplanev1.Object) { a.nodeSeen(o.GetNode()) },
 	})
-	if cfg.PodCIDR != "" {
-		if err := a.openRange(cfg.NodeName, cfg.PodCIDR); err != nil {
-			return nil, fmt.Errorf("--pod-cidr: %w", err)
-		}
-	}
 	a.log.Info("node agent configured", "nodes", len(a.nodes), "node", cfg.NodeName, "runtime", a.rt.Name(),
 		"root_dir", cfg.RootDir, "pod_cidr", cfg.PodCIDR, "recovered_pods", len(a.rt.Pods()))
 	return a, nil
@@ -244,6 +239,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer wg.Done()
 		select {
 		case <-a.pods.Synced():
+			if a.cfg.PodCIDR != "" {
+				a.openOverride()
+			}
 			for _, o := range a.nodeInf.Store().List() {
 				a.nodeSeen(o.GetNode())
 			}

@@ -27,7 +27,7 @@ func (a *Agent) rangeOf(node string) *nodeRange {
 
 // nodeSeen opens a node's range once the Node carries its spec.podCIDR
 // (ipamctl sets it once, shortly after registration). Pods waiting for it
-// are queued. With --pod-cidr the override was opened at start.
+// are queued. With --pod-cidr the override is opened instead (openOverride).
 func (a *Agent) nodeSeen(n *kplanev1.Node) {
 	name, cidr := n.GetMetadata().GetName(), n.GetSpec().GetPodCidr()
 	if !a.nodes[name] || cidr == "" {
@@ -60,6 +60,17 @@ func (a *Agent) nodeSeen(n *kplanev1.Node) {
 	}
 	if err := a.openRange(name, cidr); err != nil {
 		a.log.Error("cannot use the node's pod CIDR", "node", name, "pod_cidr", cidr, "error", err)
+	}
+}
+
+// openOverride opens the --pod-cidr range. Like a Node's range it opens
+// only once the Pod cache has synced, so the IPs pods report are reserved
+// before a new pod is given one.
+func (a *Agent) openOverride() {
+	a.rangeMu.Lock()
+	defer a.rangeMu.Unlock()
+	if err := a.openRange(a.cfg.NodeName, a.cfg.PodCIDR); err != nil {
+		a.log.Error("cannot use --pod-cidr", "node", a.cfg.NodeName, "pod_cidr", a.cfg.PodCIDR, "error", err)
 	}
 }
 

@@ -433,6 +433,11 @@ func (a *Agent) evictForPressure(ctx context.Context, t Threshold, msg string) {
 	a.press.evicted[victim.GetMetadata().GetUid()] = true
 	a.press.mu.Unlock()
 	if err := a.evict(ctx, victim, msg); err != nil {
+		// Not marked Failed: the next pass ranks the pods again rather than
+		// waiting for a victim that may be restarted.
+		a.press.mu.Lock()
+		delete(a.press.evicted, victim.GetMetadata().GetUid())
+		a.press.mu.Unlock()
 		a.log.Warn("eviction failed", "pod", victim.GetMetadata().GetNamespace()+"/"+victim.GetMetadata().GetName(), "error", err)
 	}
 }

@@ -64,7 +64,11 @@ func TestLivenessProbeRestartsContainer(t *testing.T) {
 		t.Fatalf("restartCount = %d before the probe failed", restarts(p))
 	}
 	first := e.containerPid(p, "main")
-	if err := os.Remove(filepath.Join(e.root, podsDir, p.GetMetadata().GetUid(), "main", "alive")); err != nil {
+	// Running is reported once the process started; its shell may not
+	// have made the file yet.
+	alive := filepath.Join(e.root, podsDir, p.GetMetadata().GetUid(), "main", "alive")
+	waitFor(t, e.ctx, "the container's alive file", func() bool { _, err := os.Stat(alive); return err == nil })
+	if err := os.Remove(alive); err != nil {
 		t.Fatal(err)
 	}
 	p = e.waitPod("live", "restarted and running again", func(p *kplanev1.Pod) bool {

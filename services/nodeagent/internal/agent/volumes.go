@@ -424,16 +424,35 @@ func (a *Agent) evict(ctx context.Context, pod *kplanev1.Pod, msg string) error 
 	if err := a.rt.Signal(pod.GetMetadata().GetUid(), true); err != nil {
 		return fmt.Errorf("kill evicted pod %s: %w", key, err)
 	}
-	next := proto.Clone(pod.GetStatus()).(*kplanev1.PodStatus)
-	if next == nil {
-		next = &kplanev1.PodStatus{}
-	}
-	next.Phase, next.Reason, next.Message = kplanev1.PodFailed, ReasonEvicted, msg
-	next.Conditions = mergeConditions(next.GetConditions(), []*kplanev1.Condition{{
-		Type: "DisruptionTarget", Status: kplanev1.ConditionTrue, Reason: "TerminationByKubelet", Message: msg,
-		LastTransitionTime: timestamppb.Now(),
-	}}, time.Now())
-	if err := a.writeStatus(ctx, pod, next); err != nil {
+	// The cached pod may be a write behind (the agent's own status write
+	// in flight): on a conflict the pod is read again and the Failed
+	// status applied to it, since a killed pod left Running would be
+	// restarted.
+	cur := pod
+	err := client.RetryOnConflict(ctx, client.DefaultRetry, func() error {
+		next := proto.Clone(cur.GetStatus()).(*kplanev1.PodStatus)
+		if next == nil {
+			next = &kplanev1.PodStatus{}
+		}
+		next.Phase, next.Reason, next.Message = kplanev1.PodFailed, ReasonEvicted, msg
+		next.Conditions = mergeConditions(next.GetConditions(), []*kplanev1.Condition{{
+			Type: "DisruptionTarget", Status: kplanev1.ConditionTrue, Reason: "TerminationByKubelet", Message: msg,
+			LastTransitionTime: timestamppb.Now(),
+		}}, time.Now())
+		werr := a.writeStatus(ctx, cur, next)
+		if client.IsConflict(werr) {
+			fresh, gerr := client.For[*kplanev1.Pod](a.api).Get(ctx, pod.GetMetadata().GetNamespace(), pod.GetMetadata().GetName())
+			if gerr != nil {
+				return fmt.Errorf("reread evicted pod %s: %w", key, gerr)
+			}
+			if fresh.GetMetadata().GetUid() != pod.GetMetadata().GetUid() {
+				return nil // replaced by a pod of the same name: nothing to mark
+			}
+			cur = fresh
+		}
+		return werr
+	})
+	if err != nil {
 		return err
 	}
 	a.c.Enqueue(key)
