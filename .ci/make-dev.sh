@@ -39,6 +39,10 @@ wait_for() {
 nodes_ready() { [ "$(bin/kpctl get nodes --no-headers | awk '$2 == "Ready"' | wc -l)" -eq 3 ]; }
 # Building kplane-dev comes first: a cold build cache takes a while.
 wait_for "make dev prints its process table" 300 grep -q "Ctrl-C stops everything" "$log"
+# make dev runs with TLS and RBAC; it prints the admin's kubeconfig.
+KUBECONFIG="$(sed -n 's/^ *export KUBECONFIG=//p' "$log")"
+[ -n "$KUBECONFIG" ] || fail "make dev printed no KUBECONFIG"
+export KUBECONFIG
 wait_for "the apiserver answers" 30 bin/kpctl get namespaces
 wait_for "three nodes Ready" 60 nodes_ready
 

@@ -49,6 +49,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/kplane/kplane/pkg/client"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 	"github.com/kplane/kplane/test/e2e/stack"
 )
@@ -62,6 +63,7 @@ type config struct {
 	keep            bool
 	project         string
 	server          string
+	certs           string
 	replicaSets     int
 	maxReplicas     int
 	nodes           int
@@ -84,6 +86,7 @@ func main() {
 	flag.BoolVar(&c.keep, "keep", false, "local: keep the data directory and logs")
 	flag.StringVar(&c.project, "project", "kplane", "compose: the project name")
 	flag.StringVar(&c.server, "server", "127.0.0.1:6443", "compose: the apiserver address")
+	flag.StringVar(&c.certs, "certs", "certs", "compose: the directory `make up` wrote the cluster's certificates to (the admin's are used); empty: plaintext, no credentials")
 	flag.IntVar(&c.replicaSets, "replicasets", 4, "ReplicaSets in the workload")
 	flag.IntVar(&c.maxReplicas, "max-replicas", 6, "largest replica count the workload sets")
 	flag.IntVar(&c.nodes, "nodes", 5, "local: fake nodes, all served by one node agent process")
@@ -149,17 +152,17 @@ func run(ctx context.Context, c config) (int, error) {
 		}()
 		t = lt
 	case "compose":
-		t = &composeTarget{project: c.project, apiAddr: c.server, controllers: stack.Controllers}
+		t = &composeTarget{project: c.project, apiAddr: c.server, certs: c.certs, controllers: stack.Controllers}
 	default:
 		return 0, fmt.Errorf("--target %q: want local or compose", c.target)
 	}
 
-	conn, err := grpc.NewClient(t.APIAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := client.Dial(ctx, t.ClientOptions())
 	if err != nil {
 		return 0, fmt.Errorf("dial %s: %w", t.APIAddr(), err)
 	}
 	defer conn.Close() //nolint:errcheck // the run is over; a failed close of the client loses nothing
-	api := kplanev1.NewResourcesClient(conn)
+	var api kplanev1.ResourcesClient = conn
 
 	ns := fmt.Sprintf("chaos-%d", c.seed%1000000)
 	l := newLedger()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kplane/kplane/pkg/client"
+	"github.com/kplane/kplane/pkg/pki"
 	"github.com/kplane/kplane/test/e2e/stack"
 )
 
@@ -22,6 +25,8 @@ type target interface {
 	Name() string
 	// APIAddr is the apiserver's gRPC address.
 	APIAddr() string
+	// ClientOptions connect to the apiserver as the admin.
+	ClientOptions() client.Options
 	// Units lists every killable unit.
 	Units(ctx context.Context) ([]unit, error)
 	// Stop sends sig to u and waits until it has exited.
@@ -66,6 +71,9 @@ func newLocalTarget(ctx context.Context, opts stack.Options) (*localTarget, erro
 
 func (t *localTarget) Name() string    { return "local processes" }
 func (t *localTarget) APIAddr() string { return t.s.APIAddr() }
+
+// ClientOptions implements target.
+func (t *localTarget) ClientOptions() client.Options { return t.s.ClientOptions() }
 func (t *localTarget) Controllers() []string {
 	return append([]string(nil), t.s.Options().Controllers...)
 }
@@ -144,6 +152,7 @@ func (t *localTarget) Close(ctx context.Context) error { return t.s.Stop(ctx) }
 type composeTarget struct {
 	project     string
 	apiAddr     string
+	certs       string // the admin's CA and client certificate; "" for plaintext
 	controllers []string
 
 	// One `docker ps` answers Running for every container for a moment,
@@ -155,6 +164,16 @@ type composeTarget struct {
 
 func (t *composeTarget) Name() string          { return "compose project " + t.project }
 func (t *composeTarget) APIAddr() string       { return t.apiAddr }
+
+// ClientOptions implements target: the admin's certificate from the
+// directory `make up` wrote (pkg/pki's file names).
+func (t *composeTarget) ClientOptions() client.Options {
+	if t.certs == "" {
+		return client.Options{Address: t.apiAddr}
+	}
+	return client.Options{Address: t.apiAddr, TLSCA: filepath.Join(t.certs, pki.CACert),
+		ClientCertFile: filepath.Join(t.certs, pki.AdminCert), ClientKeyFile: filepath.Join(t.certs, pki.AdminKey)}
+}
 func (t *composeTarget) Controllers() []string { return t.controllers }
 
 func docker(ctx context.Context, args ...string) (string, error) {

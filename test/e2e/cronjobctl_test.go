@@ -29,11 +29,7 @@ func TestCronJobController(t *testing.T) {
 		BinDir: binDir, DataDir: t.TempDir(), Controllers: []string{"cronjobctl"},
 		Runtime: stack.RuntimeFake, Nodes: 1,
 	})
-	c, err := client.Dial(ctx, client.Options{Address: s.APIAddr()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() }) // test teardown: nothing to report
+	c := dialStack(ctx, t, s)
 	cronJobs, jobs := client.CronJobs(c), client.Jobs(c)
 
 	cj, err := cronJobs.Create(ctx, &kplanev1.CronJob{

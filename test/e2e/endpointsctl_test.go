@@ -192,12 +192,7 @@ func TestEndpointsctl(t *testing.T) {
 			t.Logf("logs in %s", s.Options().LogDir)
 		}
 	})
-	conn, err := grpc.NewClient(s.APIAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	c := &epCluster{t: t, s: s, api: kplanev1.NewResourcesClient(conn)}
+	c := &epCluster{t: t, s: s, api: dialStack(context.Background(), t, s)}
 
 	// Each pod is ready while flags/<its name> exists: its readiness
 	// probe (exec; the node agent has no HTTP probes) tests for that file.

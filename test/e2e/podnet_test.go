@@ -37,7 +37,7 @@ func TestPodNetwork(t *testing.T) {
 			"nodeagent": {"--heartbeat-interval", "1s", "--housekeeping-interval", "500ms"},
 		},
 	})
-	c := &naCluster{t: t, addr: s.APIAddr(), api: dialAPI(t, s.APIAddr())}
+	c := &naCluster{t: t, addr: s.APIAddr(), api: dialStack(ctx, t, s)}
 
 	names := []string{"node-1", "node-2", "node-3"}
 	ranges := map[string]netip.Prefix{}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/kplane/kplane/pkg/client"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 	"github.com/kplane/kplane/test/e2e/internal/launcher"
 	"github.com/kplane/kplane/test/e2e/stack"
@@ -83,6 +84,19 @@ func dialAPI(t *testing.T, addr string) kplanev1.ResourcesClient {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return kplanev1.NewResourcesClient(conn)
+}
+
+// dialStack connects to a stack's apiserver as the admin (TLS and the
+// admin's client certificate unless the stack is insecure); the
+// connection closes when the test ends.
+func dialStack(ctx context.Context, t *testing.T, s *stack.Stack) *client.Client {
+	t.Helper()
+	c, err := client.Dial(ctx, s.ClientOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() }) // test teardown: nothing to report
+	return c
 }
 
 // logTail returns the last n lines of the file at path (or why it could

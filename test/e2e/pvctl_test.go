@@ -56,12 +56,7 @@ func startStorageStack(t *testing.T) (*epCluster, string) {
 			t.Logf("logs in %s", s.Options().LogDir)
 		}
 	})
-	conn, err := grpc.NewClient(s.APIAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return &epCluster{t: t, s: s, api: kplanev1.NewResourcesClient(conn)}, s.Options().StorageRoot()
+	return &epCluster{t: t, s: s, api: dialStack(context.Background(), t, s)}, s.Options().StorageRoot()
 }
 
 func storageClass(name, policy, mode string) *kplanev1.Object {

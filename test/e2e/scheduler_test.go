@@ -54,12 +54,7 @@ func TestScheduling(t *testing.T) {
 			t.Logf("logs in %s", s.Options().LogDir)
 		}
 	})
-	conn, err := grpc.NewClient(s.APIAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	c := &epCluster{t: t, s: s, api: kplanev1.NewResourcesClient(conn)}
+	c := &epCluster{t: t, s: s, api: dialStack(context.Background(), t, s)}
 
 	labels := map[string]map[string]string{
 		"node-0": {"topology.kubernetes.io/zone": "zone-a", "pool": "web"},

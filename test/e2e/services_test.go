@@ -31,7 +31,14 @@ const svcPort = 8000
 // connection to the proxy, so round robin applies per request) and
 // returns the trimmed body; a status other than 200 is an error.
 func httpGet(url string) (string, error) {
-	client := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	return httpGetVia(&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}, url)
+}
+
+// httpGetVia is httpGet through c (its transport: TLS and credentials),
+// with a 5s timeout.
+func httpGetVia(c *http.Client, url string) (string, error) {
+	client := *c
+	client.Timeout = 5 * time.Second
 	r, err := client.Get(url)
 	if err != nil {
 		return "", err
@@ -98,7 +105,7 @@ func TestServicesEndToEnd(t *testing.T) {
 			"proxy":   {"--log-level", "debug"},
 		},
 	})
-	c := &epCluster{t: t, s: s, api: dialAPI(t, s.APIAddr())}
+	c := &epCluster{t: t, s: s, api: dialStack(ctx, t, s)}
 	proxyHealth := s.Service("proxy").HealthAddr
 
 	web := map[string]string{"app": "web"}
@@ -196,10 +203,14 @@ with open(sys.argv[2], "w") as f:
 
 	// The apiserver's service proxy, on its main port, answers from a web
 	// pod, and requests spread over more than one.
-	viaAPI := "http://" + s.APIAddr() + "/api/v1/namespaces/default/services/web:" + strconv.Itoa(svcPort) + "/proxy/"
+	viaAPI := s.APIURL() + "/api/v1/namespaces/default/services/web:" + strconv.Itoa(svcPort) + "/proxy/"
+	adminHTTP, err := s.HTTPClient()
+	if err != nil {
+		t.Fatal(err)
+	}
 	seen := map[string]bool{}
 	c.eventually("the apiserver's service proxy to reach two web pods", func() string {
-		body, err := httpGet(viaAPI)
+		body, err := httpGetVia(adminHTTP, viaAPI)
 		if err != nil {
 			return err.Error()
 		}

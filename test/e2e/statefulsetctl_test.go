@@ -54,12 +54,7 @@ func startStatefulStack(t *testing.T) *epCluster {
 			t.Logf("logs in %s", s.Options().LogDir)
 		}
 	})
-	conn, err := grpc.NewClient(s.APIAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return &epCluster{t: t, s: s, api: kplanev1.NewResourcesClient(conn)}
+	return &epCluster{t: t, s: s, api: dialStack(context.Background(), t, s)}
 }
 
 // stsWatch records the pod events of the stack's namespace and checks,

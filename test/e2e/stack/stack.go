@@ -65,6 +65,12 @@ type Options struct {
 	NoProxy bool
 	// LogFormat and LogLevel are passed to every process when set.
 	LogFormat, LogLevel string
+	// Insecure runs the apiserver in plaintext without authentication or
+	// authorization (anyone reaching it may do anything). By default the
+	// stack runs as compose does: TLS, every process under its own
+	// identity (a client certificate from DataDir/certs, which Start
+	// makes with pkg/pki) and RBAC plus the Node authorizer.
+	Insecure bool
 }
 
 // Service is one process of the stack.
@@ -109,7 +115,15 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}()
 	apiArgs := []string{"--data-dir", filepath.Join(opts.DataDir, "apiserver"), "--listen", opts.APIAddr, "--health-addr", opts.APIHealthAddr}
-	if _, err := s.add("apiserver", "apiserver", opts.APIHealthAddr, "", apiArgs, opts.APIAddr); err != nil {
+	grpcHealth := opts.APIAddr
+	if !opts.Insecure {
+		if err := opts.makeCerts(); err != nil {
+			return nil, err
+		}
+		apiArgs = append(apiArgs, opts.apiserverSecurityArgs()...)
+		grpcHealth = "" // readiness from --health-addr's /readyz, which needs no credentials
+	}
+	if _, err := s.add("apiserver", "apiserver", opts.APIHealthAddr, "", apiArgs, grpcHealth); err != nil {
 		return nil, err
 	}
 	if err := s.services[0].WaitReady(ctx); err != nil {
@@ -122,6 +136,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 				return nil, err
 			}
 			args := append([]string{"--apiserver", opts.APIAddr, "--health-addr", health}, opts.ControllerArgs...)
+			args = append(args, opts.identityArgs(c)...)
+			if c == "tokenctl" {
+				args = append(args, opts.tokenctlArgs()...)
+			}
 			if c == "pvctl" {
 				// local-path volumes live here; the node agents, on the
 				// same host, see them at the same path.
@@ -140,7 +158,8 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := s.add("proxy", "proxy", health, "", []string{"--apiserver", opts.APIAddr, "--health-addr", health}, ""); err != nil {
+		args := append([]string{"--apiserver", opts.APIAddr, "--health-addr", health}, opts.identityArgs("proxy")...)
+		if _, err := s.add("proxy", "proxy", health, "", args, ""); err != nil {
 			return nil, err
 		}
 	}
@@ -224,6 +243,10 @@ func (s *Stack) startNodeAgents() error {
 		root := filepath.Join(o.DataDir, "nodes", "fake")
 		args := []string{"--apiserver", o.APIAddr, "--health-addr", health, "--logs-addr", logs,
 			"--runtime", RuntimeFake, "--fake-nodes", strconv.Itoa(o.Nodes), "--node-name", "node", "--root-dir", root}
+		// One process plays every fake node, which no node identity may
+		// do (the Node authorizer confines an agent to its own Node): it
+		// runs as the admin.
+		args = append(args, o.adminArgs()...)
 		_, err = s.add("nodeagent", "nodeagent", health, root, args, "")
 		return err
 	}
@@ -240,6 +263,7 @@ func (s *Stack) startNodeAgents() error {
 		root := filepath.Join(o.DataDir, "nodes", node)
 		args := []string{"--apiserver", o.APIAddr, "--health-addr", health, "--logs-addr", logs,
 			"--runtime", RuntimeExec, "--node-name", node, "--root-dir", root}
+		args = append(args, o.identityArgs(node)...)
 		if _, err := s.add(fmt.Sprintf("nodeagent-%d", i), "nodeagent", health, root, args, ""); err != nil {
 			return err
 		}

@@ -40,6 +40,7 @@ func run() error {
 	flag.IntVar(&o.Nodes, "nodes", 3, "number of nodes")
 	flag.StringVar(&o.LogFormat, "log-format", "text", "log format of every process: text or json")
 	flag.StringVar(&o.LogLevel, "log-level", "info", "log level of every process")
+	flag.BoolVar(&o.Insecure, "insecure", false, "plaintext API without authentication or authorization (by default: TLS, one identity per process, RBAC)")
 	flag.Parse()
 	if controllers != "" {
 		o.Controllers = strings.Split(controllers, ",")
@@ -67,7 +68,12 @@ func run() error {
 		return fmt.Errorf("print the process table: %w", err)
 	}
 	fmt.Printf("\napiserver on %s (etcd in %s/apiserver)\n", s.APIAddr(), o.DataDir)
-	fmt.Printf("try: bin/kpctl --server %s get nodes; bin/kpctl get leases -n kplane-system\n", s.APIAddr())
+	if kc := s.Kubeconfig(); kc != "" {
+		fmt.Printf("certificates in %s; as the admin:\n  export KUBECONFIG=%s\n", o.CertsDir(), kc)
+		fmt.Println("try: bin/kpctl get nodes; bin/kpctl get leases -n kplane-system; kubectl get pods -A")
+	} else {
+		fmt.Printf("try: bin/kpctl --server %s get nodes; bin/kpctl get leases -n kplane-system\n", s.APIAddr())
+	}
 	fmt.Println("Ctrl-C stops everything.")
 
 	// Report a process that dies on its own; the others keep running.
