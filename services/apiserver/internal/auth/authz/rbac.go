@@ -17,6 +17,8 @@ type binding struct {
 	roleKind  string // Role or ClusterRole
 	roleName  string
 	subjects  []string // subject keys
+	// reason is the Allow reason, built once rather than per request.
+	reason string
 }
 
 // RBAC evaluates Role/ClusterRole rules granted by bindings. Its index is
@@ -132,6 +134,7 @@ func (r *RBAC) apply(o *kplanev1.Object, deleted bool) {
 
 func (r *RBAC) addBinding(key, ns string, ref *kplanev1.RoleRef, subjects []*kplanev1.Subject) {
 	b := &binding{namespace: ns, roleKind: ref.GetKind(), roleName: ref.GetName()}
+	b.reason = "allowed by " + b.describe()
 	for _, s := range subjects {
 		if k := subjectKey(s, ns); k != "" {
 			b.subjects = append(b.subjects, k)
@@ -226,7 +229,7 @@ func (r *RBAC) Authorize(_ context.Context, a *Attributes) (Decision, string) {
 	r.visit(a.User, a.Namespace, func(rules []*kplanev1.PolicyRule, b *binding) bool {
 		for _, rule := range rules {
 			if RuleAllows(rule, a) {
-				reason = fmt.Sprintf("allowed by %s", b.describe())
+				reason = b.reason
 				return true
 			}
 		}
