@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -204,5 +205,57 @@ func TestBootstrapPolicyReensured(t *testing.T) {
 		if !proto.Equal(got, want) {
 			t.Errorf("%s changed by the restart:\n got %v\nwant %v", want.Meta().GetName(), got, want)
 		}
+	}
+}
+
+// TestKubectlAuthCanI runs the real kubectl's auth can-i, which finds the
+// SelfSubjectAccessReview through discovery and posts one.
+func TestKubectlAuthCanI(t *testing.T) {
+	bin, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl is not on the PATH")
+	}
+	srv, ctx := authzServer(t, testserver.WithAuthorization("", "RBAC"))
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "kubeconfig")
+	cfg := "apiVersion: v1\nkind: Config\nclusters:\n- name: k\n  cluster: {server: \"http://" + srv.Addr() + "\"}\n" +
+		"contexts:\n- name: k\n  context: {cluster: k, namespace: default}\ncurrent-context: k\n"
+	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	canI := func(args ...string) (string, error) {
+		c := exec.CommandContext(ctx, bin, append([]string{"auth", "can-i"}, args...)...)
+		c.Env = append(os.Environ(), "KUBECONFIG="+kc, "HOME="+dir)
+		var stderr strings.Builder
+		c.Stderr = &stderr
+		out, err := c.Output()
+		if err != nil && stderr.Len() > 0 {
+			t.Logf("kubectl auth can-i %v: %s", args, stderr.String())
+		}
+		return strings.TrimSpace(string(out)), err
+	}
+	if out, err := canI("list", "pods"); out != "no" || err == nil {
+		t.Fatalf("before the grant: %q %v, want no and exit 1", out, err)
+	}
+	for _, o := range []*kplanev1.Object{
+		kplanev1.MustWrap(&kplanev1.ClusterRole{Metadata: &kplanev1.ObjectMeta{Name: "anon-list"},
+			Rules: []*kplanev1.PolicyRule{{ApiGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}}}}),
+		kplanev1.MustWrap(&kplanev1.RoleBinding{Metadata: &kplanev1.ObjectMeta{Namespace: "default", Name: "anon-list"},
+			RoleRef:  &kplanev1.RoleRef{Kind: "ClusterRole", Name: "anon-list"},
+			Subjects: []*kplanev1.Subject{{Kind: "User", Name: "system:anonymous"}}}),
+	} {
+		if _, err := srv.API().Store().Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.Eventually(t, 10*time.Second, "kubectl auth can-i list pods says yes", func() bool {
+		out, err := canI("list", "pods")
+		return out == "yes" && err == nil
+	})
+	if out, _ := canI("list", "pods", "-n", "kplane-system"); out != "no" {
+		t.Errorf("other namespace: %q, want no", out)
+	}
+	if out, _ := canI("delete", "pods"); out != "no" {
+		t.Errorf("delete: %q, want no", out)
 	}
 }

@@ -1,8 +1,6 @@
 package rest
 
 import (
-	"encoding/json"
-	"io"
 	"net/http"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -10,25 +8,13 @@ import (
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
-// maxReviewBytes bounds a SelfSubjectAccessReview body.
-const maxReviewBytes = 64 << 10
-
 // serveSelfSubjectAccessReview answers POST
 // /apis/authorization.k8s.io/v1/selfsubjectaccessreviews (kubectl auth
 // can-i) with the Resources service's CheckAccess for the caller.
 func (h *Handler) serveSelfSubjectAccessReview(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes+1))
-	if err != nil {
-		writeStatus(w, badRequest("read the request body: %v", err))
-		return
-	}
-	if len(body) > maxReviewBytes {
-		writeStatus(w, newStatus(http.StatusRequestEntityTooLarge, "RequestEntityTooLarge", "request body larger than %d bytes", maxReviewBytes))
-		return
-	}
 	var review authorizationv1.SelfSubjectAccessReview
-	if err := json.Unmarshal(body, &review); err != nil {
-		writeStatus(w, badRequest("decode SelfSubjectAccessReview: %v", err))
+	if st := readSubresourceBody(r, &review, "SelfSubjectAccessReview"); st != nil {
+		writeStatus(w, st)
 		return
 	}
 	ra := review.Spec.ResourceAttributes
