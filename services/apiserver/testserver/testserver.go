@@ -67,6 +67,13 @@ func WithDataDir(dir string) Option { return func(c *apiserver.Config) { c.DataD
 // WithFsync keeps etcd's fsync on (tests turn it off for speed by default).
 func WithFsync() Option { return func(c *apiserver.Config) { c.UnsafeNoFsync = false } }
 
+// WithAuthorization runs the apiserver with these --authorization-mode
+// values (AlwaysAllow, Node, RBAC) and, when auditPath is set, an audit
+// log there.
+func WithAuthorization(auditPath string, modes ...string) Option {
+	return func(c *apiserver.Config) { c.AuthorizationModes, c.AuditLogPath = modes, auditPath }
+}
+
 // WithLogger logs the apiserver through l (silent by default).
 func WithLogger(l hclog.Logger) Option { return func(c *apiserver.Config) { c.Logger = l } }
 

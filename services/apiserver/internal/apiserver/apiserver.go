@@ -31,6 +31,7 @@ import (
 	httphealth "github.com/kplane/kplane/pkg/health"
 	"github.com/kplane/kplane/pkg/strategy"
 
+	"github.com/kplane/kplane/services/apiserver/internal/auth/authz"
 	"github.com/kplane/kplane/services/apiserver/internal/backend"
 	"github.com/kplane/kplane/services/apiserver/internal/proxy"
 	"github.com/kplane/kplane/services/apiserver/internal/rest"
@@ -72,6 +73,13 @@ type Config struct {
 	// 0 repairs only at start.
 	AllocationRepairInterval time.Duration
 	Logger                   hclog.Logger
+	// AuthorizationModes is --authorization-mode in order: AlwaysAllow,
+	// Node, RBAC. Empty means AlwaysAllow (what an apiserver without
+	// authenticators runs with).
+	AuthorizationModes []string
+	// AuditLogPath, when set, receives a JSON line per write and per
+	// denial.
+	AuditLogPath string
 	// Version is kplane's version, reported by GET /version as gitVersion.
 	Version string
 }
@@ -114,6 +122,10 @@ type APIServer struct {
 	proxy    *proxy.Proxy
 	httpSrv  *httphealth.Server
 	stopping atomic.Bool
+	// authzFeed keeps the authorizers' indexes current (nil in
+	// AlwaysAllow mode); audit is the audit log (nil when off).
+	authzFeed *authz.Feed
+	audit     *authz.AuditLog
 
 	cancel         context.CancelFunc
 	shutdown       context.CancelFunc
@@ -220,6 +232,18 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	if err := a.repairAllocations(ctx); err != nil {
 		return fail(fmt.Errorf("repair allocations: %w", err))
 	}
+	if err := a.ensureBootstrapPolicy(ctx); err != nil {
+		return fail(err)
+	}
+	chain, esc, err := a.startAuthorizers(runCtx)
+	if err != nil {
+		return fail(err)
+	}
+	if cfg.AuditLogPath != "" {
+		if a.audit, err = authz.OpenAuditLog(cfg.AuditLogPath); err != nil {
+			return fail(err)
+		}
+	}
 
 	lis := cfg.Listener
 	if lis == nil {
@@ -232,9 +256,11 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	a.split = newSplitListener(lis)
 	a.httpMux = http.NewServeMux()
 	a.httpMux.HandleFunc("/", notFound)
+	resources := authz.NewDecorator(server.New(a.store, a.caches, cfg.BookmarkInterval, shutdownCtx, log.Named("server")),
+		authz.DecoratorConfig{Authorizer: chain, Escalation: esc, Audit: a.audit, Logger: log.Named("authz")})
 	a.proxy = proxy.New(a.store, log.Named("proxy"), proxy.WithObserver(func(kind string, code int) {
 		m.proxied.WithLabelValues(kind, strconv.Itoa(code)).Inc()
-	}))
+	}), proxy.WithAuthorizer(resources.AuthorizeSubresource))
 	a.proxy.Register(a.httpMux)
 	a.httpAPI = newHTTPServer(a.httpMux, httpCtx)
 	a.grpc = grpc.NewServer(
@@ -245,7 +271,7 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 		grpc.ChainStreamInterceptor(m.stream),
 		server.CodecOption(),
 	)
-	resources := server.New(a.store, a.caches, cfg.BookmarkInterval, shutdownCtx, log.Named("server"))
+	// gRPC and REST reach the store only through the authorizing decorator.
 	kplanev1.RegisterResourcesServer(a.grpc, resources)
 	// The REST side calls the very service the gRPC clients reach, in process.
 	rh := rest.New(resources, rest.Version{GitVersion: cfg.Version}, log.Named("rest"))
@@ -372,6 +398,11 @@ func (a *APIServer) stop(graceful bool) {
 		a.proxy.CloseIdleConnections()
 		a.cancel()
 		a.wg.Wait()
+		if a.audit != nil {
+			if err := a.audit.Close(); err != nil {
+				a.log.Warn("closing the audit log", "error", err)
+			}
+		}
 		if a.httpSrv != nil {
 			a.httpSrv.Stop()
 		}
