@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
+	"github.com/kplane/kplane/pkg/client"
 	"github.com/kplane/kplane/pkg/pki"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
@@ -370,4 +371,29 @@ func TestKubectlWithAdminKubeconfig(t *testing.T) {
 	if _, err := f.srv.API().Store().Get(testCtx(t), "Namespace", "", "team-b"); err == nil {
 		t.Fatal("team-b was created without credentials")
 	}
+}
+
+// TestClientPackageCertificates: pkg/client's --client-cert-file and
+// --client-key-file (every service binary's flags) authenticate against
+// the real server; without them the same connection is refused.
+func TestClientPackageCertificates(t *testing.T) {
+	f := startAuth(t, false)
+	ctx := testCtx(t)
+	dial := func(o client.Options) *client.Client {
+		t.Helper()
+		o.Address, o.TLSCA = f.srv.Addr(), filepath.Join(f.dir, pki.CACert)
+		c, err := client.Dial(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	ctrl := dial(client.Options{ClientCertFile: filepath.Join(f.dir, "replicactl.crt"), ClientKeyFile: filepath.Join(f.dir, "replicactl.key")})
+	if _, err := client.Pods(ctrl).Create(ctx, &kplanev1.Pod{Metadata: &kplanev1.ObjectMeta{Namespace: "default", Name: "by-replicactl"},
+		Spec: &kplanev1.PodSpec{Containers: []*kplanev1.Container{{Name: "c", Image: "busybox"}}}}); err != nil {
+		t.Fatalf("controller certificate through pkg/client: %v", err)
+	}
+	_, err := client.Pods(dial(client.Options{})).Get(ctx, "default", "by-replicactl")
+	requireCode(t, err, codes.Unauthenticated)
 }
