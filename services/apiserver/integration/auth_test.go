@@ -397,3 +397,27 @@ func TestClientPackageCertificates(t *testing.T) {
 	_, err := client.Pods(dial(client.Options{})).Get(ctx, "default", "by-replicactl")
 	requireCode(t, err, codes.Unauthenticated)
 }
+
+// TestGRPCurlWithAdminCertificate: grpcurl (a grpc-go client offering
+// only h2) reaches the gRPC server through the TLS listener with the
+// admin certificate; without one, reflection is refused.
+func TestGRPCurlWithAdminCertificate(t *testing.T) {
+	bin, err := exec.LookPath("grpcurl")
+	if err != nil {
+		bin = filepath.Join("..", "..", "..", ".tools", "bin", "grpcurl") // make tools puts it here
+		if _, err := os.Stat(bin); err != nil {
+			t.Skip("grpcurl is neither on the PATH nor in .tools/bin")
+		}
+	}
+	f := startAuth(t, false)
+	ca := filepath.Join(f.dir, pki.CACert)
+	out, err := exec.CommandContext(testCtx(t), bin, "-cacert", ca, "-cert", filepath.Join(f.dir, pki.AdminCert),
+		"-key", filepath.Join(f.dir, pki.AdminKey), f.srv.Addr(), "list").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "kplane.v1.Resources") {
+		t.Fatalf("grpcurl list with the admin certificate: %v: %s", err, out)
+	}
+	out, err = exec.CommandContext(testCtx(t), bin, "-cacert", ca, f.srv.Addr(), "list").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "Unauthenticated") {
+		t.Fatalf("grpcurl list without credentials: %v: %s", err, out)
+	}
+}
