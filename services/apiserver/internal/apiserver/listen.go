@@ -190,7 +190,7 @@ func (s *tlsSplitListener) handshake(raw net.Conn) {
 	}()
 	if err := conn.HandshakeContext(ctx); err != nil {
 		_ = conn.Close() // the client failed the handshake; nothing to report to it
-		if s.onErr != nil {
+		if s.onErr != nil && !s.closed() {
 			s.onErr(err)
 		}
 		return
@@ -203,6 +203,15 @@ func (s *tlsSplitListener) handshake(raw net.Conn) {
 	case target.conns <- conn:
 	case <-s.done:
 		_ = conn.Close()
+	}
+}
+
+func (s *tlsSplitListener) closed() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
 	}
 }
 
