@@ -77,6 +77,24 @@ func WithAuthorization(auditPath string, modes ...string) Option {
 // WithLogger logs the apiserver through l (silent by default).
 func WithLogger(l hclog.Logger) Option { return func(c *apiserver.Config) { c.Logger = l } }
 
+// WithTLS serves the main listener over TLS with the PEM files given
+// (Conn and Client then do not work: tests dial with their own TLS).
+func WithTLS(certFile, keyFile string) Option {
+	return func(c *apiserver.Config) { c.TLSCertFile, c.TLSKeyFile = certFile, keyFile }
+}
+
+// WithClientCA turns on client-certificate authentication (needs WithTLS).
+func WithClientCA(file string) Option { return func(c *apiserver.Config) { c.ClientCAFile = file } }
+
+// WithTokenAuthFile turns on the static token file authenticator.
+func WithTokenAuthFile(file string) Option {
+	return func(c *apiserver.Config) { c.TokenAuthFile = file }
+}
+
+// WithAnonymousAuth lets requests without credentials in once
+// authentication is on.
+func WithAnonymousAuth(on bool) Option { return func(c *apiserver.Config) { c.AnonymousAuth = on } }
+
 // Server is a running in-process apiserver.
 type Server struct {
 	cfg  apiserver.Config

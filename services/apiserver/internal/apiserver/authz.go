@@ -19,7 +19,13 @@ import (
 func (a *APIServer) startAuthorizers(ctx context.Context) (authz.Authorizer, *authz.Escalation, error) {
 	modes := a.cfg.AuthorizationModes
 	if len(modes) == 0 {
+		// Without authenticators every request is anonymous, and only
+		// AlwaysAllow lets it do anything; with them, who may do what is
+		// RBAC's (and the Node authorizer's) to say.
 		modes = []string{authz.ModeAlwaysAllow}
+		if a.authn.Enabled() {
+			modes = []string{authz.ModeNode, authz.ModeRBAC}
+		}
 	}
 	var chain authz.Union
 	sinks := map[string]authz.Sink{}
