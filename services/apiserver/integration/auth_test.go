@@ -58,8 +58,41 @@ func startAuth(t *testing.T, anonymous bool) *authFixture {
 		c.ClientCAFile = filepath.Join(f.dir, pki.CACert)
 		c.TokenAuthFile = tokens
 		c.AnonymousAuth = anonymous
+		// Authentication alone is under test here: who may do what once
+		// in is RBAC's (TestAuthenticationTurnsOnRBAC).
+		c.AuthorizationModes = []string{"AlwaysAllow"}
 	})
 	return f
+}
+
+// TestAuthenticationTurnsOnRBAC: once an authenticator is configured and
+// no --authorization-mode is given, Node,RBAC decide: the admin
+// (system:masters) may create a pod, a static-token user without a
+// binding is PermissionDenied and nothing is written.
+func TestAuthenticationTurnsOnRBAC(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := pki.Generate(dir, pki.Options{Controllers: []string{}}); err != nil {
+		t.Fatal(err)
+	}
+	tokens := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokens, []byte(staticToken+",alice,uid-alice,\"dev,ops\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := testserver.Start(t, func(c *apiserver.Config) {
+		c.TLSCertFile = filepath.Join(dir, pki.APIServerCert)
+		c.TLSKeyFile = filepath.Join(dir, pki.APIServerKey)
+		c.ClientCAFile = filepath.Join(dir, pki.CACert)
+		c.TokenAuthFile = tokens
+	})
+	ctx := testCtx(t)
+	admin := kplanev1.NewResourcesClient(dialTLS(t, srv.Addr(), tlsConfig(t, dir, dir, "admin")))
+	if _, err := admin.Create(ctx, authPod("by-admin")); err != nil {
+		t.Fatalf("admin certificate: %v", err)
+	}
+	anon := kplanev1.NewResourcesClient(dialTLS(t, srv.Addr(), tlsConfig(t, dir, "", "")))
+	_, err := anon.Create(withToken(ctx, staticToken), authPod("by-alice"))
+	requireCode(t, err, codes.PermissionDenied, `User "alice" cannot create resource "pods"`)
+	requireAbsent(t, srv, "by-alice")
 }
 
 // tlsConfig verifies the server against caDir's CA and presents
