@@ -128,6 +128,22 @@ chaos: build
 bench-apiserver:
 	cd services/apiserver && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/... ./internal/apiserver/
 
+# Create throughput plain against TLS + client certificates and TLS +
+# static token, same run, printed as ratios (docs/benchmarks.md).
+.PHONY: bench-auth
+bench-auth:
+	cd services/apiserver && $(GO) test -run '^$$' -bench BenchmarkCreateAuth -benchtime 1x -timeout 20m ./bench/
+
+# The cluster's CA, certificates, keys and admin kubeconfig (kpctl certs):
+# existing files are kept, so running it again never rotates the CA.
+# CERTS_NODES names the node agents that get a certificate.
+CERTS_DIR   ?= $(CURDIR)/certs
+CERTS_NODES ?= node-1,node-2,node-3
+CERTS_HOSTS ?=
+.PHONY: certs
+certs:
+	cd cmd/kpctl && $(GO) run . certs --dir $(CERTS_DIR) --nodes $(CERTS_NODES) $(if $(CERTS_HOSTS),--hosts $(CERTS_HOSTS))
+
 # replicactl with real processes: 1000 pods created by replicactl alone
 # (pods/s), then 1000 pods Running on 100 fake nodes (scheduler and node
 # agent included). The e2e harness builds the binaries it needs.

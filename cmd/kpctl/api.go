@@ -23,16 +23,21 @@ type api struct {
 
 // connect dials the apiserver named by the global flags.
 func (g *globals) connect(ctx context.Context) (*api, error) {
-	token := g.token
-	if g.tokenFile != "" && token == g.envToken {
-		token = "" // an explicit --token-file beats the environment
+	s, err := g.settings()
+	if err != nil {
+		return nil, err
 	}
 	opts := client.Options{
-		Address:   g.server,
-		Token:     token,
-		TokenFile: g.tokenFile,
-		TLSCA:     g.tlsCA,
-		UserAgent: "kpctl",
+		Address:        s.server,
+		Token:          s.token,
+		TokenFile:      s.tokenFile,
+		TLSCA:          s.tlsCA,
+		TLSCAData:      s.caData,
+		ClientCertFile: s.cert,
+		ClientKeyFile:  s.key,
+		ClientCertData: s.certData,
+		ClientKeyData:  s.keyData,
+		UserAgent:      "kpctl",
 	}
 	if g.timeout != "" {
 		d, err := time.ParseDuration(g.timeout)

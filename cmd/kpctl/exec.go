@@ -33,23 +33,26 @@ func (e exitCodeError) Error() string {
 // restConfig is the apiserver's REST endpoint as the global flags name it
 // (the REST front end shares the gRPC listener).
 func (g *globals) restConfig() (*rest.Config, error) {
-	token := g.token
-	if g.tokenFile != "" && token == g.envToken {
-		b, err := os.ReadFile(g.tokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading --token-file: %w", err)
+	s, err := g.settings()
+	if err != nil {
+		return nil, err
+	}
+	token := s.token
+	if s.tokenFile != "" {
+		if token, err = readTokenFile(s.tokenFile); err != nil {
+			return nil, err
 		}
-		token = strings.TrimSpace(string(b))
 	}
 	scheme := "http://"
-	if g.tlsCA != "" {
+	if s.secure {
 		scheme = "https://"
 	}
 	return &rest.Config{
-		Host:            scheme + g.server,
-		BearerToken:     token,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: g.tlsCA},
-		UserAgent:       "kpctl",
+		Host:        scheme + s.server,
+		BearerToken: token,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: s.tlsCA, CAData: s.caData,
+			CertFile: s.cert, KeyFile: s.key, CertData: s.certData, KeyData: s.keyData},
+		UserAgent: "kpctl",
 	}, nil
 }
 

@@ -165,15 +165,25 @@ func (s *stringList) Set(v string) error {
 // how to authenticate, and the namespace.
 type globals struct {
 	server, token, tokenFile, tlsCA string
-	namespace                       string
-	namespaceSet                    bool
-	timeout                         string
+	// clientCert and clientKey are --client-certificate and --client-key.
+	clientCert, clientKey string
+	// kubeconfig is --kubeconfig; empty means $KUBECONFIG, then
+	// $HOME/.kube/config.
+	kubeconfig string
+	// serverSet: --server or KPLANE_SERVER named the apiserver, which then
+	// beats the kubeconfig's.
+	serverSet    bool
+	getenv       func(string) string
+	namespace    string
+	namespaceSet bool
+	timeout      string
 	// envToken is KPLANE_TOKEN; --token-file overrides it, not only --token.
 	envToken string
 }
 
 func newGlobals(getenv func(string) string) *globals {
-	g := &globals{server: getenv("KPLANE_SERVER"), token: getenv("KPLANE_TOKEN"), envToken: getenv("KPLANE_TOKEN")}
+	g := &globals{server: getenv("KPLANE_SERVER"), token: getenv("KPLANE_TOKEN"), envToken: getenv("KPLANE_TOKEN"), getenv: getenv}
+	g.serverSet = g.server != ""
 	if g.server == "" {
 		g.server = client.DefaultAddress
 	}
@@ -184,13 +194,35 @@ func newGlobals(getenv func(string) string) *globals {
 // flags given before the command name survive registration on the
 // command's own flag set.
 func (g *globals) register(fs *flagSet) {
-	fs.stringFlag(&g.server, "server", "s", g.server, "apiserver address host:port (env KPLANE_SERVER)")
+	fs.Var(serverValue{g}, "server", "apiserver address host:port (env KPLANE_SERVER; default the kubeconfig's, else "+client.DefaultAddress+")")
+	fs.alias("s", "server")
+	fs.StringVar(&g.clientCert, "client-certificate", g.clientCert, "PEM client certificate to authenticate with (needs --tls-ca)")
+	fs.StringVar(&g.clientKey, "client-key", g.clientKey, "PEM private key of --client-certificate")
+	fs.StringVar(&g.kubeconfig, "kubeconfig", g.kubeconfig, "kubeconfig file (default $KUBECONFIG, else ~/.kube/config); flags override its server, CA and credentials")
 	fs.StringVar(&g.token, "token", g.token, "bearer token for the apiserver (env KPLANE_TOKEN)")
 	fs.StringVar(&g.tokenFile, "token-file", g.tokenFile, "file holding the bearer token")
 	fs.StringVar(&g.tlsCA, "tls-ca", g.tlsCA, "PEM CA bundle; connect with TLS verified against it")
 	fs.StringVar(&g.timeout, "request-timeout", g.timeout, "how long to wait for one request, e.g. 10s (default 30s)")
 	fs.Var(namespaceValue{g}, "namespace", "namespace of the objects (default \"default\")")
 	fs.alias("n", "namespace")
+}
+
+// serverValue records that --server was given explicitly.
+type serverValue struct{ g *globals }
+
+func (v serverValue) String() string {
+	if v.g == nil {
+		return ""
+	}
+	return v.g.server
+}
+
+func (v serverValue) Set(s string) error {
+	if s == "" {
+		return errors.New("server must not be empty")
+	}
+	v.g.server, v.g.serverSet = s, true
+	return nil
 }
 
 // ns returns the namespace to use: --namespace, or "default".

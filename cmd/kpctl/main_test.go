@@ -100,7 +100,7 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"frobnicate"}, `error: unknown command "frobnicate" for "kpctl"`},
-		{[]string{"get"}, "error: you must specify the type of resource, one of: controllerrevisions, cronjobs (cj), daemonsets (ds), deployments (deploy), endpoints (ep),"},
+		{[]string{"get"}, "error: you must specify the type of resource, one of: clusterrolebindings, clusterroles, controllerrevisions, cronjobs (cj), daemonsets (ds), deployments (deploy),"},
 		{[]string{"get", "horizontalpodautoscalers"}, `error: the server doesn't have a resource type "horizontalpodautoscalers"; known types:`},
 		{[]string{"get", "pods", "-o", "table"}, `error: unable to match a printer suitable for the output format "table"`},
 		{[]string{"get", "pods", "--bogus"}, "error: flag provided but not defined: -bogus (see 'kpctl get --help')\n"},

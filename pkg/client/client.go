@@ -17,7 +17,8 @@
 //     "authorization: Bearer <token>" metadata on every call. A token file is
 //     re-read whenever its size or modification time changes, so a rotated
 //     token is picked up without a restart;
-//   - Options.TLSCA switches the transport to TLS verified against that CA.
+//   - Options.TLSCA switches the transport to TLS verified against that CA;
+//     Options.ClientCertFile/ClientKeyFile add a client certificate.
 //     Without TLS a token is only sent to loopback (or unix socket) addresses,
 //     unless Options.AllowInsecureToken says otherwise, because a bearer token
 //     over plaintext to another host can be sniffed.
@@ -69,6 +70,16 @@ type Options struct {
 	// TLSCA is a PEM file of CA certificates; when set the connection uses TLS
 	// and verifies the server against them.
 	TLSCA string
+	// TLSCAData is PEM CA certificates given inline (a kubeconfig's
+	// certificate-authority-data); it is used like TLSCA, which it joins.
+	TLSCAData []byte
+	// ClientCertFile and ClientKeyFile (PEM) are the client certificate
+	// the connection presents, authenticating as its CN (user) and O
+	// (groups). They need TLS (TLSCA).
+	ClientCertFile, ClientKeyFile string
+	// ClientCertData and ClientKeyData are the same given inline; they
+	// take the place of the files.
+	ClientCertData, ClientKeyData []byte
 	// TLSServerName overrides the name checked in the server certificate
 	// (default: the host part of Address).
 	TLSServerName string
@@ -93,7 +104,8 @@ type Options struct {
 }
 
 // AddFlags registers the connection flags every kplane binary shares
-// (DESIGN "Every service binary"): --apiserver, --token-file and --tls-ca.
+// (DESIGN "Every service binary"): --apiserver, --token-file, --tls-ca,
+// --client-cert-file and --client-key-file.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
 	if o.Address == "" {
 		o.Address = DefaultAddress
@@ -101,6 +113,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Address, "apiserver", o.Address, "apiserver address (host:port)")
 	fs.StringVar(&o.TokenFile, "token-file", o.TokenFile, "file holding the bearer token sent to the apiserver (re-read when it changes)")
 	fs.StringVar(&o.TLSCA, "tls-ca", o.TLSCA, "PEM CA bundle; when set the apiserver connection uses TLS verified against it")
+	fs.StringVar(&o.ClientCertFile, "client-cert-file", o.ClientCertFile, "PEM client certificate presented to the apiserver (needs --tls-ca and --client-key-file)")
+	fs.StringVar(&o.ClientKeyFile, "client-key-file", o.ClientKeyFile, "PEM private key of --client-cert-file")
 }
 
 func (o Options) withDefaults() Options {
@@ -169,9 +183,13 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		dialOpts = append(dialOpts, grpc.WithUnaryInterceptor(callTimeoutInterceptor(opts.CallTimeout)))
 	}
 
-	secure := opts.TLSCA != ""
+	secure := opts.TLSCA != "" || len(opts.TLSCAData) > 0
+	hasCert := opts.ClientCertFile != "" || opts.ClientKeyFile != "" || len(opts.ClientCertData) > 0 || len(opts.ClientKeyData) > 0
+	if hasCert && !secure {
+		return nil, errors.New("client: a client certificate needs TLS: set the CA (--tls-ca) too")
+	}
 	if secure {
-		tc, err := loadTLS(opts.TLSCA, opts.TLSServerName)
+		tc, err := loadTLS(opts)
 		if err != nil {
 			return nil, err
 		}
@@ -211,7 +229,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 			return nil, err
 		}
 	}
-	log.Debug("apiserver client created", "address", opts.Address, "tls", secure, "token", opts.Token != "" || opts.TokenFile != "")
+	log.Debug("apiserver client created", "address", opts.Address, "tls", secure, "token", opts.Token != "" || opts.TokenFile != "", "client-cert", hasCert)
 	return c, nil
 }
 
@@ -262,20 +280,60 @@ func callTimeoutInterceptor(d time.Duration) grpc.UnaryClientInterceptor {
 	}
 }
 
-func loadTLS(caFile, serverName string) (credentials.TransportCredentials, error) {
-	pem, err := os.ReadFile(caFile)
+func loadTLS(o Options) (credentials.TransportCredentials, error) {
+	cfg, err := TLSConfig(o)
 	if err != nil {
-		return nil, fmt.Errorf("client: read TLS CA: %w", err)
+		return nil, err
 	}
+	return credentials.NewTLS(cfg), nil
+}
+
+// TLSConfig is the client TLS configuration o describes: the CA the
+// server is verified against and the client certificate, if any. It is
+// exported for clients of the apiserver's HTTP side on the same port.
+func TLSConfig(o Options) (*tls.Config, error) {
 	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("client: TLS CA %s holds no PEM certificate", caFile)
+	if o.TLSCA != "" {
+		pem, err := os.ReadFile(o.TLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("client: read TLS CA: %w", err)
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("client: TLS CA %s holds no PEM certificate", o.TLSCA)
+		}
 	}
-	return credentials.NewTLS(&tls.Config{
-		RootCAs:    pool,
-		ServerName: serverName,
-		MinVersion: tls.VersionTLS12,
-	}), nil
+	if len(o.TLSCAData) > 0 && !pool.AppendCertsFromPEM(o.TLSCAData) {
+		return nil, errors.New("client: inline TLS CA data holds no PEM certificate")
+	}
+	cfg := &tls.Config{RootCAs: pool, ServerName: o.TLSServerName, MinVersion: tls.VersionTLS12}
+	certPEM, keyPEM := o.ClientCertData, o.ClientKeyData
+	if o.ClientCertFile != "" && len(certPEM) == 0 {
+		b, err := os.ReadFile(o.ClientCertFile)
+		if err != nil {
+			return nil, fmt.Errorf("client: read client certificate: %w", err)
+		}
+		certPEM = b
+	}
+	if o.ClientKeyFile != "" && len(keyPEM) == 0 {
+		b, err := os.ReadFile(o.ClientKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("client: read client key: %w", err)
+		}
+		keyPEM = b
+	}
+	switch {
+	case len(certPEM) > 0 && len(keyPEM) > 0:
+		kp, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("client: client certificate and key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{kp}
+	case len(certPEM) > 0:
+		return nil, errors.New("client: a client certificate needs its key (--client-key-file)")
+	case len(keyPEM) > 0:
+		return nil, errors.New("client: a client key needs its certificate (--client-cert-file)")
+	}
+	return cfg, nil
 }
 
 // isLocalTarget reports whether a gRPC target stays on this machine:

@@ -386,6 +386,22 @@ func TestDialValidation(t *testing.T) {
 	if _, err := client.Dial(ctx, client.Options{TLSCA: empty}); err == nil {
 		t.Fatal("a CA file without certificates must be reported by Dial")
 	}
+	_, caFile := selfSigned(t)
+	for _, c := range []struct {
+		o    client.Options
+		want string
+	}{
+		{client.Options{ClientCertFile: caFile, ClientKeyFile: caFile}, "needs TLS"},
+		{client.Options{TLSCA: caFile, ClientCertFile: caFile}, "needs its key"},
+		{client.Options{TLSCA: caFile, ClientKeyFile: caFile}, "needs its certificate"},
+		{client.Options{TLSCA: caFile, ClientCertFile: caFile, ClientKeyFile: caFile}, "client certificate and key"},
+		{client.Options{TLSCA: caFile, ClientCertFile: "/nonexistent.crt", ClientKeyFile: caFile}, "read client certificate"},
+		{client.Options{TLSCAData: []byte("junk")}, "inline TLS CA data"},
+	} {
+		if _, err := client.Dial(ctx, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want %q", c.o, err, c.want)
+		}
+	}
 	for _, addr := range []string{"127.0.0.1:6443", "localhost:1", "[::1]:6443", "dns:///localhost:6443", "unix:///tmp/k.sock"} {
 		c, err := client.Dial(ctx, client.Options{Address: addr, Token: "t"})
 		if err != nil {
@@ -399,10 +415,10 @@ func TestAddFlags(t *testing.T) {
 	var o client.Options
 	fs := flagSet()
 	o.AddFlags(fs)
-	if err := fs.Parse([]string{"--apiserver", "a:1", "--token-file", "/t", "--tls-ca", "/ca"}); err != nil {
+	if err := fs.Parse([]string{"--apiserver", "a:1", "--token-file", "/t", "--tls-ca", "/ca", "--client-cert-file", "/c", "--client-key-file", "/k"}); err != nil {
 		t.Fatal(err)
 	}
-	if o.Address != "a:1" || o.TokenFile != "/t" || o.TLSCA != "/ca" {
+	if o.Address != "a:1" || o.TokenFile != "/t" || o.TLSCA != "/ca" || o.ClientCertFile != "/c" || o.ClientKeyFile != "/k" {
 		t.Fatalf("flags not applied: %+v", o)
 	}
 	var d client.Options

@@ -608,3 +608,41 @@ func eventRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
 	cells := []string{Age(last, now), e.GetType(), e.GetReason(), object, e.GetMessage()}
 	return cells, []string{source, Age(e.GetFirstTimestamp(), now), strconv.Itoa(int(count)), e.GetMetadata().GetName()}
 }
+
+// roleRow is a Role's or ClusterRole's: kubectl shows the creation time
+// itself rather than an age.
+func roleRow(o *kplanev1.Object, _ time.Time) ([]string, []string) {
+	m := o.Meta()
+	created := "<unknown>"
+	if ts := m.GetCreationTimestamp(); ts != nil {
+		created = ts.AsTime().UTC().Format(time.RFC3339)
+	}
+	return []string{m.GetName(), created}, nil
+}
+
+// bindingRow is a RoleBinding's or ClusterRoleBinding's: the role as
+// Kind/name and, wide, its subjects by kind.
+func bindingRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	var ref *kplanev1.RoleRef
+	var subjects []*kplanev1.Subject
+	if b := o.GetRoleBinding(); b != nil {
+		ref, subjects = b.GetRoleRef(), b.GetSubjects()
+	} else {
+		b := o.GetClusterRoleBinding()
+		ref, subjects = b.GetRoleRef(), b.GetSubjects()
+	}
+	var users, groups, sas []string
+	for _, s := range subjects {
+		switch s.GetKind() {
+		case "User":
+			users = append(users, s.GetName())
+		case "Group":
+			groups = append(groups, s.GetName())
+		case "ServiceAccount":
+			sas = append(sas, s.GetNamespace()+"/"+s.GetName())
+		}
+	}
+	m := o.Meta()
+	return []string{m.GetName(), ref.GetKind() + "/" + ref.GetName(), Age(m.GetCreationTimestamp(), now)},
+		[]string{strings.Join(users, ", "), strings.Join(groups, ", "), strings.Join(sas, ", ")}
+}

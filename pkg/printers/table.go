@@ -55,6 +55,10 @@ var tables = map[string]columns{
 	"Secret":                {[]string{"NAME", "TYPE", "DATA", "AGE"}, nil, secretRow},
 	"Lease":                 {[]string{"NAME", "HOLDER", "AGE"}, nil, leaseRow},
 	"Namespace":             {[]string{"NAME", "STATUS", "AGE"}, nil, namespaceRow},
+	"Role":                  {[]string{"NAME", "CREATED AT"}, nil, roleRow},
+	"ClusterRole":           {[]string{"NAME", "CREATED AT"}, nil, roleRow},
+	"RoleBinding":           {[]string{"NAME", "ROLE", "AGE"}, []string{"USERS", "GROUPS", "SERVICEACCOUNTS"}, bindingRow},
+	"ClusterRoleBinding":    {[]string{"NAME", "ROLE", "AGE"}, []string{"USERS", "GROUPS", "SERVICEACCOUNTS"}, bindingRow},
 	"Event":                 {[]string{"LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"}, []string{"SOURCE", "FIRST SEEN", "COUNT", "NAME"}, eventRow},
 }
 

@@ -172,6 +172,14 @@ func init() {
 		nameFn: cronJobName, defaults: defaultCronJob, validate: validateCronJob})
 	register(&typed[*kplanev1.PriorityClass]{kind: "PriorityClass", get: (*kplanev1.Object).GetPriorityClass,
 		nameFn: validation.IsDNS1123Subdomain, defaults: defaultPriorityClass, validate: validatePriorityClass, update: validatePriorityClassUpdate})
+	register(&typed[*kplanev1.Role]{kind: "Role", get: (*kplanev1.Object).GetRole,
+		nameFn: rbacName, validate: validateRole})
+	register(&typed[*kplanev1.ClusterRole]{kind: "ClusterRole", get: (*kplanev1.Object).GetClusterRole,
+		nameFn: rbacName, validate: validateClusterRole})
+	register(&typed[*kplanev1.RoleBinding]{kind: "RoleBinding", get: (*kplanev1.Object).GetRoleBinding,
+		nameFn: rbacName, defaults: defaultRoleBinding, validate: validateRoleBinding, update: validateRoleBindingUpdate})
+	register(&typed[*kplanev1.ClusterRoleBinding]{kind: "ClusterRoleBinding", get: (*kplanev1.Object).GetClusterRoleBinding,
+		nameFn: rbacName, defaults: defaultClusterRoleBinding, validate: validateClusterRoleBinding, update: validateClusterRoleBindingUpdate})
 	register(eventStrategy{&typed[*kplanev1.Event]{kind: "Event", get: (*kplanev1.Object).GetEvent,
 		nameFn: validation.IsDNS1123Subdomain, defaults: defaultEvent, validate: validateEvent}})
 }

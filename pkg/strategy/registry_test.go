@@ -91,6 +91,10 @@ func TestMinimalObjects(t *testing.T) {
 		&kplanev1.Secret{Metadata: meta("d", "s")},
 		&kplanev1.Lease{Metadata: meta("kplane-system", "replicactl")},
 		&kplanev1.Event{Metadata: meta("d", "e"), InvolvedObject: &kplanev1.ObjectReference{Kind: "Pod", Name: "p"}},
+		&kplanev1.Role{Metadata: meta("d", "r")},
+		&kplanev1.ClusterRole{Metadata: meta("", "system:r")},
+		&kplanev1.RoleBinding{Metadata: meta("d", "rb"), RoleRef: &kplanev1.RoleRef{Kind: "Role", Name: "r"}},
+		&kplanev1.ClusterRoleBinding{Metadata: meta("", "crb"), RoleRef: &kplanev1.RoleRef{Kind: "ClusterRole", Name: "system:r"}},
 	}
 	seen := map[string]bool{}
 	for _, m := range objs {

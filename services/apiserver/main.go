@@ -18,6 +18,7 @@ import (
 	"github.com/kplane/kplane/pkg/logging"
 	"github.com/kplane/kplane/pkg/strategy"
 	"github.com/kplane/kplane/services/apiserver/internal/apiserver"
+	"github.com/kplane/kplane/services/apiserver/internal/auth/authz"
 )
 
 func main() {
@@ -64,6 +65,13 @@ func parseFlags(args []string) (apiserver.Config, error) {
 	ipRange := fs.String("service-cluster-ip-range", cfg.ServiceClusterIPRange.String(), "CIDR that Services' cluster IPs are allocated from (IPv4; must not overlap the pod network)")
 	portRange := fs.String("service-node-port-range", cfg.ServiceNodePortRange.String(), "port range (FIRST-LAST, both included) that Services' node ports are allocated from")
 	fs.DurationVar(&cfg.AllocationRepairInterval, "allocation-repair-interval", cfg.AllocationRepairInterval, "how often cluster IP and node port records are reconciled with the Services (also at start); 0 only at start")
+	authzModes := fs.String("authorization-mode", "", "comma list of authorizers asked in order: AlwaysAllow, Node, RBAC (empty: AlwaysAllow without authenticators, Node,RBAC with them)")
+	fs.StringVar(&cfg.AuditLogPath, "audit-log-path", "", "file that receives a JSON line per write and per denied request (empty: no audit log)")
+	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "PEM certificate (chain) of the main listener; with --tls-key-file serves gRPC and REST over TLS")
+	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
+	fs.StringVar(&cfg.ClientCAFile, "client-ca-file", "", "PEM CA bundle; client certificates it signed authenticate as CN (user) and O (groups); needs TLS")
+	fs.StringVar(&cfg.TokenAuthFile, "token-auth-file", "", "static bearer tokens, CSV lines token,user,uid,\"group1,group2\"")
+	fs.BoolVar(&cfg.AnonymousAuth, "anonymous-auth", false, "once an authenticator is configured, let requests without credentials in as system:anonymous (without any authenticator every request is anonymous)")
 	var profiling health.Profiling
 	profiling.AddFlag(fs)
 	var logOpts logging.Options
@@ -87,6 +95,11 @@ func parseFlags(args []string) (apiserver.Config, error) {
 	cfg.ServiceClusterIPRange = prefix
 	if cfg.ServiceNodePortRange, err = strategy.ParsePortRange(*portRange); err != nil {
 		return cfg, fmt.Errorf("--service-node-port-range: %w", err)
+	}
+	if *authzModes != "" {
+		if cfg.AuthorizationModes, err = authz.ParseModes(*authzModes); err != nil {
+			return cfg, fmt.Errorf("--authorization-mode: %w", err)
+		}
 	}
 	if *endpoints != "" {
 		cfg.EtcdEndpoints = strings.Split(*endpoints, ",")

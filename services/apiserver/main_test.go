@@ -53,3 +53,32 @@ func TestRangeFlagsSetTheConfig(t *testing.T) {
 		t.Fatalf("set: %v %v %v", cfg.ServiceClusterIPRange, cfg.ServiceNodePortRange, cfg.AllocationRepairInterval)
 	}
 }
+
+// TestAuthorizationFlags: --authorization-mode is checked before anything
+// starts; --audit-log-path and the modes reach the configuration, and an
+// audit log that cannot be opened stops the start with its path named.
+func TestAuthorizationFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--authorization-mode", "Webhook"}, `--authorization-mode: authorization mode "Webhook"`},
+		{[]string{"--authorization-mode", "RBAC,RBAC"}, "given twice"},
+		{[]string{"--authorization-mode", "RBAC", "--audit-log-path", "/nonexistent-dir/audit.log"}, "open audit log"},
+	} {
+		err := run(append(c.args, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--health-addr", ""))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: got %v, want an error containing %q", c.args, err, c.want)
+		}
+	}
+	cfg, err := parseFlags([]string{"--authorization-mode", "Node,RBAC", "--audit-log-path", "/tmp/a.log"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(cfg.AuthorizationModes, ",") != "Node,RBAC" || cfg.AuditLogPath != "/tmp/a.log" {
+		t.Fatalf("config: %v %q", cfg.AuthorizationModes, cfg.AuditLogPath)
+	}
+	if cfg, _ := parseFlags(nil); cfg.AuthorizationModes != nil {
+		t.Fatalf("default modes %v, want none (AlwaysAllow)", cfg.AuthorizationModes)
+	}
+}

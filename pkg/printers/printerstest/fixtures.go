@@ -343,6 +343,25 @@ func Fixtures() map[string][]*kplanev1.Object {
 				Spec: &kplanev1.LeaseSpec{HolderIdentity: "host-a_1234", LeaseDurationSeconds: 15}}),
 			kplanev1.MustWrap(&kplanev1.Lease{Metadata: meta("kplane-node-lease", "node-1", 6*time.Hour)}),
 		},
+		"Role": {
+			kplanev1.MustWrap(&kplanev1.Role{Metadata: meta("default", "pod-reader", 2*time.Hour),
+				Rules: []*kplanev1.PolicyRule{{ApiGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}}}}),
+		},
+		"ClusterRole": {
+			kplanev1.MustWrap(&kplanev1.ClusterRole{Metadata: meta("", "cluster-admin", 90*24*time.Hour),
+				Rules: []*kplanev1.PolicyRule{{ApiGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}}}),
+			kplanev1.MustWrap(&kplanev1.ClusterRole{Metadata: meta("", "system:kplane:replicactl", 90*24*time.Hour)}),
+		},
+		"RoleBinding": {
+			kplanev1.MustWrap(&kplanev1.RoleBinding{Metadata: meta("default", "read-pods", time.Hour),
+				RoleRef: &kplanev1.RoleRef{Kind: "Role", Name: "pod-reader"},
+				Subjects: []*kplanev1.Subject{{Kind: "User", Name: "alice"}, {Kind: "Group", Name: "devs"},
+					{Kind: "ServiceAccount", Namespace: "default", Name: "builder"}}}),
+		},
+		"ClusterRoleBinding": {
+			kplanev1.MustWrap(&kplanev1.ClusterRoleBinding{Metadata: meta("", "cluster-admin", 90*24*time.Hour),
+				RoleRef: &kplanev1.RoleRef{Kind: "ClusterRole", Name: "cluster-admin"}, Subjects: []*kplanev1.Subject{{Kind: "Group", Name: "system:masters"}}}),
+		},
 		"Namespace": {
 			kplanev1.MustWrap(&kplanev1.Namespace{Metadata: meta("", "default", 90*24*time.Hour), Status: &kplanev1.NamespaceStatus{Phase: "Active"}}),
 			kplanev1.MustWrap(&kplanev1.Namespace{Metadata: meta("", "old-team", 3*365*24*time.Hour), Status: &kplanev1.NamespaceStatus{Phase: "Terminating"}}),

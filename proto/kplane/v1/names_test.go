@@ -749,6 +749,37 @@ var kubernetesTypes = map[string]string{
 		acquireTime MicroTime
 		renewTime MicroTime
 		leaseTransitions int32`,
+
+	// rbac.authorization.k8s.io/v1
+	"Role": `
+		metadata ObjectMeta
+		rules []PolicyRule`,
+	"ClusterRole": `
+		metadata ObjectMeta
+		rules []PolicyRule`,
+	"PolicyRule": `
+		verbs []string
+		apiGroups []string
+		resources []string
+		resourceNames []string
+		nonResourceURLs []string`,
+	"RoleBinding": `
+		metadata ObjectMeta
+		subjects []Subject
+		roleRef RoleRef`,
+	"ClusterRoleBinding": `
+		metadata ObjectMeta
+		subjects []Subject
+		roleRef RoleRef`,
+	"Subject": `
+		kind string
+		apiGroup string
+		name string
+		namespace string`,
+	"RoleRef": `
+		apiGroup string
+		kind string
+		name string`,
 }
 
 // kplaneLeaf is how kplane's protos hold the Kubernetes types that have no

@@ -48,11 +48,13 @@ func (k *KindInfo) HasSpec() bool {
 
 // clusterScoped lists the kinds that live outside namespaces.
 var clusterScoped = map[string]bool{
-	"Namespace":        true,
-	"Node":             true,
-	"PersistentVolume": true,
-	"StorageClass":     true,
-	"PriorityClass":    true,
+	"Namespace":          true,
+	"Node":               true,
+	"PersistentVolume":   true,
+	"StorageClass":       true,
+	"PriorityClass":      true,
+	"ClusterRole":        true,
+	"ClusterRoleBinding": true,
 }
 
 var (

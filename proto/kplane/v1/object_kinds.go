@@ -49,6 +49,14 @@ func (x *Object) kindMessage() (proto.Message, bool) {
 		return k.DaemonSet, k.DaemonSet != nil
 	case *Object_PriorityClass:
 		return k.PriorityClass, k.PriorityClass != nil
+	case *Object_Role:
+		return k.Role, k.Role != nil
+	case *Object_ClusterRole:
+		return k.ClusterRole, k.ClusterRole != nil
+	case *Object_RoleBinding:
+		return k.RoleBinding, k.RoleBinding != nil
+	case *Object_ClusterRoleBinding:
+		return k.ClusterRoleBinding, k.ClusterRoleBinding != nil
 	}
 	return nil, false
 }

@@ -107,6 +107,10 @@ type Object struct {
 	//	*Object_StatefulSet
 	//	*Object_DaemonSet
 	//	*Object_PriorityClass
+	//	*Object_Role
+	//	*Object_ClusterRole
+	//	*Object_RoleBinding
+	//	*Object_ClusterRoleBinding
 	Kind          isObject_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -338,6 +342,42 @@ func (x *Object) GetPriorityClass() *PriorityClass {
 	return nil
 }
 
+func (x *Object) GetRole() *Role {
+	if x != nil {
+		if x, ok := x.Kind.(*Object_Role); ok {
+			return x.Role
+		}
+	}
+	return nil
+}
+
+func (x *Object) GetClusterRole() *ClusterRole {
+	if x != nil {
+		if x, ok := x.Kind.(*Object_ClusterRole); ok {
+			return x.ClusterRole
+		}
+	}
+	return nil
+}
+
+func (x *Object) GetRoleBinding() *RoleBinding {
+	if x != nil {
+		if x, ok := x.Kind.(*Object_RoleBinding); ok {
+			return x.RoleBinding
+		}
+	}
+	return nil
+}
+
+func (x *Object) GetClusterRoleBinding() *ClusterRoleBinding {
+	if x != nil {
+		if x, ok := x.Kind.(*Object_ClusterRoleBinding); ok {
+			return x.ClusterRoleBinding
+		}
+	}
+	return nil
+}
+
 type isObject_Kind interface {
 	isObject_Kind()
 }
@@ -426,6 +466,22 @@ type Object_PriorityClass struct {
 	PriorityClass *PriorityClass `protobuf:"bytes,21,opt,name=priority_class,json=priorityClass,proto3,oneof"`
 }
 
+type Object_Role struct {
+	Role *Role `protobuf:"bytes,40,opt,name=role,proto3,oneof"`
+}
+
+type Object_ClusterRole struct {
+	ClusterRole *ClusterRole `protobuf:"bytes,41,opt,name=cluster_role,json=clusterRole,proto3,oneof"`
+}
+
+type Object_RoleBinding struct {
+	RoleBinding *RoleBinding `protobuf:"bytes,42,opt,name=role_binding,json=roleBinding,proto3,oneof"`
+}
+
+type Object_ClusterRoleBinding struct {
+	ClusterRoleBinding *ClusterRoleBinding `protobuf:"bytes,43,opt,name=cluster_role_binding,json=clusterRoleBinding,proto3,oneof"`
+}
+
 func (*Object_Namespace) isObject_Kind() {}
 
 func (*Object_Node) isObject_Kind() {}
@@ -467,6 +523,14 @@ func (*Object_StatefulSet) isObject_Kind() {}
 func (*Object_DaemonSet) isObject_Kind() {}
 
 func (*Object_PriorityClass) isObject_Kind() {}
+
+func (*Object_Role) isObject_Kind() {}
+
+func (*Object_ClusterRole) isObject_Kind() {}
+
+func (*Object_RoleBinding) isObject_Kind() {}
+
+func (*Object_ClusterRoleBinding) isObject_Kind() {}
 
 // CreateRequest carries the object to create.
 type CreateRequest struct {
@@ -1723,7 +1787,7 @@ var File_kplane_v1_resources_proto protoreflect.FileDescriptor
 
 const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\n" +
-	"\x19kplane/v1/resources.proto\x12\tkplane.v1\x1a\x14kplane/v1/core.proto\x1a\x14kplane/v1/meta.proto\x1a\x19kplane/v1/workloads.proto\"\xd2\t\n" +
+	"\x19kplane/v1/resources.proto\x12\tkplane.v1\x1a\x14kplane/v1/core.proto\x1a\x14kplane/v1/meta.proto\x1a\x14kplane/v1/rbac.proto\x1a\x19kplane/v1/workloads.proto\"\xc6\v\n" +
 	"\x06Object\x124\n" +
 	"\tnamespace\x18\x01 \x01(\v2\x14.kplane.v1.NamespaceH\x00R\tnamespace\x12%\n" +
 	"\x04node\x18\x02 \x01(\v2\x0f.kplane.v1.NodeH\x00R\x04node\x12\"\n" +
@@ -1750,7 +1814,11 @@ const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\fstateful_set\x18\x13 \x01(\v2\x16.kplane.v1.StatefulSetH\x00R\vstatefulSet\x125\n" +
 	"\n" +
 	"daemon_set\x18\x14 \x01(\v2\x14.kplane.v1.DaemonSetH\x00R\tdaemonSet\x12A\n" +
-	"\x0epriority_class\x18\x15 \x01(\v2\x18.kplane.v1.PriorityClassH\x00R\rpriorityClassB\x06\n" +
+	"\x0epriority_class\x18\x15 \x01(\v2\x18.kplane.v1.PriorityClassH\x00R\rpriorityClass\x12%\n" +
+	"\x04role\x18( \x01(\v2\x0f.kplane.v1.RoleH\x00R\x04role\x12;\n" +
+	"\fcluster_role\x18) \x01(\v2\x16.kplane.v1.ClusterRoleH\x00R\vclusterRole\x12;\n" +
+	"\frole_binding\x18* \x01(\v2\x16.kplane.v1.RoleBindingH\x00R\vroleBinding\x12Q\n" +
+	"\x14cluster_role_binding\x18+ \x01(\v2\x1d.kplane.v1.ClusterRoleBindingH\x00R\x12clusterRoleBindingB\x06\n" +
 	"\x04kind\":\n" +
 	"\rCreateRequest\x12)\n" +
 	"\x06object\x18\x01 \x01(\v2\x11.kplane.v1.ObjectR\x06object\";\n" +
@@ -1834,7 +1902,7 @@ const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\x13EVENT_TYPE_MODIFIED\x10\x02\x12\x16\n" +
 	"\x12EVENT_TYPE_DELETED\x10\x03\x12\x17\n" +
 	"\x13EVENT_TYPE_BOOKMARK\x10\x04\x12\x14\n" +
-	"\x10EVENT_TYPE_ERROR\x10\x052\xd9\x04\n" +
+	"\x10EVENT_TYPE_ERROR\x10\x052\xa7\x05\n" +
 	"\tResources\x12=\n" +
 	"\x06Create\x12\x18.kplane.v1.CreateRequest\x1a\x19.kplane.v1.CreateResponse\x124\n" +
 	"\x03Get\x12\x15.kplane.v1.GetRequest\x1a\x16.kplane.v1.GetResponse\x127\n" +
@@ -1844,7 +1912,8 @@ const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\x06Delete\x12\x18.kplane.v1.DeleteRequest\x1a\x19.kplane.v1.DeleteResponse\x12<\n" +
 	"\x05Watch\x12\x17.kplane.v1.WatchRequest\x1a\x18.kplane.v1.WatchResponse0\x01\x12C\n" +
 	"\bGetScale\x12\x1a.kplane.v1.GetScaleRequest\x1a\x1b.kplane.v1.GetScaleResponse\x12L\n" +
-	"\vUpdateScale\x12\x1d.kplane.v1.UpdateScaleRequest\x1a\x1e.kplane.v1.UpdateScaleResponseB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
+	"\vUpdateScale\x12\x1d.kplane.v1.UpdateScaleRequest\x1a\x1e.kplane.v1.UpdateScaleResponse\x12L\n" +
+	"\vCheckAccess\x12\x1d.kplane.v1.CheckAccessRequest\x1a\x1e.kplane.v1.CheckAccessResponseB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
 
 var (
 	file_kplane_v1_resources_proto_rawDescOnce sync.Once
@@ -1906,7 +1975,13 @@ var file_kplane_v1_resources_proto_goTypes = []any{
 	(*StatefulSet)(nil),           // 42: kplane.v1.StatefulSet
 	(*DaemonSet)(nil),             // 43: kplane.v1.DaemonSet
 	(*PriorityClass)(nil),         // 44: kplane.v1.PriorityClass
-	(*ObjectMeta)(nil),            // 45: kplane.v1.ObjectMeta
+	(*Role)(nil),                  // 45: kplane.v1.Role
+	(*ClusterRole)(nil),           // 46: kplane.v1.ClusterRole
+	(*RoleBinding)(nil),           // 47: kplane.v1.RoleBinding
+	(*ClusterRoleBinding)(nil),    // 48: kplane.v1.ClusterRoleBinding
+	(*ObjectMeta)(nil),            // 49: kplane.v1.ObjectMeta
+	(*CheckAccessRequest)(nil),    // 50: kplane.v1.CheckAccessRequest
+	(*CheckAccessResponse)(nil),   // 51: kplane.v1.CheckAccessResponse
 }
 var file_kplane_v1_resources_proto_depIdxs = []int32{
 	24, // 0: kplane.v1.Object.namespace:type_name -> kplane.v1.Namespace
@@ -1930,47 +2005,53 @@ var file_kplane_v1_resources_proto_depIdxs = []int32{
 	42, // 18: kplane.v1.Object.stateful_set:type_name -> kplane.v1.StatefulSet
 	43, // 19: kplane.v1.Object.daemon_set:type_name -> kplane.v1.DaemonSet
 	44, // 20: kplane.v1.Object.priority_class:type_name -> kplane.v1.PriorityClass
-	1,  // 21: kplane.v1.CreateRequest.object:type_name -> kplane.v1.Object
-	1,  // 22: kplane.v1.CreateResponse.object:type_name -> kplane.v1.Object
-	1,  // 23: kplane.v1.GetResponse.object:type_name -> kplane.v1.Object
-	1,  // 24: kplane.v1.ListResponse.items:type_name -> kplane.v1.Object
-	1,  // 25: kplane.v1.UpdateRequest.object:type_name -> kplane.v1.Object
-	1,  // 26: kplane.v1.UpdateResponse.object:type_name -> kplane.v1.Object
-	1,  // 27: kplane.v1.UpdateStatusRequest.object:type_name -> kplane.v1.Object
-	1,  // 28: kplane.v1.UpdateStatusResponse.object:type_name -> kplane.v1.Object
-	12, // 29: kplane.v1.DeleteRequest.preconditions:type_name -> kplane.v1.Preconditions
-	1,  // 30: kplane.v1.DeleteResponse.object:type_name -> kplane.v1.Object
-	0,  // 31: kplane.v1.WatchResponse.type:type_name -> kplane.v1.EventType
-	1,  // 32: kplane.v1.WatchResponse.object:type_name -> kplane.v1.Object
-	45, // 33: kplane.v1.Scale.metadata:type_name -> kplane.v1.ObjectMeta
-	18, // 34: kplane.v1.Scale.spec:type_name -> kplane.v1.ScaleSpec
-	19, // 35: kplane.v1.Scale.status:type_name -> kplane.v1.ScaleStatus
-	17, // 36: kplane.v1.GetScaleResponse.scale:type_name -> kplane.v1.Scale
-	17, // 37: kplane.v1.UpdateScaleRequest.scale:type_name -> kplane.v1.Scale
-	17, // 38: kplane.v1.UpdateScaleResponse.scale:type_name -> kplane.v1.Scale
-	2,  // 39: kplane.v1.Resources.Create:input_type -> kplane.v1.CreateRequest
-	4,  // 40: kplane.v1.Resources.Get:input_type -> kplane.v1.GetRequest
-	6,  // 41: kplane.v1.Resources.List:input_type -> kplane.v1.ListRequest
-	8,  // 42: kplane.v1.Resources.Update:input_type -> kplane.v1.UpdateRequest
-	10, // 43: kplane.v1.Resources.UpdateStatus:input_type -> kplane.v1.UpdateStatusRequest
-	13, // 44: kplane.v1.Resources.Delete:input_type -> kplane.v1.DeleteRequest
-	15, // 45: kplane.v1.Resources.Watch:input_type -> kplane.v1.WatchRequest
-	20, // 46: kplane.v1.Resources.GetScale:input_type -> kplane.v1.GetScaleRequest
-	22, // 47: kplane.v1.Resources.UpdateScale:input_type -> kplane.v1.UpdateScaleRequest
-	3,  // 48: kplane.v1.Resources.Create:output_type -> kplane.v1.CreateResponse
-	5,  // 49: kplane.v1.Resources.Get:output_type -> kplane.v1.GetResponse
-	7,  // 50: kplane.v1.Resources.List:output_type -> kplane.v1.ListResponse
-	9,  // 51: kplane.v1.Resources.Update:output_type -> kplane.v1.UpdateResponse
-	11, // 52: kplane.v1.Resources.UpdateStatus:output_type -> kplane.v1.UpdateStatusResponse
-	14, // 53: kplane.v1.Resources.Delete:output_type -> kplane.v1.DeleteResponse
-	16, // 54: kplane.v1.Resources.Watch:output_type -> kplane.v1.WatchResponse
-	21, // 55: kplane.v1.Resources.GetScale:output_type -> kplane.v1.GetScaleResponse
-	23, // 56: kplane.v1.Resources.UpdateScale:output_type -> kplane.v1.UpdateScaleResponse
-	48, // [48:57] is the sub-list for method output_type
-	39, // [39:48] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	45, // 21: kplane.v1.Object.role:type_name -> kplane.v1.Role
+	46, // 22: kplane.v1.Object.cluster_role:type_name -> kplane.v1.ClusterRole
+	47, // 23: kplane.v1.Object.role_binding:type_name -> kplane.v1.RoleBinding
+	48, // 24: kplane.v1.Object.cluster_role_binding:type_name -> kplane.v1.ClusterRoleBinding
+	1,  // 25: kplane.v1.CreateRequest.object:type_name -> kplane.v1.Object
+	1,  // 26: kplane.v1.CreateResponse.object:type_name -> kplane.v1.Object
+	1,  // 27: kplane.v1.GetResponse.object:type_name -> kplane.v1.Object
+	1,  // 28: kplane.v1.ListResponse.items:type_name -> kplane.v1.Object
+	1,  // 29: kplane.v1.UpdateRequest.object:type_name -> kplane.v1.Object
+	1,  // 30: kplane.v1.UpdateResponse.object:type_name -> kplane.v1.Object
+	1,  // 31: kplane.v1.UpdateStatusRequest.object:type_name -> kplane.v1.Object
+	1,  // 32: kplane.v1.UpdateStatusResponse.object:type_name -> kplane.v1.Object
+	12, // 33: kplane.v1.DeleteRequest.preconditions:type_name -> kplane.v1.Preconditions
+	1,  // 34: kplane.v1.DeleteResponse.object:type_name -> kplane.v1.Object
+	0,  // 35: kplane.v1.WatchResponse.type:type_name -> kplane.v1.EventType
+	1,  // 36: kplane.v1.WatchResponse.object:type_name -> kplane.v1.Object
+	49, // 37: kplane.v1.Scale.metadata:type_name -> kplane.v1.ObjectMeta
+	18, // 38: kplane.v1.Scale.spec:type_name -> kplane.v1.ScaleSpec
+	19, // 39: kplane.v1.Scale.status:type_name -> kplane.v1.ScaleStatus
+	17, // 40: kplane.v1.GetScaleResponse.scale:type_name -> kplane.v1.Scale
+	17, // 41: kplane.v1.UpdateScaleRequest.scale:type_name -> kplane.v1.Scale
+	17, // 42: kplane.v1.UpdateScaleResponse.scale:type_name -> kplane.v1.Scale
+	2,  // 43: kplane.v1.Resources.Create:input_type -> kplane.v1.CreateRequest
+	4,  // 44: kplane.v1.Resources.Get:input_type -> kplane.v1.GetRequest
+	6,  // 45: kplane.v1.Resources.List:input_type -> kplane.v1.ListRequest
+	8,  // 46: kplane.v1.Resources.Update:input_type -> kplane.v1.UpdateRequest
+	10, // 47: kplane.v1.Resources.UpdateStatus:input_type -> kplane.v1.UpdateStatusRequest
+	13, // 48: kplane.v1.Resources.Delete:input_type -> kplane.v1.DeleteRequest
+	15, // 49: kplane.v1.Resources.Watch:input_type -> kplane.v1.WatchRequest
+	20, // 50: kplane.v1.Resources.GetScale:input_type -> kplane.v1.GetScaleRequest
+	22, // 51: kplane.v1.Resources.UpdateScale:input_type -> kplane.v1.UpdateScaleRequest
+	50, // 52: kplane.v1.Resources.CheckAccess:input_type -> kplane.v1.CheckAccessRequest
+	3,  // 53: kplane.v1.Resources.Create:output_type -> kplane.v1.CreateResponse
+	5,  // 54: kplane.v1.Resources.Get:output_type -> kplane.v1.GetResponse
+	7,  // 55: kplane.v1.Resources.List:output_type -> kplane.v1.ListResponse
+	9,  // 56: kplane.v1.Resources.Update:output_type -> kplane.v1.UpdateResponse
+	11, // 57: kplane.v1.Resources.UpdateStatus:output_type -> kplane.v1.UpdateStatusResponse
+	14, // 58: kplane.v1.Resources.Delete:output_type -> kplane.v1.DeleteResponse
+	16, // 59: kplane.v1.Resources.Watch:output_type -> kplane.v1.WatchResponse
+	21, // 60: kplane.v1.Resources.GetScale:output_type -> kplane.v1.GetScaleResponse
+	23, // 61: kplane.v1.Resources.UpdateScale:output_type -> kplane.v1.UpdateScaleResponse
+	51, // 62: kplane.v1.Resources.CheckAccess:output_type -> kplane.v1.CheckAccessResponse
+	53, // [53:63] is the sub-list for method output_type
+	43, // [43:53] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_resources_proto_init() }
@@ -1980,6 +2061,7 @@ func file_kplane_v1_resources_proto_init() {
 	}
 	file_kplane_v1_core_proto_init()
 	file_kplane_v1_meta_proto_init()
+	file_kplane_v1_rbac_proto_init()
 	file_kplane_v1_workloads_proto_init()
 	file_kplane_v1_resources_proto_msgTypes[0].OneofWrappers = []any{
 		(*Object_Namespace)(nil),
@@ -2003,6 +2085,10 @@ func file_kplane_v1_resources_proto_init() {
 		(*Object_StatefulSet)(nil),
 		(*Object_DaemonSet)(nil),
 		(*Object_PriorityClass)(nil),
+		(*Object_Role)(nil),
+		(*Object_ClusterRole)(nil),
+		(*Object_RoleBinding)(nil),
+		(*Object_ClusterRoleBinding)(nil),
 	}
 	file_kplane_v1_resources_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}

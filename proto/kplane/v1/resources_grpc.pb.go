@@ -28,6 +28,7 @@ const (
 	Resources_Watch_FullMethodName        = "/kplane.v1.Resources/Watch"
 	Resources_GetScale_FullMethodName     = "/kplane.v1.Resources/GetScale"
 	Resources_UpdateScale_FullMethodName  = "/kplane.v1.Resources/UpdateScale"
+	Resources_CheckAccess_FullMethodName  = "/kplane.v1.Resources/CheckAccess"
 )
 
 // ResourcesClient is the client API for Resources service.
@@ -62,6 +63,9 @@ type ResourcesClient interface {
 	// set resource_version in the scale's metadata makes it a
 	// compare-and-swap on the object (Aborted when stale).
 	UpdateScale(ctx context.Context, in *UpdateScaleRequest, opts ...grpc.CallOption) (*UpdateScaleResponse, error)
+	// CheckAccess tells the caller whether it may do what the request
+	// describes (a SelfSubjectAccessReview); anyone may ask about themself.
+	CheckAccess(ctx context.Context, in *CheckAccessRequest, opts ...grpc.CallOption) (*CheckAccessResponse, error)
 }
 
 type resourcesClient struct {
@@ -171,6 +175,16 @@ func (c *resourcesClient) UpdateScale(ctx context.Context, in *UpdateScaleReques
 	return out, nil
 }
 
+func (c *resourcesClient) CheckAccess(ctx context.Context, in *CheckAccessRequest, opts ...grpc.CallOption) (*CheckAccessResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckAccessResponse)
+	err := c.cc.Invoke(ctx, Resources_CheckAccess_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ResourcesServer is the server API for Resources service.
 // All implementations must embed UnimplementedResourcesServer
 // for forward compatibility.
@@ -203,6 +217,9 @@ type ResourcesServer interface {
 	// set resource_version in the scale's metadata makes it a
 	// compare-and-swap on the object (Aborted when stale).
 	UpdateScale(context.Context, *UpdateScaleRequest) (*UpdateScaleResponse, error)
+	// CheckAccess tells the caller whether it may do what the request
+	// describes (a SelfSubjectAccessReview); anyone may ask about themself.
+	CheckAccess(context.Context, *CheckAccessRequest) (*CheckAccessResponse, error)
 	mustEmbedUnimplementedResourcesServer()
 }
 
@@ -239,6 +256,9 @@ func (UnimplementedResourcesServer) GetScale(context.Context, *GetScaleRequest) 
 }
 func (UnimplementedResourcesServer) UpdateScale(context.Context, *UpdateScaleRequest) (*UpdateScaleResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateScale not implemented")
+}
+func (UnimplementedResourcesServer) CheckAccess(context.Context, *CheckAccessRequest) (*CheckAccessResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckAccess not implemented")
 }
 func (UnimplementedResourcesServer) mustEmbedUnimplementedResourcesServer() {}
 func (UnimplementedResourcesServer) testEmbeddedByValue()                   {}
@@ -416,6 +436,24 @@ func _Resources_UpdateScale_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Resources_CheckAccess_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckAccessRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ResourcesServer).CheckAccess(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Resources_CheckAccess_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ResourcesServer).CheckAccess(ctx, req.(*CheckAccessRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Resources_ServiceDesc is the grpc.ServiceDesc for Resources service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -454,6 +492,10 @@ var Resources_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateScale",
 			Handler:    _Resources_UpdateScale_Handler,
+		},
+		{
+			MethodName: "CheckAccess",
+			Handler:    _Resources_CheckAccess_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

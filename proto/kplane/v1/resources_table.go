@@ -59,6 +59,10 @@ var resourceTable = []Resource{
 	{Kind: "CronJob", Group: "batch", Version: "v1", Plural: "cronjobs", Singular: "cronjob", ShortNames: []string{"cj"}, Categories: all},
 	{Kind: "StorageClass", Group: "storage.k8s.io", Version: "v1", Plural: "storageclasses", Singular: "storageclass", ShortNames: []string{"sc"}},
 	{Kind: "PriorityClass", Group: "scheduling.k8s.io", Version: "v1", Plural: "priorityclasses", Singular: "priorityclass", ShortNames: []string{"pc"}},
+	{Kind: "Role", Group: "rbac.authorization.k8s.io", Version: "v1", Plural: "roles", Singular: "role"},
+	{Kind: "ClusterRole", Group: "rbac.authorization.k8s.io", Version: "v1", Plural: "clusterroles", Singular: "clusterrole"},
+	{Kind: "RoleBinding", Group: "rbac.authorization.k8s.io", Version: "v1", Plural: "rolebindings", Singular: "rolebinding"},
+	{Kind: "ClusterRoleBinding", Group: "rbac.authorization.k8s.io", Version: "v1", Plural: "clusterrolebindings", Singular: "clusterrolebinding"},
 	{Kind: "Lease", Group: "coordination.k8s.io", Version: "v1", Plural: "leases", Singular: "lease"},
 }
 

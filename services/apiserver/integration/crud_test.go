@@ -360,6 +360,16 @@ func TestEveryKindRoundTrips(t *testing.T) {
 			Selector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"app": "logs"}},
 			Template: &kplanev1.PodTemplateSpec{Metadata: &kplanev1.ObjectMeta{Labels: map[string]string{"app": "logs"}}, Spec: podSpec()},
 		}}),
+		kplanev1.MustWrap(&kplanev1.Role{Metadata: meta("team", "reader", nil), Rules: []*kplanev1.PolicyRule{
+			{ApiGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}}}),
+		kplanev1.MustWrap(&kplanev1.ClusterRole{Metadata: meta("", "reader", nil), Rules: []*kplanev1.PolicyRule{
+			{ApiGroups: []string{"apps"}, Resources: []string{"deployments/scale"}, Verbs: []string{"get"}, ResourceNames: []string{"web"}}}}),
+		kplanev1.MustWrap(&kplanev1.RoleBinding{Metadata: meta("team", "reader", nil),
+			RoleRef:  &kplanev1.RoleRef{ApiGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "reader"},
+			Subjects: []*kplanev1.Subject{{Kind: "ServiceAccount", Name: "sa", Namespace: "team"}}}),
+		kplanev1.MustWrap(&kplanev1.ClusterRoleBinding{Metadata: meta("", "reader", nil),
+			RoleRef:  &kplanev1.RoleRef{ApiGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "reader"},
+			Subjects: []*kplanev1.Subject{{Kind: "Group", ApiGroup: "rbac.authorization.k8s.io", Name: "devs"}}}),
 	}
 	if len(objs) != len(kplanev1.KindNames()) {
 		t.Fatalf("test covers %d kinds, the API has %d: add the new kind here", len(objs), len(kplanev1.KindNames()))

@@ -67,8 +67,33 @@ func WithDataDir(dir string) Option { return func(c *apiserver.Config) { c.DataD
 // WithFsync keeps etcd's fsync on (tests turn it off for speed by default).
 func WithFsync() Option { return func(c *apiserver.Config) { c.UnsafeNoFsync = false } }
 
+// WithAuthorization runs the apiserver with these --authorization-mode
+// values (AlwaysAllow, Node, RBAC) and, when auditPath is set, an audit
+// log there.
+func WithAuthorization(auditPath string, modes ...string) Option {
+	return func(c *apiserver.Config) { c.AuthorizationModes, c.AuditLogPath = modes, auditPath }
+}
+
 // WithLogger logs the apiserver through l (silent by default).
 func WithLogger(l hclog.Logger) Option { return func(c *apiserver.Config) { c.Logger = l } }
+
+// WithTLS serves the main listener over TLS with the PEM files given
+// (Conn and Client then do not work: tests dial with their own TLS).
+func WithTLS(certFile, keyFile string) Option {
+	return func(c *apiserver.Config) { c.TLSCertFile, c.TLSKeyFile = certFile, keyFile }
+}
+
+// WithClientCA turns on client-certificate authentication (needs WithTLS).
+func WithClientCA(file string) Option { return func(c *apiserver.Config) { c.ClientCAFile = file } }
+
+// WithTokenAuthFile turns on the static token file authenticator.
+func WithTokenAuthFile(file string) Option {
+	return func(c *apiserver.Config) { c.TokenAuthFile = file }
+}
+
+// WithAnonymousAuth lets requests without credentials in once
+// authentication is on.
+func WithAnonymousAuth(on bool) Option { return func(c *apiserver.Config) { c.AnonymousAuth = on } }
 
 // Server is a running in-process apiserver.
 type Server struct {

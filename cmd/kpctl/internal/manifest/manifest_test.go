@@ -81,7 +81,7 @@ func TestDecodeJSONAndList(t *testing.T) {
 func TestDecodeErrors(t *testing.T) {
 	for _, c := range []struct{ name, src, want string }{
 		{"missing kind", "metadata: {name: a}\n", "f.yaml: document 1: kind: Required value"},
-		{"unknown kind", "kind: HorizontalPodAutoscaler\n", `f.yaml: document 1: kind: unknown kind "HorizontalPodAutoscaler"; known kinds: ControllerRevision, CronJob, DaemonSet, Deployment, Endpoints,`},
+		{"unknown kind", "kind: HorizontalPodAutoscaler\n", `f.yaml: document 1: kind: unknown kind "HorizontalPodAutoscaler"; known kinds: ClusterRole, ClusterRoleBinding, ControllerRevision, CronJob, DaemonSet, Deployment, Endpoints,`},
 		{"kind in wrong case", "kind: pod\n", `kind: unknown kind "pod" (did you mean "Pod"?)`},
 		{"unknown field", "kind: Pod\nmetadata: {name: a}\nspec:\n  containers:\n  - name: c\n    imagee: x\n",
 			`f.yaml: document 1: spec.containers[0].imagee: unknown field "imagee"`},

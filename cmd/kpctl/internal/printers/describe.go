@@ -179,6 +179,14 @@ func Describe(w io.Writer, obj *kplanev1.Object, rel Related, now time.Time) err
 		d.persistentVolume(obj.GetPersistentVolume())
 	case obj.GetPersistentVolumeClaim() != nil:
 		d.persistentVolumeClaim(obj.GetPersistentVolumeClaim(), rel.UsedBy)
+	case obj.GetRole() != nil:
+		d.rules(obj.GetRole().GetRules())
+	case obj.GetClusterRole() != nil:
+		d.rules(obj.GetClusterRole().GetRules())
+	case obj.GetRoleBinding() != nil:
+		d.binding(obj.GetRoleBinding().GetRoleRef(), obj.GetRoleBinding().GetSubjects())
+	case obj.GetClusterRoleBinding() != nil:
+		d.binding(obj.GetClusterRoleBinding().GetRoleRef(), obj.GetClusterRoleBinding().GetSubjects())
 	default:
 		if err := d.generic(obj); err != nil {
 			return err
@@ -819,4 +827,39 @@ func Template(w io.Writer, t *kplanev1.PodTemplateSpec, now time.Time) error {
 		return d.err
 	}
 	return d.tw.Flush()
+}
+
+// rules prints a role's rules as kubectl does: one row per rule, the
+// resources qualified by their group ("deployments.apps").
+func (d *describer) rules(rules []*kplanev1.PolicyRule) {
+	d.section(0, "PolicyRule")
+	var rows [][]string
+	list := func(v []string) string { return "[" + strings.Join(v, " ") + "]" }
+	for _, r := range rules {
+		var res []string
+		for _, g := range r.GetApiGroups() {
+			for _, x := range r.GetResources() {
+				if g == "" {
+					res = append(res, x)
+				} else {
+					res = append(res, x+"."+g)
+				}
+			}
+		}
+		rows = append(rows, []string{strings.Join(res, ", "), list(r.GetNonResourceUrls()), list(r.GetResourceNames()), list(r.GetVerbs())})
+	}
+	d.table(1, []string{"Resources", "Non-Resource URLs", "Resource Names", "Verbs"}, rows)
+}
+
+// binding prints the role a binding grants and its subjects.
+func (d *describer) binding(ref *kplanev1.RoleRef, subjects []*kplanev1.Subject) {
+	d.section(0, "Role")
+	d.line(1, "Kind", "%s", ref.GetKind())
+	d.line(1, "Name", "%s", ref.GetName())
+	d.section(0, "Subjects")
+	var rows [][]string
+	for _, s := range subjects {
+		rows = append(rows, []string{s.GetKind(), s.GetName(), s.GetNamespace()})
+	}
+	d.table(1, []string{"Kind", "Name", "Namespace"}, rows)
 }

@@ -73,6 +73,10 @@ func TestDescribe(t *testing.T) {
 		{"persistentvolume", all["PersistentVolume"][0], Related{}},
 		{"namespace", all["Namespace"][0], Related{}},
 		{"event", all["Event"][1], Related{}},
+		{"role", all["Role"][0], Related{}},
+		{"clusterrole", all["ClusterRole"][0], Related{}},
+		{"rolebinding", all["RoleBinding"][0], Related{}},
+		{"clusterrolebinding", all["ClusterRoleBinding"][0], Related{}},
 	}
 	var b bytes.Buffer
 	for _, c := range cases {

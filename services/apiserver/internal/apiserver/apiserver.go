@@ -5,6 +5,7 @@ package apiserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -31,6 +32,8 @@ import (
 	httphealth "github.com/kplane/kplane/pkg/health"
 	"github.com/kplane/kplane/pkg/strategy"
 
+	"github.com/kplane/kplane/services/apiserver/internal/auth/authz"
+	"github.com/kplane/kplane/services/apiserver/internal/auth/authn"
 	"github.com/kplane/kplane/services/apiserver/internal/backend"
 	"github.com/kplane/kplane/services/apiserver/internal/proxy"
 	"github.com/kplane/kplane/services/apiserver/internal/rest"
@@ -72,8 +75,32 @@ type Config struct {
 	// 0 repairs only at start.
 	AllocationRepairInterval time.Duration
 	Logger                   hclog.Logger
+	// AuthorizationModes is --authorization-mode in order: AlwaysAllow,
+	// Node, RBAC. Empty means AlwaysAllow without authenticators and
+	// Node,RBAC with them.
+	AuthorizationModes []string
+	// AuditLogPath, when set, receives a JSON line per write and per
+	// denial.
+	AuditLogPath string
 	// Version is kplane's version, reported by GET /version as gitVersion.
 	Version string
+
+	// TLSCertFile and TLSKeyFile (PEM) serve the main listener over TLS;
+	// both or neither.
+	TLSCertFile, TLSKeyFile string
+	// ClientCAFile (PEM) turns on client-certificate authentication:
+	// CN is the user, O the groups. Needs TLS.
+	ClientCAFile string
+	// TokenAuthFile is a static token file (token,user,uid,"g1,g2").
+	TokenAuthFile string
+	// AnonymousAuth lets requests without credentials in as
+	// system:anonymous once authentication is on. With no authenticator
+	// configured every request is system:anonymous regardless.
+	AnonymousAuth bool
+	// TokenAuthenticators are asked for a bearer token after the static
+	// token file, in order (the ServiceAccount token authenticator plugs
+	// in here). Any entry turns authentication on.
+	TokenAuthenticators []authn.TokenAuthenticator
 }
 
 // Defaults are the flag defaults DESIGN.md gives.
@@ -107,13 +134,18 @@ type APIServer struct {
 	grpc     *grpc.Server
 	health   *health.Server
 	listener net.Listener
-	split    *splitListener
+	split    splitter
+	authn    *authn.Chain
 	// httpMux is the root of the HTTP side of the main listener.
 	httpMux  *http.ServeMux
 	httpAPI  *http.Server
 	proxy    *proxy.Proxy
 	httpSrv  *httphealth.Server
 	stopping atomic.Bool
+	// authzFeed keeps the authorizers' indexes current (nil in
+	// AlwaysAllow mode); audit is the audit log (nil when off).
+	authzFeed *authz.Feed
+	audit     *authz.AuditLog
 
 	cancel         context.CancelFunc
 	shutdown       context.CancelFunc
@@ -159,6 +191,10 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	if cfg.ServiceNodePortRange.Size <= 0 {
 		cfg.ServiceNodePortRange = d.ServiceNodePortRange
 	}
+	tlsCfg, chain, err := authConfig(cfg, log)
+	if err != nil {
+		return nil, err
+	}
 	be, err := backend.Open(ctx, backend.Config{
 		DataDir:         cfg.DataDir,
 		Endpoints:       cfg.EtcdEndpoints,
@@ -176,6 +212,7 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 		cfg:     cfg,
 		log:     log,
 		backend: be,
+		authn:   chain,
 		store: store.New(be.Client, store.Options{MaxObjectBytes: cfg.MaxObjectBytes, Lifecycle: strategy.Config{
 			EventTTL: cfg.EventTTL, ServiceClusterIPRange: cfg.ServiceClusterIPRange, ServiceNodePortRange: cfg.ServiceNodePortRange}, Logger: log.Named("store")}),
 		caches:   map[string]*watchcache.Cache{},
@@ -220,6 +257,18 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	if err := a.repairAllocations(ctx); err != nil {
 		return fail(fmt.Errorf("repair allocations: %w", err))
 	}
+	if err := a.ensureBootstrapPolicy(ctx); err != nil {
+		return fail(err)
+	}
+	authorizer, esc, err := a.startAuthorizers(runCtx)
+	if err != nil {
+		return fail(err)
+	}
+	if cfg.AuditLogPath != "" {
+		if a.audit, err = authz.OpenAuditLog(cfg.AuditLogPath); err != nil {
+			return fail(err)
+		}
+	}
 
 	lis := cfg.Listener
 	if lis == nil {
@@ -229,23 +278,34 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 		}
 	}
 	a.listener = lis
-	a.split = newSplitListener(lis)
+	var grpcCreds []grpc.ServerOption
+	if tlsCfg != nil {
+		a.split = newTLSSplitListener(lis, tlsCfg, func(err error) { log.Debug("TLS handshake failed", "error", err) })
+		grpcCreds = append(grpcCreds, grpc.Creds(tlsConnCreds{}))
+	} else {
+		a.split = newSplitListener(lis)
+	}
 	a.httpMux = http.NewServeMux()
 	a.httpMux.HandleFunc("/", notFound)
+	resources := authz.NewDecorator(server.New(a.store, a.caches, cfg.BookmarkInterval, shutdownCtx, log.Named("server")),
+		authz.DecoratorConfig{Authorizer: authorizer, Escalation: esc, Audit: a.audit, Logger: log.Named("authz")})
 	a.proxy = proxy.New(a.store, log.Named("proxy"), proxy.WithObserver(func(kind string, code int) {
 		m.proxied.WithLabelValues(kind, strconv.Itoa(code)).Inc()
-	}))
+	}), proxy.WithAuthorizer(resources.AuthorizeSubresource))
 	a.proxy.Register(a.httpMux)
-	a.httpAPI = newHTTPServer(a.httpMux, httpCtx)
-	a.grpc = grpc.NewServer(
+	// Every request on the HTTP side (REST and the proxy) is authenticated first.
+	a.httpAPI = newHTTPServer(chain.Middleware(a.httpMux, func(w http.ResponseWriter, msg string) {
+		proxy.WriteStatus(w, http.StatusUnauthorized, "Unauthorized", msg)
+	}), httpCtx)
+	a.grpc = grpc.NewServer(append(grpcCreds,
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-		grpc.ChainUnaryInterceptor(m.unary, a.logUnary),
-		grpc.ChainStreamInterceptor(m.stream),
+		grpc.ChainUnaryInterceptor(m.unary, chain.UnaryInterceptor(), a.logUnary),
+		grpc.ChainStreamInterceptor(m.stream, chain.StreamInterceptor()),
 		server.CodecOption(),
-	)
-	resources := server.New(a.store, a.caches, cfg.BookmarkInterval, shutdownCtx, log.Named("server"))
+	)...)
+	// gRPC and REST reach the store only through the authorizing decorator.
 	kplanev1.RegisterResourcesServer(a.grpc, resources)
 	// The REST side calls the very service the gRPC clients reach, in process.
 	rh := rest.New(resources, rest.Version{GitVersion: cfg.Version}, log.Named("rest"))
@@ -268,14 +328,14 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		if err := a.grpc.Serve(a.split.grpc); err != nil && !errors.Is(err, grpc.ErrServerStopped) && !a.stopping.Load() {
+		if err := a.grpc.Serve(a.split.grpcListener()); err != nil && !errors.Is(err, grpc.ErrServerStopped) && !a.stopping.Load() {
 			log.Error("gRPC server failed", "error", err)
 		}
 	}()
 	a.wg.Add(2)
 	go func() {
 		defer a.wg.Done()
-		if err := a.httpAPI.Serve(a.split.http); err != nil && !errors.Is(err, http.ErrServerClosed) && !a.stopping.Load() {
+		if err := a.httpAPI.Serve(a.split.httpListener()); err != nil && !errors.Is(err, http.ErrServerClosed) && !a.stopping.Load() {
 			log.Error("HTTP server failed", "error", err)
 		}
 	}()
@@ -299,8 +359,49 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 			a.compactLoop(runCtx, cfg.CompactionInterval)
 		}()
 	}
-	log.Info("apiserver serving", "address", lis.Addr().String(), "kinds", len(a.caches))
+	log.Info("apiserver serving", "address", lis.Addr().String(), "kinds", len(a.caches),
+		"tls", tlsCfg != nil, "authentication", chain.Enabled())
 	return a, nil
+}
+
+// authConfig loads the TLS certificate and the authenticators the
+// configuration names; a bad file fails the start with its flag's name.
+func authConfig(cfg Config, log hclog.Logger) (*tls.Config, *authn.Chain, error) {
+	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
+		return nil, nil, errors.New("--tls-cert-file and --tls-key-file: give both or neither")
+	}
+	ac := authn.Config{Anonymous: cfg.AnonymousAuth, Logger: log.Named("authn")}
+	var tlsCfg *tls.Config
+	if cfg.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--tls-cert-file/--tls-key-file: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	if cfg.ClientCAFile != "" {
+		if tlsCfg == nil {
+			return nil, nil, errors.New("--client-ca-file needs TLS (--tls-cert-file and --tls-key-file)")
+		}
+		pool, err := authn.LoadClientCA(cfg.ClientCAFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--client-ca-file: %w", err)
+		}
+		ac.ClientCA = pool
+		// Certificates are asked for but checked by the authenticator, not
+		// the handshake, so a bad one is a logged Unauthenticated (401)
+		// rather than a handshake failure the client cannot explain.
+		tlsCfg.ClientAuth = tls.RequestClientCert
+	}
+	if cfg.TokenAuthFile != "" {
+		tf, err := authn.LoadTokenFile(cfg.TokenAuthFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--token-auth-file: %w", err)
+		}
+		ac.Tokens = append(ac.Tokens, tf)
+	}
+	ac.Tokens = append(ac.Tokens, cfg.TokenAuthenticators...)
+	return tlsCfg, authn.New(ac), nil
 }
 
 // notFound answers paths the HTTP side does not serve, as a Status.
@@ -372,6 +473,11 @@ func (a *APIServer) stop(graceful bool) {
 		a.proxy.CloseIdleConnections()
 		a.cancel()
 		a.wg.Wait()
+		if a.audit != nil {
+			if err := a.audit.Close(); err != nil {
+				a.log.Warn("closing the audit log", "error", err)
+			}
+		}
 		if a.httpSrv != nil {
 			a.httpSrv.Stop()
 		}

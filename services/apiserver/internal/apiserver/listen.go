@@ -2,38 +2,62 @@ package apiserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/soheilhy/cmux"
+	"google.golang.org/grpc/credentials"
 )
 
-// The main listener (--listen) carries two protocols, split per
-// connection by github.com/soheilhy/cmux: a connection that opens with
-// the HTTP/2 client preface goes to the grpc.Server, which then serves it
-// natively (grpc.Server.Serve, no per-request translation); one that
-// starts with an HTTP/1 method goes to one http.Server whose root
-// http.ServeMux holds the HTTP side of the API: the service and pod
-// proxy now, Kubernetes' REST API later. Anything else is closed.
-// Matching reads only the first bytes (the 24-byte preface at most) and
-// writes nothing; after the hand-over the connection is read directly.
+// The main listener (--listen) carries two protocols. Without TLS they
+// are split per connection by github.com/soheilhy/cmux: a connection
+// that opens with the HTTP/2 client preface goes to the grpc.Server,
+// which then serves it natively (grpc.Server.Serve, no per-request
+// translation); one that starts with an HTTP/1 method goes to one
+// http.Server whose root http.ServeMux holds the HTTP side of the API
+// (Kubernetes' REST API, the service and pod proxy). Anything else is
+// closed. Matching reads only the first bytes (the 24-byte preface at
+// most) and writes nothing; after the hand-over the connection is read
+// directly.
 //
 // Why not by content-type: telling gRPC from other HTTP/2 needs the first
 // request's headers, which gRPC clients send only after the server's
 // SETTINGS; a matcher that answers them leaves the client's SETTINGS ACK
 // in the bytes handed on, which Go's HTTP/2 server rejects as a protocol
 // error. Cleartext HTTP/2 without gRPC (h2c) therefore reaches the gRPC
-// server, which answers 415; Kubernetes' clients speak HTTP/1.1 without
-// TLS, and HTTP/2 with TLS is negotiated by ALPN after the handshake,
-// where the REST front end can route by content-type.
+// server, which answers 415.
+//
+// With TLS (--tls-cert-file) the split is ALPN's, decided during the
+// handshake (tlsSplitListener): a client that offers "http/1.1" (kubectl,
+// client-go, curl, browsers; they offer h2 too) is given http/1.1 and
+// goes to the HTTP server; one that offers only "h2" (grpc-go, grpcurl:
+// gRPC clients offer nothing else) is given h2 and goes to the
+// grpc.Server; one that offers no ALPN at all is an HTTP/1 client. So
+// the choice needs no peeking at bytes, and a REST client never speaks
+// HTTP/2 to us: the HTTP side stays HTTP/1.1, which every Kubernetes
+// client speaks, and whose upgrades (exec, port-forward, the proxy's
+// websockets) need no HTTP/2 extended CONNECT.
 
 // matchTimeout bounds how long a new connection may take to send its
 // first bytes (every client sends them at once).
 const matchTimeout = 5 * time.Second
 
-// splitListener splits lis into a gRPC and an HTTP listener.
+// splitter splits the main listener into a gRPC and an HTTP listener.
+type splitter interface {
+	grpcListener() net.Listener
+	httpListener() net.Listener
+	// serve runs the split until the root listener closes.
+	serve() error
+	// close stops accepting connections; open ones are their servers' to end.
+	close()
+}
+
+// splitListener splits lis into a gRPC and an HTTP listener by the first bytes.
 type splitListener struct {
 	mux  cmux.CMux
 	grpc net.Listener
@@ -51,7 +75,9 @@ func newSplitListener(lis net.Listener) *splitListener {
 	return &splitListener{mux: m, grpc: g, http: h}
 }
 
-// serve runs the split until the root listener closes.
+func (s *splitListener) grpcListener() net.Listener { return s.grpc }
+func (s *splitListener) httpListener() net.Listener { return s.http }
+
 func (s *splitListener) serve() error {
 	err := s.mux.Serve()
 	if err == nil || errors.Is(err, net.ErrClosed) || errors.Is(err, cmux.ErrListenerClosed) || errors.Is(err, cmux.ErrServerClosed) {
@@ -60,7 +86,6 @@ func (s *splitListener) serve() error {
 	return err
 }
 
-// close stops accepting connections; open ones are their servers' to end.
 func (s *splitListener) close() {
 	_ = s.grpc.Close() // closes the root listener; an error means it already was
 	s.mux.Close()
@@ -77,3 +102,170 @@ func newHTTPServer(h http.Handler, base context.Context) *http.Server {
 		IdleTimeout:       5 * time.Minute,
 	}
 }
+
+// ALPN protocol names.
+const (
+	protoHTTP1 = "http/1.1"
+	protoH2    = "h2"
+)
+
+// alpnConfig returns base with GetConfigForClient choosing the protocol
+// per connection from what the client offers (see the comment at the top).
+func alpnConfig(base *tls.Config) *tls.Config {
+	cfg := base.Clone()
+	cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		c := base.Clone()
+		switch {
+		case slices.Contains(hello.SupportedProtos, protoHTTP1):
+			c.NextProtos = []string{protoHTTP1}
+		case slices.Contains(hello.SupportedProtos, protoH2):
+			c.NextProtos = []string{protoH2}
+		default:
+			c.NextProtos = nil
+		}
+		return c, nil
+	}
+	return cfg
+}
+
+// tlsSplitListener accepts TLS connections, completes each handshake in
+// its own goroutine (bounded by matchTimeout, so a silent client holds
+// nothing for long) and hands the connection to the gRPC listener when h2
+// was negotiated, to the HTTP listener otherwise.
+type tlsSplitListener struct {
+	root  net.Listener
+	cfg   *tls.Config
+	grpc  *chanListener
+	http  *chanListener
+	done  chan struct{}
+	once  sync.Once
+	wg    sync.WaitGroup
+	onErr func(error)
+}
+
+func newTLSSplitListener(lis net.Listener, cfg *tls.Config, onErr func(error)) *tlsSplitListener {
+	s := &tlsSplitListener{root: lis, cfg: alpnConfig(cfg), done: make(chan struct{}), onErr: onErr}
+	s.grpc = &chanListener{addr: lis.Addr(), conns: make(chan net.Conn), done: s.done}
+	s.http = &chanListener{addr: lis.Addr(), conns: make(chan net.Conn), done: s.done}
+	return s
+}
+
+func (s *tlsSplitListener) grpcListener() net.Listener { return s.grpc }
+func (s *tlsSplitListener) httpListener() net.Listener { return s.http }
+
+func (s *tlsSplitListener) serve() error {
+	defer s.wg.Wait()
+	for {
+		conn, err := s.root.Accept()
+		if err != nil {
+			select {
+			case <-s.done:
+				return nil
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.handshake(conn)
+		}()
+	}
+}
+
+func (s *tlsSplitListener) handshake(raw net.Conn) {
+	conn := tls.Server(raw, s.cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), matchTimeout)
+	defer cancel()
+	go func() {
+		// Shutting down aborts handshakes in progress.
+		select {
+		case <-s.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := conn.HandshakeContext(ctx); err != nil {
+		_ = conn.Close() // the client failed the handshake; nothing to report to it
+		if s.onErr != nil && !s.closed() {
+			s.onErr(err)
+		}
+		return
+	}
+	target := s.http
+	if conn.ConnectionState().NegotiatedProtocol == protoH2 {
+		target = s.grpc
+	}
+	select {
+	case target.conns <- conn:
+	case <-s.done:
+		_ = conn.Close()
+	}
+}
+
+func (s *tlsSplitListener) closed() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *tlsSplitListener) close() {
+	s.once.Do(func() {
+		close(s.done)
+		_ = s.root.Close() // an error means it already was
+	})
+}
+
+// chanListener is a net.Listener fed by tlsSplitListener.
+type chanListener struct {
+	addr  net.Addr
+	conns chan net.Conn
+	done  chan struct{}
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close is the root's to do (tlsSplitListener.close); servers call it on
+// their way out and it must not stop the other protocol.
+func (l *chanListener) Close() error { return nil }
+
+func (l *chanListener) Addr() net.Addr { return l.addr }
+
+// tlsConnCreds are the gRPC server's transport credentials when the
+// listener has already completed the TLS handshake: they only expose the
+// connection's TLS state (the client's certificates) to the server, as
+// credentials.NewTLS would after doing the handshake itself.
+type tlsConnCreds struct{}
+
+func (tlsConnCreds) ClientHandshake(context.Context, string, net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return nil, nil, errors.New("tlsConnCreds: server side only")
+}
+
+func (tlsConnCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	tc, ok := c.(*tls.Conn)
+	if !ok {
+		return nil, nil, errors.New("tlsConnCreds: connection is not TLS")
+	}
+	return c, credentials.TLSInfo{State: tc.ConnectionState(), CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}, nil
+}
+
+func (tlsConnCreds) Info() credentials.ProtocolInfo {
+	return credentials.ProtocolInfo{SecurityProtocol: "tls", SecurityVersion: "1.2"}
+}
+
+func (t tlsConnCreds) Clone() credentials.TransportCredentials { return t }
+
+func (tlsConnCreds) OverrideServerName(string) error { return nil }

@@ -43,6 +43,35 @@ type Proxy struct {
 	transport http.RoundTripper
 	next      atomic.Uint64 // round robin over a service's ready endpoints
 	observe   func(kind string, code int)
+	authorize AuthorizeFunc
+}
+
+// AuthorizeFunc decides whether the request's user may proxy: verb from
+// the HTTP method, kind Service or Pod, subresource "proxy". A non-nil
+// error (PermissionDenied) refuses with 403.
+type AuthorizeFunc func(ctx context.Context, verb, kind, subresource, namespace, name string) error
+
+// WithAuthorizer checks every proxied request with authorize first.
+func WithAuthorizer(authorize AuthorizeFunc) Option {
+	return func(p *Proxy) { p.authorize = authorize }
+}
+
+// httpVerbs maps a proxied method to the RBAC verb Kubernetes uses.
+var httpVerbs = map[string]string{
+	http.MethodGet: "get", http.MethodHead: "get", http.MethodOptions: "get",
+	http.MethodPost: "create", http.MethodPut: "update", http.MethodPatch: "patch", http.MethodDelete: "delete",
+}
+
+// allowed runs the authorizer; false means the refusal was written.
+func (p *Proxy) allowed(w http.ResponseWriter, r *http.Request, kind, ns, name string) bool {
+	if p.authorize == nil {
+		return true
+	}
+	if err := p.authorize(r.Context(), httpVerbs[r.Method], kind, "proxy", ns, name); err != nil {
+		WriteStatus(w, http.StatusForbidden, "Forbidden", status.Convert(err).Message())
+		return false
+	}
+	return true
 }
 
 // Option adjusts a Proxy.
@@ -178,6 +207,9 @@ func (p *Proxy) serveService(w http.ResponseWriter, r *http.Request) {
 		WriteStatus(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("invalid service request %q: want NAME, NAME:PORT or http:NAME:PORT", r.PathValue("name")))
 		return
 	}
+	if !p.allowed(w, r, "Service", ns, name) {
+		return
+	}
 	if scheme == "https" {
 		WriteStatus(w, http.StatusBadRequest, "BadRequest", "https is not supported by the service proxy: it speaks plain HTTP to endpoints; use http:"+name+":"+port+" or NAME:PORT")
 		return
@@ -241,6 +273,9 @@ func (p *Proxy) servePod(w http.ResponseWriter, r *http.Request) {
 	scheme, name, port, ok := splitSchemeNamePort(r.PathValue("name"))
 	if !ok {
 		WriteStatus(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("invalid pod request %q: want NAME, NAME:PORT or http:NAME:PORT", r.PathValue("name")))
+		return
+	}
+	if !p.allowed(w, r, "Pod", ns, name) {
 		return
 	}
 	if scheme == "https" {

@@ -28,6 +28,19 @@ var (
 	statusVerbs   = []string{"get", "patch", "update"}
 )
 
+// virtualResource is a resource served without a kind behind it.
+type virtualResource struct {
+	group, version, plural, singular, kind string
+	verbs                                  []string
+}
+
+// virtualResources are listed by discovery next to the kinds, so clients
+// (kubectl auth can-i) find them.
+var virtualResources = []virtualResource{
+	{group: "authorization.k8s.io", version: "v1", plural: "selfsubjectaccessreviews", singular: "selfsubjectaccessreview",
+		kind: "SelfSubjectAccessReview", verbs: []string{"create"}},
+}
+
 // aggregatedType is the media type of aggregated discovery, which kubectl
 // asks for first and which must be answered with exactly this Content-Type.
 const aggregatedType = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
@@ -110,6 +123,20 @@ func newDiscovery(byGV map[string]map[string]*resource) *discovery {
 			agg[group] = g
 		}
 		g.Versions = append(g.Versions, av)
+	}
+	for _, v := range virtualResources {
+		gv := v.group + "/" + v.version
+		d.resources[gv] = &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv,
+			APIResources: []metav1.APIResource{{Name: v.plural, SingularName: v.singular, Kind: v.kind, Verbs: v.verbs}}}
+		d.groupVersions = append(d.groupVersions, gv)
+		gvd := metav1.GroupVersionForDiscovery{GroupVersion: gv, Version: v.version}
+		d.groups[v.group] = metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"},
+			Name: v.group, Versions: []metav1.GroupVersionForDiscovery{gvd}, PreferredVersion: gvd}
+		agg[v.group] = &apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: v.group}, Versions: []apidiscoveryv2.APIVersionDiscovery{{
+			Version: v.version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent,
+			Resources: []apidiscoveryv2.APIResourceDiscovery{{Resource: v.plural, SingularResource: v.singular, Scope: apidiscoveryv2.ScopeCluster,
+				ResponseKind: &metav1.GroupVersionKind{Group: v.group, Version: v.version, Kind: v.kind}, Verbs: v.verbs}},
+		}}}
 	}
 	sort.Strings(d.groupVersions)
 	aggList := func(groups []string) []byte {

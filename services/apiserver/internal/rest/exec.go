@@ -44,6 +44,12 @@ type streams struct {
 
 func (s *streams) serveExec(w http.ResponseWriter, r *http.Request) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	// Both the websocket GET and the SPDY POST run commands in (or reach
+	// into) the pod, so both need create, as in Kubernetes.
+	if err := s.h.authorizeSub(r.Context(), "create", "Pod", "exec", ns, name); err != nil {
+		writeStatus(w, statusFor(err, request{}))
+		return
+	}
 	q := r.URL.Query()
 	if len(q["command"]) == 0 {
 		writeStatus(w, badRequest("command: Required value: at least one command argument is needed"))
@@ -76,6 +82,12 @@ func (s *streams) serveExec(w http.ResponseWriter, r *http.Request) {
 
 func (s *streams) servePortForward(w http.ResponseWriter, r *http.Request) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	// Both the websocket GET and the SPDY POST run commands in (or reach
+	// into) the pod, so both need create, as in Kubernetes.
+	if err := s.h.authorizeSub(r.Context(), "create", "Pod", "portforward", ns, name); err != nil {
+		writeStatus(w, statusFor(err, request{}))
+		return
+	}
 	pod, st := s.pod(r.Context(), ns, name)
 	if st != nil {
 		writeStatus(w, st)

@@ -8,6 +8,7 @@
 package rest
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+
+	"github.com/kplane/kplane/services/apiserver/internal/auth/authz"
 )
 
 // Version is what GET /version reports.
@@ -35,6 +38,24 @@ type Handler struct {
 	openapi *openAPI
 	// appliers are server-side apply's field managers, by kind.
 	appliers appliers
+	// authz checks the subresources only REST serves (log, exec,
+	// portforward, eviction, binding); nil when api does not authorize.
+	authz SubresourceAuthorizer
+}
+
+// SubresourceAuthorizer is implemented by a Resources service that
+// authorizes requests (the authz decorator): the REST side asks it about
+// what it serves without a Resources method of its own.
+type SubresourceAuthorizer interface {
+	AuthorizeSubresource(ctx context.Context, verb, kind, subresource, namespace, name string) error
+}
+
+// authorizeSub asks h.authz, when there is one.
+func (h *Handler) authorizeSub(ctx context.Context, verb, kind, sub, ns, name string) error {
+	if h.authz == nil {
+		return nil
+	}
+	return h.authz.AuthorizeSubresource(ctx, verb, kind, sub, ns, name)
 }
 
 // resource is one kind as the REST API serves it.
@@ -47,6 +68,7 @@ type resource struct {
 // server registers.
 func New(api kplanev1.ResourcesServer, v Version, log hclog.Logger) *Handler {
 	h := &Handler{api: api, log: log, version: v, byGV: map[string]map[string]*resource{}}
+	h.authz, _ = api.(SubresourceAuthorizer)
 	for _, k := range kplanev1.Kinds() {
 		r := &resource{info: k, Resource: k.Resource()}
 		gv := r.GroupVersion()
@@ -79,6 +101,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("/api/", h.serveAPI)
 	mux.HandleFunc("/apis", h.serveAPI)
 	mux.HandleFunc("/apis/", h.serveAPI)
+	mux.HandleFunc("POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews", h.serveSelfSubjectAccessReview)
 	mux.HandleFunc("GET /openapi/v3", h.serveOpenAPIIndex)
 	mux.HandleFunc("GET /openapi/v3/{gv...}", h.serveOpenAPIDoc)
 }
@@ -113,6 +136,10 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	resources, ok := h.byGV[gv]
 	if !ok {
+		if _, virtual := h.disc.resources[gv]; virtual && len(rest) == 0 {
+			h.disc.serveResources(w, r, gv)
+			return
+		}
 		writeNotFoundPath(w, r)
 		return
 	}
@@ -157,8 +184,30 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) serveResource(w http.ResponseWriter, r *http.Request, req request) {
 	collection := req.name == ""
 	if sub := subresourceOf(req.res.info, req.subresource); sub != nil {
+		// scale goes through GetScale/UpdateScale, authorized there; the
+		// others have no Resources method of their own.
+		if sub.name != "scale" {
+			verb := "get"
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				verb = "create"
+			}
+			if err := h.authorizeSub(r.Context(), verb, req.res.Kind, sub.name, req.namespace, req.name); err != nil {
+				writeStatus(w, statusFor(err, req))
+				return
+			}
+		} else if r.Method == http.MethodPatch {
+			r = r.WithContext(authz.WithVerb(r.Context(), "patch"))
+		}
 		sub.serve(h, w, r, req)
 		return
+	}
+	// The decorator learns the verb the client used where the method it
+	// ends up in does not say it.
+	switch {
+	case r.Method == http.MethodPatch:
+		r = r.WithContext(authz.WithVerb(r.Context(), "patch"))
+	case r.Method == http.MethodDelete && collection:
+		r = r.WithContext(authz.WithVerb(r.Context(), "deletecollection"))
 	}
 	switch {
 	case r.Method == http.MethodGet && collection && isWatch(r):

@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -52,10 +53,11 @@ func subresourceOf(k *kplanev1.KindInfo, name string) *subresource {
 }
 
 // subresourceCodec reads Kubernetes' protobuf of the subresources' own
-// types (kubectl's typed clients send Eviction and Scale in it).
+// types (kubectl's typed clients send Eviction, Scale and
+// SelfSubjectAccessReview in it).
 var subresourceCodec = func() runtime.Decoder {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, policyv1.AddToScheme, autoscalingv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, policyv1.AddToScheme, autoscalingv1.AddToScheme, authorizationv1.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(fmt.Sprintf("rest: register Kubernetes types: %v", err)) // static registrations cannot fail
 		}
