@@ -162,8 +162,8 @@ type composeTarget struct {
 	readAt  time.Time
 }
 
-func (t *composeTarget) Name() string          { return "compose project " + t.project }
-func (t *composeTarget) APIAddr() string       { return t.apiAddr }
+func (t *composeTarget) Name() string    { return "compose project " + t.project }
+func (t *composeTarget) APIAddr() string { return t.apiAddr }
 
 // ClientOptions implements target: the admin's certificate from the
 // directory `make up` wrote (pkg/pki's file names).
