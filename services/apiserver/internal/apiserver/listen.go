@@ -277,7 +277,7 @@ func (tlsConnCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo,
 }
 
 func (tlsConnCreds) Info() credentials.ProtocolInfo {
-	return credentials.ProtocolInfo{SecurityProtocol: "tls", SecurityVersion: "1.2"}
+	return credentials.ProtocolInfo{SecurityProtocol: "tls"}
 }
 
 func (t tlsConnCreds) Clone() credentials.TransportCredentials { return t }
