@@ -2,6 +2,8 @@ package main
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -80,5 +82,27 @@ func TestAuthorizationFlags(t *testing.T) {
 	}
 	if cfg, _ := parseFlags(nil); cfg.AuthorizationModes != nil {
 		t.Fatalf("default modes %v, want none (AlwaysAllow)", cfg.AuthorizationModes)
+	}
+}
+
+// TestAuthFlags: the TLS and authentication flags reach the
+// configuration, and a bad token file stops the start naming the flag,
+// the line and the field.
+func TestAuthFlags(t *testing.T) {
+	cfg, err := parseFlags([]string{"--tls-cert-file", "/c", "--tls-key-file", "/k", "--client-ca-file", "/ca",
+		"--token-auth-file", "/t", "--anonymous-auth"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.TLSCertFile != "/c" || cfg.TLSKeyFile != "/k" || cfg.ClientCAFile != "/ca" || cfg.TokenAuthFile != "/t" || !cfg.AnonymousAuth {
+		t.Fatalf("flags not applied: %+v", cfg)
+	}
+	bad := filepath.Join(t.TempDir(), "tokens.csv")
+	if err := os.WriteFile(bad, []byte("tok,alice\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = run([]string{"--token-auth-file", bad, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--health-addr", ""})
+	if err == nil || !strings.Contains(err.Error(), "--token-auth-file") || !strings.Contains(err.Error(), "line 1") {
+		t.Fatalf("bad token file: %v", err)
 	}
 }
