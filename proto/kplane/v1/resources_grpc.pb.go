@@ -28,6 +28,7 @@ const (
 	Resources_Watch_FullMethodName        = "/kplane.v1.Resources/Watch"
 	Resources_GetScale_FullMethodName     = "/kplane.v1.Resources/GetScale"
 	Resources_UpdateScale_FullMethodName  = "/kplane.v1.Resources/UpdateScale"
+	Resources_CreateToken_FullMethodName  = "/kplane.v1.Resources/CreateToken"
 )
 
 // ResourcesClient is the client API for Resources service.
@@ -62,6 +63,11 @@ type ResourcesClient interface {
 	// set resource_version in the scale's metadata makes it a
 	// compare-and-swap on the object (Aborted when stale).
 	UpdateScale(ctx context.Context, in *UpdateScaleRequest, opts ...grpc.CallOption) (*UpdateScaleResponse, error)
+	// CreateToken issues a signed token for a ServiceAccount (Kubernetes'
+	// TokenRequest), optionally bound to a Pod or Secret so that deleting
+	// that object revokes it. Unimplemented when the apiserver has no
+	// --service-account-signing-key-file.
+	CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error)
 }
 
 type resourcesClient struct {
@@ -171,6 +177,16 @@ func (c *resourcesClient) UpdateScale(ctx context.Context, in *UpdateScaleReques
 	return out, nil
 }
 
+func (c *resourcesClient) CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateTokenResponse)
+	err := c.cc.Invoke(ctx, Resources_CreateToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ResourcesServer is the server API for Resources service.
 // All implementations must embed UnimplementedResourcesServer
 // for forward compatibility.
@@ -203,6 +219,11 @@ type ResourcesServer interface {
 	// set resource_version in the scale's metadata makes it a
 	// compare-and-swap on the object (Aborted when stale).
 	UpdateScale(context.Context, *UpdateScaleRequest) (*UpdateScaleResponse, error)
+	// CreateToken issues a signed token for a ServiceAccount (Kubernetes'
+	// TokenRequest), optionally bound to a Pod or Secret so that deleting
+	// that object revokes it. Unimplemented when the apiserver has no
+	// --service-account-signing-key-file.
+	CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error)
 	mustEmbedUnimplementedResourcesServer()
 }
 
@@ -239,6 +260,9 @@ func (UnimplementedResourcesServer) GetScale(context.Context, *GetScaleRequest) 
 }
 func (UnimplementedResourcesServer) UpdateScale(context.Context, *UpdateScaleRequest) (*UpdateScaleResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateScale not implemented")
+}
+func (UnimplementedResourcesServer) CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateToken not implemented")
 }
 func (UnimplementedResourcesServer) mustEmbedUnimplementedResourcesServer() {}
 func (UnimplementedResourcesServer) testEmbeddedByValue()                   {}
@@ -416,6 +440,24 @@ func _Resources_UpdateScale_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Resources_CreateToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ResourcesServer).CreateToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Resources_CreateToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ResourcesServer).CreateToken(ctx, req.(*CreateTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Resources_ServiceDesc is the grpc.ServiceDesc for Resources service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -454,6 +496,10 @@ var Resources_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateScale",
 			Handler:    _Resources_UpdateScale_Handler,
+		},
+		{
+			MethodName: "CreateToken",
+			Handler:    _Resources_CreateToken_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

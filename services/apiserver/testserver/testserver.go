@@ -6,6 +6,7 @@ package testserver
 
 import (
 	"context"
+	"crypto"
 	"net"
 	"net/netip"
 	"sync"
@@ -66,6 +67,15 @@ func WithDataDir(dir string) Option { return func(c *apiserver.Config) { c.DataD
 
 // WithFsync keeps etcd's fsync on (tests turn it off for speed by default).
 func WithFsync() Option { return func(c *apiserver.Config) { c.UnsafeNoFsync = false } }
+
+// WithServiceAccountKeys turns on ServiceAccount tokens: signing signs
+// TokenRequests (nil leaves them off) and, with verify, checks tokens.
+func WithServiceAccountKeys(signing crypto.Signer, verify ...crypto.PublicKey) Option {
+	return func(c *apiserver.Config) {
+		c.ServiceAccountSigningKey = signing
+		c.ServiceAccountPublicKeys = verify
+	}
+}
 
 // WithLogger logs the apiserver through l (silent by default).
 func WithLogger(l hclog.Logger) Option { return func(c *apiserver.Config) { c.Logger = l } }

@@ -5,6 +5,7 @@ package apiserver
 
 import (
 	"context"
+	"crypto"
 	"errors"
 	"fmt"
 	"net"
@@ -29,8 +30,10 @@ import (
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
 	httphealth "github.com/kplane/kplane/pkg/health"
+	sa "github.com/kplane/kplane/pkg/serviceaccount"
 	"github.com/kplane/kplane/pkg/strategy"
 
+	saauth "github.com/kplane/kplane/services/apiserver/internal/auth/serviceaccount"
 	"github.com/kplane/kplane/services/apiserver/internal/backend"
 	"github.com/kplane/kplane/services/apiserver/internal/proxy"
 	"github.com/kplane/kplane/services/apiserver/internal/rest"
@@ -72,6 +75,20 @@ type Config struct {
 	// 0 repairs only at start.
 	AllocationRepairInterval time.Duration
 	Logger                   hclog.Logger
+
+	// ServiceAccountPublicKeys verify ServiceAccount tokens
+	// (--service-account-key-file); set, they turn on the ServiceAccount
+	// token authenticator and the pod ServiceAccount existence check.
+	ServiceAccountPublicKeys []crypto.PublicKey
+	// ServiceAccountSigningKey signs TokenRequest tokens
+	// (--service-account-signing-key-file); nil leaves CreateToken
+	// Unimplemented. Its public key is also accepted for verification.
+	ServiceAccountSigningKey crypto.Signer
+	// ServiceAccountIssuer is the iss of tokens issued and accepted.
+	ServiceAccountIssuer string
+	// ServiceAccountMaxTokenExpiration caps a TokenRequest's lifetime.
+	ServiceAccountMaxTokenExpiration time.Duration
+
 	// Version is kplane's version, reported by GET /version as gitVersion.
 	Version string
 }
@@ -93,7 +110,16 @@ func Defaults() Config {
 		ServiceClusterIPRange:    strategy.DefaultServiceClusterIPRange,
 		ServiceNodePortRange:     strategy.DefaultServiceNodePortRange,
 		AllocationRepairInterval: 3 * time.Minute,
+
+		ServiceAccountIssuer:             sa.DefaultIssuer,
+		ServiceAccountMaxTokenExpiration: saauth.DefaultMaxTokenExpiration,
 	}
+}
+
+// ServiceAccountAuthenticationOn reports whether ServiceAccount tokens
+// are verified (a public or signing key is configured).
+func (c Config) ServiceAccountAuthenticationOn() bool {
+	return len(c.ServiceAccountPublicKeys) > 0 || c.ServiceAccountSigningKey != nil
 }
 
 // APIServer is a running apiserver.
@@ -109,10 +135,12 @@ type APIServer struct {
 	listener net.Listener
 	split    *splitListener
 	// httpMux is the root of the HTTP side of the main listener.
-	httpMux  *http.ServeMux
-	httpAPI  *http.Server
-	proxy    *proxy.Proxy
-	httpSrv  *httphealth.Server
+	httpMux *http.ServeMux
+	httpAPI *http.Server
+	proxy   *proxy.Proxy
+	httpSrv *httphealth.Server
+	// saAuth authenticates ServiceAccount tokens (nil when no key is set).
+	saAuth   *saauth.Authenticator
 	stopping atomic.Bool
 
 	cancel         context.CancelFunc
@@ -245,7 +273,11 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 		grpc.ChainStreamInterceptor(m.stream),
 		server.CodecOption(),
 	)
-	resources := server.New(a.store, a.caches, cfg.BookmarkInterval, shutdownCtx, log.Named("server"))
+	saOpts, err := a.serviceAccounts(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	resources := server.New(a.store, a.caches, cfg.BookmarkInterval, shutdownCtx, log.Named("server"), saOpts...)
 	kplanev1.RegisterResourcesServer(a.grpc, resources)
 	// The REST side calls the very service the gRPC clients reach, in process.
 	rh := rest.New(resources, rest.Version{GitVersion: cfg.Version}, log.Named("rest"))
@@ -302,6 +334,47 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	log.Info("apiserver serving", "address", lis.Addr().String(), "kinds", len(a.caches))
 	return a, nil
 }
+
+// serviceAccounts builds the ServiceAccount token authenticator and
+// issuer over the watch caches, and the server options they need.
+func (a *APIServer) serviceAccounts(cfg Config) ([]server.Option, error) {
+	if !cfg.ServiceAccountAuthenticationOn() {
+		return nil, nil
+	}
+	lookup := func(kind, ns, name string) (*kplanev1.Object, bool) {
+		return a.caches[kind].Get(ns + "/" + name)
+	}
+	keys := cfg.ServiceAccountPublicKeys
+	if cfg.ServiceAccountSigningKey != nil {
+		keys = append(append([]crypto.PublicKey(nil), keys...), cfg.ServiceAccountSigningKey.Public())
+	}
+	v, err := sa.NewVerifier(cfg.ServiceAccountIssuer, keys)
+	if err != nil {
+		return nil, fmt.Errorf("service account keys: %w", err)
+	}
+	a.saAuth, err = saauth.NewAuthenticator(saauth.AuthenticatorConfig{Verifier: v, Lookup: lookup})
+	if err != nil {
+		return nil, err
+	}
+	opts := []server.Option{server.WithServiceAccountAdmission()}
+	if cfg.ServiceAccountSigningKey != nil {
+		signer, err := sa.NewSigner(cfg.ServiceAccountIssuer, cfg.ServiceAccountSigningKey)
+		if err != nil {
+			return nil, fmt.Errorf("service account signing key: %w", err)
+		}
+		iss, err := saauth.NewIssuer(signer, lookup, cfg.ServiceAccountMaxTokenExpiration, nil)
+		if err != nil {
+			return nil, fmt.Errorf("--service-account-max-token-expiration: %w", err)
+		}
+		opts = append(opts, server.WithTokenIssuer(iss))
+	}
+	return opts, nil
+}
+
+// ServiceAccountAuthenticator is the ServiceAccount token authenticator
+// (an authn.TokenAuthenticator), nil when no service account key is
+// configured. The request path's token authenticators include it.
+func (a *APIServer) ServiceAccountAuthenticator() *saauth.Authenticator { return a.saAuth }
 
 // notFound answers paths the HTTP side does not serve, as a Status.
 func notFound(w http.ResponseWriter, r *http.Request) {
