@@ -110,10 +110,16 @@ func (s *Server) admitPod(ctx context.Context, obj *kplanev1.Object) error {
 	if name == "" {
 		name = "default"
 	}
+	cache := s.caches["ServiceAccount"]
+	if _, ok := cache.Get(ns + "/" + name); ok {
+		return nil
+	}
+	// Not cached: it may have been created a moment ago. Only then is the
+	// cache caught up to etcd, so the common case costs no etcd read.
 	if err := s.catchUp(ctx, "ServiceAccount"); err != nil {
 		return err
 	}
-	if _, ok := s.caches["ServiceAccount"].Get(ns + "/" + name); !ok {
+	if _, ok := cache.Get(ns + "/" + name); !ok {
 		return status.Errorf(codes.InvalidArgument, "spec.serviceAccountName: Invalid value: %q: service account %s/%s does not exist", name, ns, name)
 	}
 	return nil
