@@ -42,23 +42,34 @@ var applyCommand = &command{
 
 var createCommand = &command{
 	name:    "create",
-	usage:   "-f FILENAME|DIR|- | job NAME (--image=IMAGE [-- COMMAND [ARG...]] | --from=cronjob/NAME)",
-	summary: "Create objects from manifests, or a Job; fail for objects that already exist",
+	usage:   "-f FILENAME|DIR|- | job NAME (--image=IMAGE [-- COMMAND [ARG...]] | --from=cronjob/NAME) | token SERVICEACCOUNT [--duration=D]",
+	summary: "Create objects from manifests, a Job, or a ServiceAccount token; fail for objects that already exist",
 	example: `  kpctl create -f job.yaml
   kpctl create -f examples/
 
   # A Job running one command, and a Job from a CronJob's template
   kpctl create job hello --image=busybox -- echo hello
-  kpctl create job nightly-now --from=cronjob/nightly`,
+  kpctl create job nightly-now --from=cronjob/nightly
+
+  # A token for ServiceAccount robot in namespace team, valid 30 minutes
+  kpctl create token robot -n team --duration=30m`,
 	setup: func(fs *flagSet, g *globals) func(context.Context, *env, []string) error {
 		w := writeFlags(fs)
 		j := &jobCreator{fs: fs}
 		fs.StringVar(&j.image, "image", "", "create job: the image of the Job's container")
 		fs.StringVar(&j.from, "from", "", "create job: the CronJob whose job template to use, as cronjob/NAME")
+		tc := &tokenCreator{}
+		fs.StringVar(&tc.duration, "duration", "", "create token: the token's lifetime (at least 10m; the apiserver caps it at its --service-account-max-token-expiration)")
 		return func(ctx context.Context, e *env, args []string) error {
 			if len(args) > 0 && args[0] == "job" && len(w.files) == 0 {
 				j.dryRun = w.dryRun
 				return j.run(ctx, e, g, args[1:])
+			}
+			if len(args) > 0 && args[0] == "token" && len(w.files) == 0 {
+				return tc.run(ctx, e, g, args[1:])
+			}
+			if tc.duration != "" {
+				return errors.New("--duration is a flag of 'kpctl create token SERVICEACCOUNT'")
 			}
 			if j.image != "" || j.from != "" {
 				return errors.New("--image and --from are flags of 'kpctl create job NAME'")

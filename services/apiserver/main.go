@@ -13,9 +13,11 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/kplane/kplane/pkg/health"
 	"github.com/kplane/kplane/pkg/logging"
+	"github.com/kplane/kplane/pkg/serviceaccount"
 	"github.com/kplane/kplane/pkg/strategy"
 	"github.com/kplane/kplane/services/apiserver/internal/apiserver"
 	"github.com/kplane/kplane/services/apiserver/internal/auth/authz"
@@ -72,6 +74,10 @@ func parseFlags(args []string) (apiserver.Config, error) {
 	fs.StringVar(&cfg.ClientCAFile, "client-ca-file", "", "PEM CA bundle; client certificates it signed authenticate as CN (user) and O (groups); needs TLS")
 	fs.StringVar(&cfg.TokenAuthFile, "token-auth-file", "", "static bearer tokens, CSV lines token,user,uid,\"group1,group2\"")
 	fs.BoolVar(&cfg.AnonymousAuth, "anonymous-auth", false, "once an authenticator is configured, let requests without credentials in as system:anonymous (without any authenticator every request is anonymous)")
+	saKeyFiles := fs.String("service-account-key-file", "", "comma-separated PEM files of public keys (PKIX; ECDSA P-256 or Ed25519) that verify ServiceAccount tokens; turns on ServiceAccount token authentication")
+	saSigningKey := fs.String("service-account-signing-key-file", "", "PEM PKCS#8 private key (ECDSA P-256 or Ed25519) that signs TokenRequest tokens; empty leaves TokenRequest off")
+	fs.StringVar(&cfg.ServiceAccountIssuer, "service-account-issuer", cfg.ServiceAccountIssuer, "iss claim of ServiceAccount tokens issued and accepted")
+	fs.DurationVar(&cfg.ServiceAccountMaxTokenExpiration, "service-account-max-token-expiration", cfg.ServiceAccountMaxTokenExpiration, "longest lifetime of a TokenRequest token (at least 10m); longer requests are capped")
 	var profiling health.Profiling
 	profiling.AddFlag(fs)
 	var logOpts logging.Options
@@ -103,6 +109,22 @@ func parseFlags(args []string) (apiserver.Config, error) {
 	}
 	if *endpoints != "" {
 		cfg.EtcdEndpoints = strings.Split(*endpoints, ",")
+	}
+	if *saKeyFiles != "" {
+		if cfg.ServiceAccountPublicKeys, err = serviceaccount.LoadPublicKeysFiles(strings.Split(*saKeyFiles, ",")...); err != nil {
+			return cfg, fmt.Errorf("--service-account-key-file: %w", err)
+		}
+	}
+	if *saSigningKey != "" {
+		if cfg.ServiceAccountSigningKey, err = serviceaccount.LoadPrivateKeyFile(*saSigningKey); err != nil {
+			return cfg, fmt.Errorf("--service-account-signing-key-file: %w", err)
+		}
+	}
+	if cfg.ServiceAccountMaxTokenExpiration < 10*time.Minute {
+		return cfg, fmt.Errorf("--service-account-max-token-expiration: %s is below the minimum 10m", cfg.ServiceAccountMaxTokenExpiration)
+	}
+	if cfg.ServiceAccountIssuer == "" {
+		return cfg, errors.New("--service-account-issuer: must not be empty")
 	}
 	cfg.Profiling = profiling.Enabled(cfg.HealthAddr)
 	cfg.Logger = logOpts.New("apiserver", os.Stderr)

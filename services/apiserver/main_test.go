@@ -1,11 +1,17 @@
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kplane/kplane/pkg/serviceaccount"
 	"github.com/kplane/kplane/pkg/strategy"
 )
 
@@ -80,5 +86,77 @@ func TestAuthorizationFlags(t *testing.T) {
 	}
 	if cfg, _ := parseFlags(nil); cfg.AuthorizationModes != nil {
 		t.Fatalf("default modes %v, want none (AlwaysAllow)", cfg.AuthorizationModes)
+	}
+}
+
+// TestAuthFlags: the TLS and authentication flags reach the
+// configuration, and a bad token file stops the start naming the flag,
+// the line and the field.
+func TestAuthFlags(t *testing.T) {
+	cfg, err := parseFlags([]string{"--tls-cert-file", "/c", "--tls-key-file", "/k", "--client-ca-file", "/ca",
+		"--token-auth-file", "/t", "--anonymous-auth"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.TLSCertFile != "/c" || cfg.TLSKeyFile != "/k" || cfg.ClientCAFile != "/ca" || cfg.TokenAuthFile != "/t" || !cfg.AnonymousAuth {
+		t.Fatalf("flags not applied: %+v", cfg)
+	}
+	bad := filepath.Join(t.TempDir(), "tokens.csv")
+	if err := os.WriteFile(bad, []byte("tok,alice\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = run([]string{"--token-auth-file", bad, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--health-addr", ""})
+	if err == nil || !strings.Contains(err.Error(), "--token-auth-file") || !strings.Contains(err.Error(), "line 1") {
+		t.Fatalf("bad token file: %v", err)
+	}
+}
+
+// TestServiceAccountFlags: key files are loaded (errors name the flag
+// and the file's fault) and the token flags reach the configuration.
+func TestServiceAccountFlags(t *testing.T) {
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, _ := serviceaccount.EncodePrivateKeyPEM(key)
+	pub, _ := serviceaccount.EncodePublicKeyPEM(key.Public())
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	privFile, pubFile, junk := write("sa.key", priv), write("sa.pub", pub), write("junk", []byte("junk"))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--service-account-key-file", junk}, "--service-account-key-file: service account public keys " + junk + ": no PEM block"},
+		{[]string{"--service-account-key-file", filepath.Join(dir, "none")}, "--service-account-key-file: read service account public keys"},
+		{[]string{"--service-account-signing-key-file", pubFile}, `--service-account-signing-key-file: service account private key ` + pubFile + `: PEM block is "PUBLIC KEY"`},
+		{[]string{"--service-account-max-token-expiration", "5m"}, "--service-account-max-token-expiration: 5m0s is below the minimum 10m"},
+		{[]string{"--service-account-issuer", ""}, "--service-account-issuer: must not be empty"},
+	} {
+		if _, err := parseFlags(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: got %v, want an error containing %q", c.args, err, c.want)
+		}
+	}
+	cfg, err := parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ServiceAccountAuthenticationOn() || cfg.ServiceAccountIssuer != "kplane" || cfg.ServiceAccountMaxTokenExpiration != time.Hour {
+		t.Fatalf("defaults: on %v issuer %q max %v", cfg.ServiceAccountAuthenticationOn(), cfg.ServiceAccountIssuer, cfg.ServiceAccountMaxTokenExpiration)
+	}
+	cfg, err = parseFlags([]string{"--service-account-key-file", pubFile + "," + privFile, "--service-account-signing-key-file", privFile,
+		"--service-account-issuer", "https://kplane.example", "--service-account-max-token-expiration", "2h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.ServiceAccountPublicKeys) != 2 || cfg.ServiceAccountSigningKey == nil || cfg.ServiceAccountIssuer != "https://kplane.example" ||
+		cfg.ServiceAccountMaxTokenExpiration != 2*time.Hour || !cfg.ServiceAccountAuthenticationOn() {
+		t.Fatalf("set: %+v", cfg)
 	}
 }

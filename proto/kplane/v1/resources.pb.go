@@ -9,6 +9,7 @@ package kplanev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -1783,11 +1784,207 @@ func (x *UpdateScaleResponse) GetScale() *Scale {
 	return nil
 }
 
+// BoundObjectReference names the object a token is bound to: a Pod or a
+// Secret in the account's namespace. uid, when set, must match.
+type BoundObjectReference struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Uid           string                 `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BoundObjectReference) Reset() {
+	*x = BoundObjectReference{}
+	mi := &file_kplane_v1_resources_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BoundObjectReference) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BoundObjectReference) ProtoMessage() {}
+
+func (x *BoundObjectReference) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_resources_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BoundObjectReference.ProtoReflect.Descriptor instead.
+func (*BoundObjectReference) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_resources_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *BoundObjectReference) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *BoundObjectReference) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *BoundObjectReference) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+// CreateTokenRequest asks for a token of ServiceAccount
+// namespace/service_account_name.
+type CreateTokenRequest struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Namespace          string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	ServiceAccountName string                 `protobuf:"bytes,2,opt,name=service_account_name,json=serviceAccountName,proto3" json:"service_account_name,omitempty"`
+	// audiences the token is for; empty means the apiserver's issuer.
+	Audiences []string `protobuf:"bytes,3,rep,name=audiences,proto3" json:"audiences,omitempty"`
+	// expiration_seconds is the requested lifetime (0 = the maximum);
+	// at least 600, capped by --service-account-max-token-expiration.
+	ExpirationSeconds int64                 `protobuf:"varint,4,opt,name=expiration_seconds,json=expirationSeconds,proto3" json:"expiration_seconds,omitempty"`
+	BoundObject       *BoundObjectReference `protobuf:"bytes,5,opt,name=bound_object,json=boundObject,proto3" json:"bound_object,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *CreateTokenRequest) Reset() {
+	*x = CreateTokenRequest{}
+	mi := &file_kplane_v1_resources_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTokenRequest) ProtoMessage() {}
+
+func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_resources_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
+func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_resources_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *CreateTokenRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *CreateTokenRequest) GetServiceAccountName() string {
+	if x != nil {
+		return x.ServiceAccountName
+	}
+	return ""
+}
+
+func (x *CreateTokenRequest) GetAudiences() []string {
+	if x != nil {
+		return x.Audiences
+	}
+	return nil
+}
+
+func (x *CreateTokenRequest) GetExpirationSeconds() int64 {
+	if x != nil {
+		return x.ExpirationSeconds
+	}
+	return 0
+}
+
+func (x *CreateTokenRequest) GetBoundObject() *BoundObjectReference {
+	if x != nil {
+		return x.BoundObject
+	}
+	return nil
+}
+
+// CreateTokenResponse returns the token and when it expires.
+type CreateTokenResponse struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Token               string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	ExpirationTimestamp *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expiration_timestamp,json=expirationTimestamp,proto3" json:"expiration_timestamp,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *CreateTokenResponse) Reset() {
+	*x = CreateTokenResponse{}
+	mi := &file_kplane_v1_resources_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTokenResponse) ProtoMessage() {}
+
+func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_resources_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
+func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_resources_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *CreateTokenResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *CreateTokenResponse) GetExpirationTimestamp() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpirationTimestamp
+	}
+	return nil
+}
+
 var File_kplane_v1_resources_proto protoreflect.FileDescriptor
 
 const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\n" +
-	"\x19kplane/v1/resources.proto\x12\tkplane.v1\x1a\x14kplane/v1/core.proto\x1a\x14kplane/v1/meta.proto\x1a\x14kplane/v1/rbac.proto\x1a\x19kplane/v1/workloads.proto\"\xc6\v\n" +
+	"\x19kplane/v1/resources.proto\x12\tkplane.v1\x1a\x14kplane/v1/core.proto\x1a\x14kplane/v1/meta.proto\x1a\x14kplane/v1/rbac.proto\x1a\x19kplane/v1/workloads.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc6\v\n" +
 	"\x06Object\x124\n" +
 	"\tnamespace\x18\x01 \x01(\v2\x14.kplane.v1.NamespaceH\x00R\tnamespace\x12%\n" +
 	"\x04node\x18\x02 \x01(\v2\x0f.kplane.v1.NodeH\x00R\x04node\x12\"\n" +
@@ -1895,14 +2092,27 @@ const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12&\n" +
 	"\x05scale\x18\x02 \x01(\v2\x10.kplane.v1.ScaleR\x05scale\"=\n" +
 	"\x13UpdateScaleResponse\x12&\n" +
-	"\x05scale\x18\x01 \x01(\v2\x10.kplane.v1.ScaleR\x05scale*\x9d\x01\n" +
+	"\x05scale\x18\x01 \x01(\v2\x10.kplane.v1.ScaleR\x05scale\"P\n" +
+	"\x14BoundObjectReference\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x03 \x01(\tR\x03uid\"\xf5\x01\n" +
+	"\x12CreateTokenRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x120\n" +
+	"\x14service_account_name\x18\x02 \x01(\tR\x12serviceAccountName\x12\x1c\n" +
+	"\taudiences\x18\x03 \x03(\tR\taudiences\x12-\n" +
+	"\x12expiration_seconds\x18\x04 \x01(\x03R\x11expirationSeconds\x12B\n" +
+	"\fbound_object\x18\x05 \x01(\v2\x1f.kplane.v1.BoundObjectReferenceR\vboundObject\"z\n" +
+	"\x13CreateTokenResponse\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x12M\n" +
+	"\x14expiration_timestamp\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x13expirationTimestamp*\x9d\x01\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_TYPE_ADDED\x10\x01\x12\x17\n" +
 	"\x13EVENT_TYPE_MODIFIED\x10\x02\x12\x16\n" +
 	"\x12EVENT_TYPE_DELETED\x10\x03\x12\x17\n" +
 	"\x13EVENT_TYPE_BOOKMARK\x10\x04\x12\x14\n" +
-	"\x10EVENT_TYPE_ERROR\x10\x052\xa7\x05\n" +
+	"\x10EVENT_TYPE_ERROR\x10\x052\xf5\x05\n" +
 	"\tResources\x12=\n" +
 	"\x06Create\x12\x18.kplane.v1.CreateRequest\x1a\x19.kplane.v1.CreateResponse\x124\n" +
 	"\x03Get\x12\x15.kplane.v1.GetRequest\x1a\x16.kplane.v1.GetResponse\x127\n" +
@@ -1913,7 +2123,8 @@ const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\x05Watch\x12\x17.kplane.v1.WatchRequest\x1a\x18.kplane.v1.WatchResponse0\x01\x12C\n" +
 	"\bGetScale\x12\x1a.kplane.v1.GetScaleRequest\x1a\x1b.kplane.v1.GetScaleResponse\x12L\n" +
 	"\vUpdateScale\x12\x1d.kplane.v1.UpdateScaleRequest\x1a\x1e.kplane.v1.UpdateScaleResponse\x12L\n" +
-	"\vCheckAccess\x12\x1d.kplane.v1.CheckAccessRequest\x1a\x1e.kplane.v1.CheckAccessResponseB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
+	"\vCheckAccess\x12\x1d.kplane.v1.CheckAccessRequest\x1a\x1e.kplane.v1.CheckAccessResponse\x12L\n" +
+	"\vCreateToken\x12\x1d.kplane.v1.CreateTokenRequest\x1a\x1e.kplane.v1.CreateTokenResponseB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
 
 var (
 	file_kplane_v1_resources_proto_rawDescOnce sync.Once
@@ -1928,7 +2139,7 @@ func file_kplane_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_kplane_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_kplane_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_kplane_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_kplane_v1_resources_proto_goTypes = []any{
 	(EventType)(0),                // 0: kplane.v1.EventType
 	(*Object)(nil),                // 1: kplane.v1.Object
@@ -1954,61 +2165,65 @@ var file_kplane_v1_resources_proto_goTypes = []any{
 	(*GetScaleResponse)(nil),      // 21: kplane.v1.GetScaleResponse
 	(*UpdateScaleRequest)(nil),    // 22: kplane.v1.UpdateScaleRequest
 	(*UpdateScaleResponse)(nil),   // 23: kplane.v1.UpdateScaleResponse
-	(*Namespace)(nil),             // 24: kplane.v1.Namespace
-	(*Node)(nil),                  // 25: kplane.v1.Node
-	(*Pod)(nil),                   // 26: kplane.v1.Pod
-	(*ReplicaSet)(nil),            // 27: kplane.v1.ReplicaSet
-	(*ReplicationController)(nil), // 28: kplane.v1.ReplicationController
-	(*Service)(nil),               // 29: kplane.v1.Service
-	(*Endpoints)(nil),             // 30: kplane.v1.Endpoints
-	(*Job)(nil),                   // 31: kplane.v1.Job
-	(*PersistentVolume)(nil),      // 32: kplane.v1.PersistentVolume
-	(*PersistentVolumeClaim)(nil), // 33: kplane.v1.PersistentVolumeClaim
-	(*StorageClass)(nil),          // 34: kplane.v1.StorageClass
-	(*ServiceAccount)(nil),        // 35: kplane.v1.ServiceAccount
-	(*Secret)(nil),                // 36: kplane.v1.Secret
-	(*Lease)(nil),                 // 37: kplane.v1.Lease
-	(*Event)(nil),                 // 38: kplane.v1.Event
-	(*CronJob)(nil),               // 39: kplane.v1.CronJob
-	(*Deployment)(nil),            // 40: kplane.v1.Deployment
-	(*ControllerRevision)(nil),    // 41: kplane.v1.ControllerRevision
-	(*StatefulSet)(nil),           // 42: kplane.v1.StatefulSet
-	(*DaemonSet)(nil),             // 43: kplane.v1.DaemonSet
-	(*PriorityClass)(nil),         // 44: kplane.v1.PriorityClass
-	(*Role)(nil),                  // 45: kplane.v1.Role
-	(*ClusterRole)(nil),           // 46: kplane.v1.ClusterRole
-	(*RoleBinding)(nil),           // 47: kplane.v1.RoleBinding
-	(*ClusterRoleBinding)(nil),    // 48: kplane.v1.ClusterRoleBinding
-	(*ObjectMeta)(nil),            // 49: kplane.v1.ObjectMeta
-	(*CheckAccessRequest)(nil),    // 50: kplane.v1.CheckAccessRequest
-	(*CheckAccessResponse)(nil),   // 51: kplane.v1.CheckAccessResponse
+	(*BoundObjectReference)(nil),  // 24: kplane.v1.BoundObjectReference
+	(*CreateTokenRequest)(nil),    // 25: kplane.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),   // 26: kplane.v1.CreateTokenResponse
+	(*Namespace)(nil),             // 27: kplane.v1.Namespace
+	(*Node)(nil),                  // 28: kplane.v1.Node
+	(*Pod)(nil),                   // 29: kplane.v1.Pod
+	(*ReplicaSet)(nil),            // 30: kplane.v1.ReplicaSet
+	(*ReplicationController)(nil), // 31: kplane.v1.ReplicationController
+	(*Service)(nil),               // 32: kplane.v1.Service
+	(*Endpoints)(nil),             // 33: kplane.v1.Endpoints
+	(*Job)(nil),                   // 34: kplane.v1.Job
+	(*PersistentVolume)(nil),      // 35: kplane.v1.PersistentVolume
+	(*PersistentVolumeClaim)(nil), // 36: kplane.v1.PersistentVolumeClaim
+	(*StorageClass)(nil),          // 37: kplane.v1.StorageClass
+	(*ServiceAccount)(nil),        // 38: kplane.v1.ServiceAccount
+	(*Secret)(nil),                // 39: kplane.v1.Secret
+	(*Lease)(nil),                 // 40: kplane.v1.Lease
+	(*Event)(nil),                 // 41: kplane.v1.Event
+	(*CronJob)(nil),               // 42: kplane.v1.CronJob
+	(*Deployment)(nil),            // 43: kplane.v1.Deployment
+	(*ControllerRevision)(nil),    // 44: kplane.v1.ControllerRevision
+	(*StatefulSet)(nil),           // 45: kplane.v1.StatefulSet
+	(*DaemonSet)(nil),             // 46: kplane.v1.DaemonSet
+	(*PriorityClass)(nil),         // 47: kplane.v1.PriorityClass
+	(*Role)(nil),                  // 48: kplane.v1.Role
+	(*ClusterRole)(nil),           // 49: kplane.v1.ClusterRole
+	(*RoleBinding)(nil),           // 50: kplane.v1.RoleBinding
+	(*ClusterRoleBinding)(nil),    // 51: kplane.v1.ClusterRoleBinding
+	(*ObjectMeta)(nil),            // 52: kplane.v1.ObjectMeta
+	(*timestamppb.Timestamp)(nil), // 53: google.protobuf.Timestamp
+	(*CheckAccessRequest)(nil),    // 54: kplane.v1.CheckAccessRequest
+	(*CheckAccessResponse)(nil),   // 55: kplane.v1.CheckAccessResponse
 }
 var file_kplane_v1_resources_proto_depIdxs = []int32{
-	24, // 0: kplane.v1.Object.namespace:type_name -> kplane.v1.Namespace
-	25, // 1: kplane.v1.Object.node:type_name -> kplane.v1.Node
-	26, // 2: kplane.v1.Object.pod:type_name -> kplane.v1.Pod
-	27, // 3: kplane.v1.Object.replica_set:type_name -> kplane.v1.ReplicaSet
-	28, // 4: kplane.v1.Object.replication_controller:type_name -> kplane.v1.ReplicationController
-	29, // 5: kplane.v1.Object.service:type_name -> kplane.v1.Service
-	30, // 6: kplane.v1.Object.endpoints:type_name -> kplane.v1.Endpoints
-	31, // 7: kplane.v1.Object.job:type_name -> kplane.v1.Job
-	32, // 8: kplane.v1.Object.persistent_volume:type_name -> kplane.v1.PersistentVolume
-	33, // 9: kplane.v1.Object.persistent_volume_claim:type_name -> kplane.v1.PersistentVolumeClaim
-	34, // 10: kplane.v1.Object.storage_class:type_name -> kplane.v1.StorageClass
-	35, // 11: kplane.v1.Object.service_account:type_name -> kplane.v1.ServiceAccount
-	36, // 12: kplane.v1.Object.secret:type_name -> kplane.v1.Secret
-	37, // 13: kplane.v1.Object.lease:type_name -> kplane.v1.Lease
-	38, // 14: kplane.v1.Object.event:type_name -> kplane.v1.Event
-	39, // 15: kplane.v1.Object.cron_job:type_name -> kplane.v1.CronJob
-	40, // 16: kplane.v1.Object.deployment:type_name -> kplane.v1.Deployment
-	41, // 17: kplane.v1.Object.controller_revision:type_name -> kplane.v1.ControllerRevision
-	42, // 18: kplane.v1.Object.stateful_set:type_name -> kplane.v1.StatefulSet
-	43, // 19: kplane.v1.Object.daemon_set:type_name -> kplane.v1.DaemonSet
-	44, // 20: kplane.v1.Object.priority_class:type_name -> kplane.v1.PriorityClass
-	45, // 21: kplane.v1.Object.role:type_name -> kplane.v1.Role
-	46, // 22: kplane.v1.Object.cluster_role:type_name -> kplane.v1.ClusterRole
-	47, // 23: kplane.v1.Object.role_binding:type_name -> kplane.v1.RoleBinding
-	48, // 24: kplane.v1.Object.cluster_role_binding:type_name -> kplane.v1.ClusterRoleBinding
+	27, // 0: kplane.v1.Object.namespace:type_name -> kplane.v1.Namespace
+	28, // 1: kplane.v1.Object.node:type_name -> kplane.v1.Node
+	29, // 2: kplane.v1.Object.pod:type_name -> kplane.v1.Pod
+	30, // 3: kplane.v1.Object.replica_set:type_name -> kplane.v1.ReplicaSet
+	31, // 4: kplane.v1.Object.replication_controller:type_name -> kplane.v1.ReplicationController
+	32, // 5: kplane.v1.Object.service:type_name -> kplane.v1.Service
+	33, // 6: kplane.v1.Object.endpoints:type_name -> kplane.v1.Endpoints
+	34, // 7: kplane.v1.Object.job:type_name -> kplane.v1.Job
+	35, // 8: kplane.v1.Object.persistent_volume:type_name -> kplane.v1.PersistentVolume
+	36, // 9: kplane.v1.Object.persistent_volume_claim:type_name -> kplane.v1.PersistentVolumeClaim
+	37, // 10: kplane.v1.Object.storage_class:type_name -> kplane.v1.StorageClass
+	38, // 11: kplane.v1.Object.service_account:type_name -> kplane.v1.ServiceAccount
+	39, // 12: kplane.v1.Object.secret:type_name -> kplane.v1.Secret
+	40, // 13: kplane.v1.Object.lease:type_name -> kplane.v1.Lease
+	41, // 14: kplane.v1.Object.event:type_name -> kplane.v1.Event
+	42, // 15: kplane.v1.Object.cron_job:type_name -> kplane.v1.CronJob
+	43, // 16: kplane.v1.Object.deployment:type_name -> kplane.v1.Deployment
+	44, // 17: kplane.v1.Object.controller_revision:type_name -> kplane.v1.ControllerRevision
+	45, // 18: kplane.v1.Object.stateful_set:type_name -> kplane.v1.StatefulSet
+	46, // 19: kplane.v1.Object.daemon_set:type_name -> kplane.v1.DaemonSet
+	47, // 20: kplane.v1.Object.priority_class:type_name -> kplane.v1.PriorityClass
+	48, // 21: kplane.v1.Object.role:type_name -> kplane.v1.Role
+	49, // 22: kplane.v1.Object.cluster_role:type_name -> kplane.v1.ClusterRole
+	50, // 23: kplane.v1.Object.role_binding:type_name -> kplane.v1.RoleBinding
+	51, // 24: kplane.v1.Object.cluster_role_binding:type_name -> kplane.v1.ClusterRoleBinding
 	1,  // 25: kplane.v1.CreateRequest.object:type_name -> kplane.v1.Object
 	1,  // 26: kplane.v1.CreateResponse.object:type_name -> kplane.v1.Object
 	1,  // 27: kplane.v1.GetResponse.object:type_name -> kplane.v1.Object
@@ -2021,37 +2236,41 @@ var file_kplane_v1_resources_proto_depIdxs = []int32{
 	1,  // 34: kplane.v1.DeleteResponse.object:type_name -> kplane.v1.Object
 	0,  // 35: kplane.v1.WatchResponse.type:type_name -> kplane.v1.EventType
 	1,  // 36: kplane.v1.WatchResponse.object:type_name -> kplane.v1.Object
-	49, // 37: kplane.v1.Scale.metadata:type_name -> kplane.v1.ObjectMeta
+	52, // 37: kplane.v1.Scale.metadata:type_name -> kplane.v1.ObjectMeta
 	18, // 38: kplane.v1.Scale.spec:type_name -> kplane.v1.ScaleSpec
 	19, // 39: kplane.v1.Scale.status:type_name -> kplane.v1.ScaleStatus
 	17, // 40: kplane.v1.GetScaleResponse.scale:type_name -> kplane.v1.Scale
 	17, // 41: kplane.v1.UpdateScaleRequest.scale:type_name -> kplane.v1.Scale
 	17, // 42: kplane.v1.UpdateScaleResponse.scale:type_name -> kplane.v1.Scale
-	2,  // 43: kplane.v1.Resources.Create:input_type -> kplane.v1.CreateRequest
-	4,  // 44: kplane.v1.Resources.Get:input_type -> kplane.v1.GetRequest
-	6,  // 45: kplane.v1.Resources.List:input_type -> kplane.v1.ListRequest
-	8,  // 46: kplane.v1.Resources.Update:input_type -> kplane.v1.UpdateRequest
-	10, // 47: kplane.v1.Resources.UpdateStatus:input_type -> kplane.v1.UpdateStatusRequest
-	13, // 48: kplane.v1.Resources.Delete:input_type -> kplane.v1.DeleteRequest
-	15, // 49: kplane.v1.Resources.Watch:input_type -> kplane.v1.WatchRequest
-	20, // 50: kplane.v1.Resources.GetScale:input_type -> kplane.v1.GetScaleRequest
-	22, // 51: kplane.v1.Resources.UpdateScale:input_type -> kplane.v1.UpdateScaleRequest
-	50, // 52: kplane.v1.Resources.CheckAccess:input_type -> kplane.v1.CheckAccessRequest
-	3,  // 53: kplane.v1.Resources.Create:output_type -> kplane.v1.CreateResponse
-	5,  // 54: kplane.v1.Resources.Get:output_type -> kplane.v1.GetResponse
-	7,  // 55: kplane.v1.Resources.List:output_type -> kplane.v1.ListResponse
-	9,  // 56: kplane.v1.Resources.Update:output_type -> kplane.v1.UpdateResponse
-	11, // 57: kplane.v1.Resources.UpdateStatus:output_type -> kplane.v1.UpdateStatusResponse
-	14, // 58: kplane.v1.Resources.Delete:output_type -> kplane.v1.DeleteResponse
-	16, // 59: kplane.v1.Resources.Watch:output_type -> kplane.v1.WatchResponse
-	21, // 60: kplane.v1.Resources.GetScale:output_type -> kplane.v1.GetScaleResponse
-	23, // 61: kplane.v1.Resources.UpdateScale:output_type -> kplane.v1.UpdateScaleResponse
-	51, // 62: kplane.v1.Resources.CheckAccess:output_type -> kplane.v1.CheckAccessResponse
-	53, // [53:63] is the sub-list for method output_type
-	43, // [43:53] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	24, // 43: kplane.v1.CreateTokenRequest.bound_object:type_name -> kplane.v1.BoundObjectReference
+	53, // 44: kplane.v1.CreateTokenResponse.expiration_timestamp:type_name -> google.protobuf.Timestamp
+	2,  // 45: kplane.v1.Resources.Create:input_type -> kplane.v1.CreateRequest
+	4,  // 46: kplane.v1.Resources.Get:input_type -> kplane.v1.GetRequest
+	6,  // 47: kplane.v1.Resources.List:input_type -> kplane.v1.ListRequest
+	8,  // 48: kplane.v1.Resources.Update:input_type -> kplane.v1.UpdateRequest
+	10, // 49: kplane.v1.Resources.UpdateStatus:input_type -> kplane.v1.UpdateStatusRequest
+	13, // 50: kplane.v1.Resources.Delete:input_type -> kplane.v1.DeleteRequest
+	15, // 51: kplane.v1.Resources.Watch:input_type -> kplane.v1.WatchRequest
+	20, // 52: kplane.v1.Resources.GetScale:input_type -> kplane.v1.GetScaleRequest
+	22, // 53: kplane.v1.Resources.UpdateScale:input_type -> kplane.v1.UpdateScaleRequest
+	54, // 54: kplane.v1.Resources.CheckAccess:input_type -> kplane.v1.CheckAccessRequest
+	25, // 55: kplane.v1.Resources.CreateToken:input_type -> kplane.v1.CreateTokenRequest
+	3,  // 56: kplane.v1.Resources.Create:output_type -> kplane.v1.CreateResponse
+	5,  // 57: kplane.v1.Resources.Get:output_type -> kplane.v1.GetResponse
+	7,  // 58: kplane.v1.Resources.List:output_type -> kplane.v1.ListResponse
+	9,  // 59: kplane.v1.Resources.Update:output_type -> kplane.v1.UpdateResponse
+	11, // 60: kplane.v1.Resources.UpdateStatus:output_type -> kplane.v1.UpdateStatusResponse
+	14, // 61: kplane.v1.Resources.Delete:output_type -> kplane.v1.DeleteResponse
+	16, // 62: kplane.v1.Resources.Watch:output_type -> kplane.v1.WatchResponse
+	21, // 63: kplane.v1.Resources.GetScale:output_type -> kplane.v1.GetScaleResponse
+	23, // 64: kplane.v1.Resources.UpdateScale:output_type -> kplane.v1.UpdateScaleResponse
+	55, // 65: kplane.v1.Resources.CheckAccess:output_type -> kplane.v1.CheckAccessResponse
+	26, // 66: kplane.v1.Resources.CreateToken:output_type -> kplane.v1.CreateTokenResponse
+	56, // [56:67] is the sub-list for method output_type
+	45, // [45:56] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_resources_proto_init() }
@@ -2097,7 +2316,7 @@ func file_kplane_v1_resources_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_v1_resources_proto_rawDesc), len(file_kplane_v1_resources_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

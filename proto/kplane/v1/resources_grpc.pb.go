@@ -29,6 +29,7 @@ const (
 	Resources_GetScale_FullMethodName     = "/kplane.v1.Resources/GetScale"
 	Resources_UpdateScale_FullMethodName  = "/kplane.v1.Resources/UpdateScale"
 	Resources_CheckAccess_FullMethodName  = "/kplane.v1.Resources/CheckAccess"
+	Resources_CreateToken_FullMethodName  = "/kplane.v1.Resources/CreateToken"
 )
 
 // ResourcesClient is the client API for Resources service.
@@ -66,6 +67,11 @@ type ResourcesClient interface {
 	// CheckAccess tells the caller whether it may do what the request
 	// describes (a SelfSubjectAccessReview); anyone may ask about themself.
 	CheckAccess(ctx context.Context, in *CheckAccessRequest, opts ...grpc.CallOption) (*CheckAccessResponse, error)
+	// CreateToken issues a signed token for a ServiceAccount (Kubernetes'
+	// TokenRequest), optionally bound to a Pod or Secret so that deleting
+	// that object revokes it. Unimplemented when the apiserver has no
+	// --service-account-signing-key-file.
+	CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error)
 }
 
 type resourcesClient struct {
@@ -185,6 +191,16 @@ func (c *resourcesClient) CheckAccess(ctx context.Context, in *CheckAccessReques
 	return out, nil
 }
 
+func (c *resourcesClient) CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateTokenResponse)
+	err := c.cc.Invoke(ctx, Resources_CreateToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ResourcesServer is the server API for Resources service.
 // All implementations must embed UnimplementedResourcesServer
 // for forward compatibility.
@@ -220,6 +236,11 @@ type ResourcesServer interface {
 	// CheckAccess tells the caller whether it may do what the request
 	// describes (a SelfSubjectAccessReview); anyone may ask about themself.
 	CheckAccess(context.Context, *CheckAccessRequest) (*CheckAccessResponse, error)
+	// CreateToken issues a signed token for a ServiceAccount (Kubernetes'
+	// TokenRequest), optionally bound to a Pod or Secret so that deleting
+	// that object revokes it. Unimplemented when the apiserver has no
+	// --service-account-signing-key-file.
+	CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error)
 	mustEmbedUnimplementedResourcesServer()
 }
 
@@ -259,6 +280,9 @@ func (UnimplementedResourcesServer) UpdateScale(context.Context, *UpdateScaleReq
 }
 func (UnimplementedResourcesServer) CheckAccess(context.Context, *CheckAccessRequest) (*CheckAccessResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckAccess not implemented")
+}
+func (UnimplementedResourcesServer) CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateToken not implemented")
 }
 func (UnimplementedResourcesServer) mustEmbedUnimplementedResourcesServer() {}
 func (UnimplementedResourcesServer) testEmbeddedByValue()                   {}
@@ -454,6 +478,24 @@ func _Resources_CheckAccess_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Resources_CreateToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ResourcesServer).CreateToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Resources_CreateToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ResourcesServer).CreateToken(ctx, req.(*CreateTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Resources_ServiceDesc is the grpc.ServiceDesc for Resources service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -496,6 +538,10 @@ var Resources_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CheckAccess",
 			Handler:    _Resources_CheckAccess_Handler,
+		},
+		{
+			MethodName: "CreateToken",
+			Handler:    _Resources_CreateToken_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

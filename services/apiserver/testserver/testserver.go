@@ -6,6 +6,7 @@ package testserver
 
 import (
 	"context"
+	"crypto"
 	"net"
 	"net/netip"
 	"sync"
@@ -72,6 +73,15 @@ func WithFsync() Option { return func(c *apiserver.Config) { c.UnsafeNoFsync = f
 // log there.
 func WithAuthorization(auditPath string, modes ...string) Option {
 	return func(c *apiserver.Config) { c.AuthorizationModes, c.AuditLogPath = modes, auditPath }
+}
+
+// WithServiceAccountKeys turns on ServiceAccount tokens: signing signs
+// TokenRequests (nil leaves them off) and, with verify, checks tokens.
+func WithServiceAccountKeys(signing crypto.Signer, verify ...crypto.PublicKey) Option {
+	return func(c *apiserver.Config) {
+		c.ServiceAccountSigningKey = signing
+		c.ServiceAccountPublicKeys = verify
+	}
 }
 
 // WithLogger logs the apiserver through l (silent by default).

@@ -5,6 +5,7 @@ package apiserver
 
 import (
 	"context"
+	"crypto"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -30,10 +31,12 @@ import (
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
 	httphealth "github.com/kplane/kplane/pkg/health"
+	sa "github.com/kplane/kplane/pkg/serviceaccount"
 	"github.com/kplane/kplane/pkg/strategy"
 
-	"github.com/kplane/kplane/services/apiserver/internal/auth/authz"
 	"github.com/kplane/kplane/services/apiserver/internal/auth/authn"
+	"github.com/kplane/kplane/services/apiserver/internal/auth/authz"
+	saauth "github.com/kplane/kplane/services/apiserver/internal/auth/serviceaccount"
 	"github.com/kplane/kplane/services/apiserver/internal/backend"
 	"github.com/kplane/kplane/services/apiserver/internal/proxy"
 	"github.com/kplane/kplane/services/apiserver/internal/rest"
@@ -82,6 +85,20 @@ type Config struct {
 	// AuditLogPath, when set, receives a JSON line per write and per
 	// denial.
 	AuditLogPath string
+
+	// ServiceAccountPublicKeys verify ServiceAccount tokens
+	// (--service-account-key-file); set, they turn on the ServiceAccount
+	// token authenticator and the pod ServiceAccount existence check.
+	ServiceAccountPublicKeys []crypto.PublicKey
+	// ServiceAccountSigningKey signs TokenRequest tokens
+	// (--service-account-signing-key-file); nil leaves CreateToken
+	// Unimplemented. Its public key is also accepted for verification.
+	ServiceAccountSigningKey crypto.Signer
+	// ServiceAccountIssuer is the iss of tokens issued and accepted.
+	ServiceAccountIssuer string
+	// ServiceAccountMaxTokenExpiration caps a TokenRequest's lifetime.
+	ServiceAccountMaxTokenExpiration time.Duration
+
 	// Version is kplane's version, reported by GET /version as gitVersion.
 	Version string
 
@@ -120,7 +137,16 @@ func Defaults() Config {
 		ServiceClusterIPRange:    strategy.DefaultServiceClusterIPRange,
 		ServiceNodePortRange:     strategy.DefaultServiceNodePortRange,
 		AllocationRepairInterval: 3 * time.Minute,
+
+		ServiceAccountIssuer:             sa.DefaultIssuer,
+		ServiceAccountMaxTokenExpiration: saauth.DefaultMaxTokenExpiration,
 	}
+}
+
+// ServiceAccountAuthenticationOn reports whether ServiceAccount tokens
+// are verified (a public or signing key is configured).
+func (c Config) ServiceAccountAuthenticationOn() bool {
+	return len(c.ServiceAccountPublicKeys) > 0 || c.ServiceAccountSigningKey != nil
 }
 
 // APIServer is a running apiserver.
@@ -137,10 +163,12 @@ type APIServer struct {
 	split    splitter
 	authn    *authn.Chain
 	// httpMux is the root of the HTTP side of the main listener.
-	httpMux  *http.ServeMux
-	httpAPI  *http.Server
-	proxy    *proxy.Proxy
-	httpSrv  *httphealth.Server
+	httpMux *http.ServeMux
+	httpAPI *http.Server
+	proxy   *proxy.Proxy
+	httpSrv *httphealth.Server
+	// saAuth authenticates ServiceAccount tokens (nil when no key is set).
+	saAuth   *saauth.Authenticator
 	stopping atomic.Bool
 	// authzFeed keeps the authorizers' indexes current (nil in
 	// AlwaysAllow mode); audit is the audit log (nil when off).
@@ -191,6 +219,16 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	if cfg.ServiceNodePortRange.Size <= 0 {
 		cfg.ServiceNodePortRange = d.ServiceNodePortRange
 	}
+	// ServiceAccount tokens are checked against the watch caches, which
+	// fill before the first request is served.
+	caches := map[string]*watchcache.Cache{}
+	saAuth, saOpts, err := serviceAccounts(cfg, caches)
+	if err != nil {
+		return nil, err
+	}
+	if saAuth != nil {
+		cfg.TokenAuthenticators = append(append([]authn.TokenAuthenticator(nil), cfg.TokenAuthenticators...), saAuth)
+	}
 	tlsCfg, chain, err := authConfig(cfg, log)
 	if err != nil {
 		return nil, err
@@ -213,9 +251,10 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 		log:     log,
 		backend: be,
 		authn:   chain,
+		saAuth:  saAuth,
 		store: store.New(be.Client, store.Options{MaxObjectBytes: cfg.MaxObjectBytes, Lifecycle: strategy.Config{
 			EventTTL: cfg.EventTTL, ServiceClusterIPRange: cfg.ServiceClusterIPRange, ServiceNodePortRange: cfg.ServiceNodePortRange}, Logger: log.Named("store")}),
-		caches:   map[string]*watchcache.Cache{},
+		caches:   caches,
 		cancel:   cancel,
 		shutdown: shutdown,
 		httpDone: httpDone,
@@ -287,7 +326,7 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	}
 	a.httpMux = http.NewServeMux()
 	a.httpMux.HandleFunc("/", notFound)
-	resources := authz.NewDecorator(server.New(a.store, a.caches, cfg.BookmarkInterval, shutdownCtx, log.Named("server")),
+	resources := authz.NewDecorator(server.New(a.store, a.caches, cfg.BookmarkInterval, shutdownCtx, log.Named("server"), saOpts...),
 		authz.DecoratorConfig{Authorizer: authorizer, Escalation: esc, Audit: a.audit, Logger: log.Named("authz")})
 	a.proxy = proxy.New(a.store, log.Named("proxy"), proxy.WithObserver(func(kind string, code int) {
 		m.proxied.WithLabelValues(kind, strconv.Itoa(code)).Inc()
@@ -403,6 +442,48 @@ func authConfig(cfg Config, log hclog.Logger) (*tls.Config, *authn.Chain, error)
 	ac.Tokens = append(ac.Tokens, cfg.TokenAuthenticators...)
 	return tlsCfg, authn.New(ac), nil
 }
+
+// serviceAccounts builds the ServiceAccount token authenticator and
+// issuer over the watch caches (looked up per request), and the server
+// options they need; all nil without a ServiceAccount key.
+func serviceAccounts(cfg Config, caches map[string]*watchcache.Cache) (*saauth.Authenticator, []server.Option, error) {
+	if !cfg.ServiceAccountAuthenticationOn() {
+		return nil, nil, nil
+	}
+	lookup := func(kind, ns, name string) (*kplanev1.Object, bool) {
+		return caches[kind].Get(ns + "/" + name)
+	}
+	keys := cfg.ServiceAccountPublicKeys
+	if cfg.ServiceAccountSigningKey != nil {
+		keys = append(append([]crypto.PublicKey(nil), keys...), cfg.ServiceAccountSigningKey.Public())
+	}
+	v, err := sa.NewVerifier(cfg.ServiceAccountIssuer, keys)
+	if err != nil {
+		return nil, nil, fmt.Errorf("service account keys: %w", err)
+	}
+	auth, err := saauth.NewAuthenticator(saauth.AuthenticatorConfig{Verifier: v, Lookup: lookup})
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := []server.Option{server.WithServiceAccountAdmission()}
+	if cfg.ServiceAccountSigningKey != nil {
+		signer, err := sa.NewSigner(cfg.ServiceAccountIssuer, cfg.ServiceAccountSigningKey)
+		if err != nil {
+			return nil, nil, fmt.Errorf("service account signing key: %w", err)
+		}
+		iss, err := saauth.NewIssuer(signer, lookup, cfg.ServiceAccountMaxTokenExpiration, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--service-account-max-token-expiration: %w", err)
+		}
+		opts = append(opts, server.WithTokenIssuer(iss))
+	}
+	return auth, opts, nil
+}
+
+// ServiceAccountAuthenticator is the ServiceAccount token authenticator
+// (an authn.TokenAuthenticator), nil when no service account key is
+// configured. The request path's token authenticators include it.
+func (a *APIServer) ServiceAccountAuthenticator() *saauth.Authenticator { return a.saAuth }
 
 // notFound answers paths the HTTP side does not serve, as a Status.
 func notFound(w http.ResponseWriter, r *http.Request) {

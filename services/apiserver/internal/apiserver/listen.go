@@ -145,8 +145,8 @@ type tlsSplitListener struct {
 
 func newTLSSplitListener(lis net.Listener, cfg *tls.Config, onErr func(error)) *tlsSplitListener {
 	s := &tlsSplitListener{root: lis, cfg: alpnConfig(cfg), done: make(chan struct{}), onErr: onErr}
-	s.grpc = &chanListener{addr: lis.Addr(), conns: make(chan net.Conn), done: s.done}
-	s.http = &chanListener{addr: lis.Addr(), conns: make(chan net.Conn), done: s.done}
+	s.grpc = newChanListener(lis.Addr(), s.done)
+	s.http = newChanListener(lis.Addr(), s.done)
 	return s
 }
 
@@ -201,6 +201,8 @@ func (s *tlsSplitListener) handshake(raw net.Conn) {
 	}
 	select {
 	case target.conns <- conn:
+	case <-target.closed:
+		_ = conn.Close() // its server is gone
 	case <-s.done:
 		_ = conn.Close()
 	}
@@ -222,25 +224,37 @@ func (s *tlsSplitListener) close() {
 	})
 }
 
-// chanListener is a net.Listener fed by tlsSplitListener.
+// chanListener is a net.Listener fed by tlsSplitListener. Closing it
+// ends its server's Accept only; the root closes with
+// tlsSplitListener.close (done).
 type chanListener struct {
-	addr  net.Addr
-	conns chan net.Conn
-	done  chan struct{}
+	addr   net.Addr
+	conns  chan net.Conn
+	done   <-chan struct{}
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newChanListener(addr net.Addr, done <-chan struct{}) *chanListener {
+	return &chanListener{addr: addr, conns: make(chan net.Conn), done: done, closed: make(chan struct{})}
 }
 
 func (l *chanListener) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.conns:
 		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
 	case <-l.done:
 		return nil, net.ErrClosed
 	}
 }
 
-// Close is the root's to do (tlsSplitListener.close); servers call it on
-// their way out and it must not stop the other protocol.
-func (l *chanListener) Close() error { return nil }
+// Close ends Accept; servers call it when they stop.
+func (l *chanListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
 
 func (l *chanListener) Addr() net.Addr { return l.addr }
 
@@ -263,7 +277,7 @@ func (tlsConnCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo,
 }
 
 func (tlsConnCreds) Info() credentials.ProtocolInfo {
-	return credentials.ProtocolInfo{SecurityProtocol: "tls", SecurityVersion: "1.2"}
+	return credentials.ProtocolInfo{SecurityProtocol: "tls"}
 }
 
 func (t tlsConnCreds) Clone() credentials.TransportCredentials { return t }

@@ -100,7 +100,10 @@ func TestTLSSplitRoutesByALPN(t *testing.T) {
 		t.Fatal("handshake with an untrusted certificate succeeded")
 	}
 	select {
-	case <-handshakeErrs:
+	case err := <-handshakeErrs:
+		if err == nil {
+			t.Fatal("a nil handshake error was reported")
+		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the failed handshake was not reported")
 	}

@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -40,6 +41,7 @@ var subresources = []subresource{
 	{name: "log", applies: isPod, kind: "Pod", verbs: []string{"get"}, serve: (*Handler).serveLog},
 	{name: "eviction", applies: isPod, group: "policy", version: "v1", kind: "Eviction", verbs: []string{"create"}, serve: (*Handler).serveEviction},
 	{name: "binding", applies: isPod, kind: "Binding", verbs: []string{"create"}, serve: (*Handler).serveBinding},
+	{name: "token", applies: isServiceAccount, group: "authentication.k8s.io", version: "v1", kind: "TokenRequest", verbs: []string{"create"}, serve: (*Handler).serveToken},
 }
 
 // subresourceOf returns the subresource name of kind k, or nil.
@@ -57,7 +59,7 @@ func subresourceOf(k *kplanev1.KindInfo, name string) *subresource {
 // SelfSubjectAccessReview in it).
 var subresourceCodec = func() runtime.Decoder {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, policyv1.AddToScheme, autoscalingv1.AddToScheme, authorizationv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, policyv1.AddToScheme, autoscalingv1.AddToScheme, authorizationv1.AddToScheme, authenticationv1.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(fmt.Sprintf("rest: register Kubernetes types: %v", err)) // static registrations cannot fail
 		}

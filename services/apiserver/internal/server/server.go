@@ -14,6 +14,7 @@ import (
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
+	"github.com/kplane/kplane/services/apiserver/internal/auth/serviceaccount"
 	"github.com/kplane/kplane/services/apiserver/internal/store"
 	"github.com/kplane/kplane/services/apiserver/internal/watchcache"
 )
@@ -33,12 +34,95 @@ type Server struct {
 	// shutdown ends every watch stream when the apiserver stops, so a
 	// graceful stop does not wait for streams that never end by themselves.
 	shutdown context.Context
+	// tokens issues ServiceAccount tokens; nil when the apiserver has no
+	// signing key (CreateToken is then Unimplemented).
+	tokens *serviceaccount.Issuer
+	// requireServiceAccounts refuses pods naming a ServiceAccount that
+	// does not exist: on exactly when authentication is.
+	requireServiceAccounts bool
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithTokenIssuer serves CreateToken with iss.
+func WithTokenIssuer(iss *serviceaccount.Issuer) Option {
+	return func(s *Server) { s.tokens = iss }
+}
+
+// WithServiceAccountAdmission refuses pods whose ServiceAccount is missing.
+func WithServiceAccountAdmission() Option {
+	return func(s *Server) { s.requireServiceAccounts = true }
 }
 
 // New returns the service over a store and one watch cache per kind.
 // Watches end with Unavailable once shutdown is done.
-func New(st *store.Store, caches map[string]*watchcache.Cache, bookmarkInterval time.Duration, shutdown context.Context, log hclog.Logger) *Server {
-	return &Server{store: st, caches: caches, bookmarkInterval: bookmarkInterval, shutdown: shutdown, log: log}
+func New(st *store.Store, caches map[string]*watchcache.Cache, bookmarkInterval time.Duration, shutdown context.Context, log hclog.Logger, opts ...Option) *Server {
+	s := &Server{store: st, caches: caches, bookmarkInterval: bookmarkInterval, shutdown: shutdown, log: log}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// CreateToken implements kplanev1.ResourcesServer.
+func (s *Server) CreateToken(ctx context.Context, req *kplanev1.CreateTokenRequest) (*kplanev1.CreateTokenResponse, error) {
+	if s.tokens == nil {
+		return nil, status.Error(codes.Unimplemented, "token requests are off: the apiserver has no --service-account-signing-key-file")
+	}
+	// The issuer reads the caches: catch them up so an account or pod
+	// created just before is seen.
+	if err := s.catchUp(ctx, "ServiceAccount", "Pod", "Secret"); err != nil {
+		return nil, err
+	}
+	return s.tokens.CreateToken(ctx, req)
+}
+
+// catchUp waits until the caches of kinds show every write etcd
+// acknowledged before the call.
+func (s *Server) catchUp(ctx context.Context, kinds ...string) error {
+	cur, err := s.store.CurrentRevision(ctx)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, catchUpTimeout)
+	defer cancel()
+	for _, k := range kinds {
+		if err := s.caches[k].WaitForRevision(wctx, cur); err != nil {
+			return status.Errorf(codes.Unavailable, "%v", err)
+		}
+	}
+	return nil
+}
+
+// admitPod refuses a pod naming a ServiceAccount that does not exist
+// (spec.serviceAccountName defaults to "default").
+func (s *Server) admitPod(ctx context.Context, obj *kplanev1.Object) error {
+	p := obj.GetPod()
+	if !s.requireServiceAccounts || p == nil {
+		return nil
+	}
+	ns := p.GetMetadata().GetNamespace()
+	if ns == "" {
+		return nil // validation names the missing namespace
+	}
+	name := p.GetSpec().GetServiceAccountName()
+	if name == "" {
+		name = "default"
+	}
+	cache := s.caches["ServiceAccount"]
+	if _, ok := cache.Get(ns + "/" + name); ok {
+		return nil
+	}
+	// Not cached: it may have been created a moment ago. Only then is the
+	// cache caught up to etcd, so the common case costs no etcd read.
+	if err := s.catchUp(ctx, "ServiceAccount"); err != nil {
+		return err
+	}
+	if _, ok := cache.Get(ns + "/" + name); !ok {
+		return status.Errorf(codes.InvalidArgument, "spec.serviceAccountName: Invalid value: %q: service account %s/%s does not exist", name, ns, name)
+	}
+	return nil
 }
 
 func requireObject(obj *kplanev1.Object) error {
@@ -51,6 +135,9 @@ func requireObject(obj *kplanev1.Object) error {
 // Create implements kplanev1.ResourcesServer.
 func (s *Server) Create(ctx context.Context, req *kplanev1.CreateRequest) (*kplanev1.CreateResponse, error) {
 	if err := requireObject(req.GetObject()); err != nil {
+		return nil, err
+	}
+	if err := s.admitPod(ctx, req.GetObject()); err != nil {
 		return nil, err
 	}
 	obj, err := s.store.Create(ctx, req.GetObject())

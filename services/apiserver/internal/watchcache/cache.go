@@ -169,6 +169,16 @@ func (c *Cache) Snapshot() ([]*kplanev1.Object, int64) {
 	return out, c.rev
 }
 
+// Get returns the current object under cache key ("namespace/name", or
+// "name" for a cluster-scoped kind), shared: do not modify. It is the
+// cheap read for checks made on every request (token liveness).
+func (c *Cache) Get(key string) (*kplanev1.Object, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	o, ok := c.state[key]
+	return o, ok
+}
+
 // Run loads the kind and follows etcd until ctx is cancelled. A broken
 // etcd watch resumes from the last revision; a compacted one reloads.
 func (c *Cache) Run(ctx context.Context) {

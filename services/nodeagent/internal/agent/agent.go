@@ -94,6 +94,8 @@ type Agent struct {
 	ranges         map[string]*nodeRange
 	netReady       chan struct{} // a range opened: heartbeat now
 	overrideWarned atomic.Bool
+	// tokensOff: the apiserver issues no tokens (token.go).
+	tokensOff atomic.Bool
 
 	mu      sync.Mutex
 	states  map[string]*podState       // by pod uid
@@ -122,6 +124,8 @@ type podState struct {
 	// initialized: the init containers are through and the app containers
 	// were started; it stays so.
 	initialized bool
+	// token is the pod's ServiceAccount token file (token.go).
+	token *podToken
 }
 
 // New builds the agent: the runtime (re-adopting what a previous agent
@@ -493,6 +497,15 @@ func (a *Agent) syncPod(ctx context.Context, cached *kplanev1.Pod) (time.Time, e
 			next = t
 		}
 	}
+	if !terminal {
+		// Containers start only once their token is in place.
+		refresh, err := a.ensureToken(ctx, pod, st, now)
+		if err != nil {
+			a.event(ctx, pod, record.Warning, "FailedMount", "Could not get a ServiceAccount token: %v", err)
+			return refresh, err
+		}
+		wake(refresh)
+	}
 	sc := &syncCtx{pod: pod, uid: uid, ip: ip.String(), st: st, now: now, wake: wake}
 	in := statusInput{Pod: pod, Runtime: a.rt.Name(), PodIP: ip.String(), HostIP: a.hostIP, StartTime: st.startTime, Now: now}
 	if !terminal {
@@ -606,6 +619,9 @@ func (a *Agent) start(ctx context.Context, pod *kplanev1.Pod, c *kplanev1.Contai
 		a.event(ctx, pod, record.Warning, "InvalidEnvironmentVariableNames",
 			"Keys [%s] from the envFrom of container %s were skipped since they are not valid environment variable names",
 			strings.Join(res.invalid, ", "), c.GetName())
+	}
+	if err == nil && st.token != nil {
+		spec.Env = append(spec.Env, &kplanev1.EnvVar{Name: TokenFileEnv, Value: st.token.path})
 	}
 	if err == nil {
 		st.resolved[c.GetName()] = spec

@@ -43,9 +43,9 @@ type env struct {
 	root string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, opts ...testserver.Option) *env {
 	t.Helper()
-	srv := testserver.Start(t)
+	srv := testserver.Start(t, opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)
 	api, err := client.Dial(ctx, client.Options{Address: srv.Addr()})

@@ -364,3 +364,20 @@ func lookupResource(group, name string) *kplanev1.Resource {
 	}
 	return nil
 }
+
+// CreateToken implements kplanev1.ResourcesServer: create of
+// serviceaccounts/token for the account named. A token bound to a Pod
+// carries the pod's name, so the Node authorizer lets a node agent ask
+// only for the pods bound to its node.
+func (d *Decorator) CreateToken(ctx context.Context, req *kplanev1.CreateTokenRequest) (*kplanev1.CreateTokenResponse, error) {
+	a := attributes(UserFrom(ctx), "create", "ServiceAccount", "token", req.GetNamespace(), req.GetServiceAccountName())
+	if b := req.GetBoundObject(); b.GetKind() == "Pod" {
+		a.BoundPod = b.GetName()
+	}
+	if err := d.authorize(ctx, a); err != nil {
+		return nil, err
+	}
+	resp, err := d.next.CreateToken(ctx, req)
+	d.done(a, err)
+	return resp, err
+}
