@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,7 +23,7 @@ import (
 
 // Controllers are the leader-elected binaries of the control plane, in the
 // order they start; each holds the Lease kplane-system/<name>.
-var Controllers = []string{"scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "jobctl", "cronjobctl", "pvctl", "deploymentctl", "statefulsetctl", "daemonsetctl"}
+var Controllers = []string{"tokenctl", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "jobctl", "cronjobctl", "pvctl", "deploymentctl", "statefulsetctl", "daemonsetctl"}
 
 // Runtime names of the node agent.
 const (
@@ -199,6 +200,12 @@ func (o *Options) complete() error {
 	}
 	if o.Controllers == nil {
 		o.Controllers = Controllers
+	}
+	if !o.Insecure && !slices.Contains(o.Controllers, "tokenctl") {
+		// With ServiceAccount keys on, a pod is admitted only once its
+		// account exists, and tokenctl makes every namespace's default
+		// one: a secure stack cannot run pods without it.
+		o.Controllers = append([]string{"tokenctl"}, o.Controllers...)
 	}
 	if o.Replicas < 1 {
 		o.Replicas = 1
