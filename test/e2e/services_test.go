@@ -266,11 +266,16 @@ with open(sys.argv[2], "w") as f:
 		last = pods[0].GetMetadata().GetName()
 		return ""
 	})
-	for _, url := range []string{"http://" + addr + "/", viaAPI} {
+	plain := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	for _, via := range []struct {
+		url    string
+		client *http.Client
+	}{{"http://" + addr + "/", plain}, {viaAPI, adminHTTP}} {
+		url := via.url
 		c.eventually("only "+last+" to answer "+url+" over 10 requests", func() string {
 			got := map[string]int{}
 			for range 10 {
-				body, err := httpGet(url)
+				body, err := httpGetVia(via.client, url)
 				if err != nil {
 					return err.Error()
 				}

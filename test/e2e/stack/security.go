@@ -61,9 +61,17 @@ func (o Options) identityArgs(identity string) []string {
 	if o.Insecure {
 		return nil
 	}
+	if alias, ok := identityAliases[identity]; ok {
+		identity = alias
+	}
 	return []string{"--tls-ca", o.cert(pki.CACert),
 		"--client-cert-file", o.cert(identity + ".crt"), "--client-key-file", o.cert(identity + ".key")}
 }
+
+// identityAliases: binaries that run as another's identity. The example
+// plugin scheduler is a scheduler (examples/scheduler-plugin) and needs
+// exactly the scheduler's role.
+var identityAliases = map[string]string{"scheduler-plugin": "scheduler"}
 
 // adminArgs are identityArgs of the admin.
 func (o Options) adminArgs() []string {
