@@ -99,15 +99,22 @@ busybox:
 		$$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq busybox-static >/dev/null; \
 	fi
 
-# Build binaries and images, then start the stack in the background.
+# Build binaries and images, write the cluster's certificates into
+# CERTS_DIR (kept when they exist: the CA never rotates by itself), then
+# start the stack in the background. Every container mounts CERTS_DIR
+# read-only (KPLANE_CERTS); the admin kubeconfig names the published port.
+KPLANE_API_PORT ?= 6443
 up: images
-	$(COMPOSE) up -d
-	@echo "kplane is up: apiserver on 127.0.0.1:6443. Try: bin/kpctl get nodes; bin/kpctl get leases -n kplane-system"
+	$(BIN)/kpctl certs --server 127.0.0.1:$(KPLANE_API_PORT) --dir $(CERTS_DIR) --nodes $(CERTS_NODES) $(if $(CERTS_HOSTS),--hosts $(CERTS_HOSTS))
+	KPLANE_CERTS=$(CERTS_DIR) KPLANE_API_PORT=$(KPLANE_API_PORT) $(COMPOSE) up -d
+	@echo "kplane is up: apiserver on https://127.0.0.1:$(KPLANE_API_PORT) (TLS, client certificates)."
+	@echo "export KUBECONFIG=$(CERTS_DIR)/admin.kubeconfig"
+	@echo "Then try: bin/kpctl get nodes; bin/kpctl get leases -n kplane-system"
 
 # Stop and remove the containers; the volumes (etcd data, node root dirs)
 # stay for the next `make up` (docker-compose down -v removes them too).
 down:
-	$(COMPOSE) down --remove-orphans
+	KPLANE_CERTS=$(CERTS_DIR) $(COMPOSE) down --remove-orphans
 
 # The same set as local processes (no Docker): data under ./data, logs in
 # ./data/logs, Ctrl-C stops everything.
@@ -123,7 +130,7 @@ CHAOS_SEED     ?= 0
 CHAOS_TARGET   ?= local
 CHAOS_FLAGS    ?=
 chaos: build
-	cd test/chaos && $(GO) run . --bin $(BIN) --target $(CHAOS_TARGET) --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) $(CHAOS_FLAGS)
+	cd test/chaos && $(GO) run . --bin $(BIN) --target $(CHAOS_TARGET) --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) $(if $(filter compose,$(CHAOS_TARGET)),--certs $(CERTS_DIR)) $(CHAOS_FLAGS)
 
 bench-apiserver:
 	cd services/apiserver && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/... ./internal/apiserver/
@@ -142,7 +149,7 @@ CERTS_NODES ?= node-1,node-2,node-3
 CERTS_HOSTS ?=
 .PHONY: certs
 certs:
-	cd cmd/kpctl && $(GO) run . certs --dir $(CERTS_DIR) --nodes $(CERTS_NODES) $(if $(CERTS_HOSTS),--hosts $(CERTS_HOSTS))
+	cd cmd/kpctl && $(GO) run . certs --server 127.0.0.1:$(KPLANE_API_PORT) --dir $(CERTS_DIR) --nodes $(CERTS_NODES) $(if $(CERTS_HOSTS),--hosts $(CERTS_HOSTS))
 
 # replicactl with real processes: 1000 pods created by replicactl alone
 # (pods/s), then 1000 pods Running on 100 fake nodes (scheduler and node

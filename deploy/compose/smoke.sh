@@ -10,6 +10,21 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 # The README: make tools puts the pinned grpcurl into .tools/bin.
 export PATH="$root/.tools/bin:$PATH"
+# The README: make up writes certs/ and prints this export; kpctl (and
+# kubectl) authenticate as the admin through it. KPLANE_CERTS names
+# another directory, as for compose.
+certs="${KPLANE_CERTS:-$root/certs}"
+export KUBECONFIG="$certs/admin.kubeconfig"
+[ -r "$KUBECONFIG" ] || { echo "smoke: $KUBECONFIG is missing; run make up first" >&2; exit 1; }
+# grpcurl and curl as the README writes them: TLS verified against the
+# cluster's CA, the admin's client certificate; paths relative to the
+# repo root, like the README's commands.
+grpc_tls=(-cacert certs/ca.crt -cert certs/admin.crt -key certs/admin.key)
+curl_tls=(--cacert certs/ca.crt --cert certs/admin.crt --key certs/admin.key)
+if [ "$certs" != "$root/certs" ]; then
+	grpc_tls=(-cacert "$certs/ca.crt" -cert "$certs/admin.crt" -key "$certs/admin.key")
+	curl_tls=(--cacert "$certs/ca.crt" --cert "$certs/admin.crt" --key "$certs/admin.key")
+fi
 # The compose command the Makefile uses: the plugin when present.
 if docker compose version >/dev/null 2>&1; then
 	compose=(docker compose)
@@ -75,13 +90,13 @@ pod="$(bin/kpctl get pods -l app=web --no-headers | awk 'NR == 1 {print $1}')"
 logs_served() { "$kpctl" logs "$pod" | grep -q "serving on [0-9]"; }
 wait_for "kpctl logs $pod shows its httpd" 60 logs_served
 run bin/kpctl logs "$pod"
-echo "+ grpcurl -plaintext localhost:6443 list"
-out="$(grpcurl -max-time 30 -plaintext localhost:6443 list 2>&1)" || fail "grpcurl list: $out"
+echo "+ grpcurl ${grpc_tls[*]} 127.0.0.1:6443 list"
+out="$(grpcurl -max-time 30 "${grpc_tls[@]}" 127.0.0.1:6443 list 2>&1)" || fail "grpcurl list: $out"
 echo "$out"
 grep -qx kplane.v1.Resources <<<"$out" || fail "grpcurl list does not show kplane.v1.Resources"
-echo "+ grpcurl -plaintext -d '{...app=web}' localhost:6443 kplane.v1.Resources/List"
-out="$(grpcurl -max-time 30 -plaintext -d '{"kind": "Pod", "namespace": "default", "labelSelector": "app=web"}' \
-	localhost:6443 kplane.v1.Resources/List 2>&1)" || fail "grpcurl List: $out"
+echo "+ grpcurl ${grpc_tls[*]} -d '{...app=web}' 127.0.0.1:6443 kplane.v1.Resources/List"
+out="$(grpcurl -max-time 30 "${grpc_tls[@]}" -d '{"kind": "Pod", "namespace": "default", "labelSelector": "app=web"}' \
+	127.0.0.1:6443 kplane.v1.Resources/List 2>&1)" || fail "grpcurl List: $out"
 n="$(count -E '"name": "web-[a-z0-9]+"' <<<"$out")"
 [ "$n" -eq 3 ] || fail "grpcurl List app=web shows $n pods, not 3:"$'\n'"$out"
 echo "ok: grpcurl List shows the 3 web pods"
@@ -90,9 +105,9 @@ echo "ok: grpcurl List shows the 3 web pods"
 pod="$("$kpctl" get pods -l app=web --no-headers | awk '$3 == "Running" {print $1; exit}')"
 [ -n "$pod" ] || fail "no Running web pod for the pod proxy"
 pod_proxy_answers() {
-	curl -sS -m 10 "http://127.0.0.1:6443/api/v1/namespaces/default/pods/$pod:8080/proxy/" | grep -q "hello from $pod"
+	curl -sS -m 10 "${curl_tls[@]}" "https://127.0.0.1:6443/api/v1/namespaces/default/pods/$pod:8080/proxy/" | grep -q "hello from $pod"
 }
-echo "+ curl http://127.0.0.1:6443/api/v1/namespaces/default/pods/$pod:8080/proxy/"
+echo "+ curl --cacert certs/ca.crt --cert certs/admin.crt --key certs/admin.key https://127.0.0.1:6443/api/v1/namespaces/default/pods/$pod:8080/proxy/"
 # Running is not listening yet: the pod's httpd may still be starting.
 wait_for "the apiserver's pod proxy reaches $pod" 60 pod_proxy_answers
 
@@ -101,12 +116,12 @@ wait_for "the apiserver's pod proxy reaches $pod" 60 pod_proxy_answers
 svc_seen=""
 service_proxy_answers() {
 	local body
-	body="$(curl -sS -m 10 "http://127.0.0.1:6443/api/v1/namespaces/default/services/web:80/proxy/")" || return 1
+	body="$(curl -sS -m 10 "${curl_tls[@]}" "https://127.0.0.1:6443/api/v1/namespaces/default/services/web:80/proxy/")" || return 1
 	grep -q "^hello from web-" <<<"$body" || return 1
 	grep -qxF "$body" <<<"$svc_seen" || svc_seen+="$body"$'\n'
 	[ "$(grep -c . <<<"$svc_seen")" -ge 2 ]
 }
-echo "+ curl http://127.0.0.1:6443/api/v1/namespaces/default/services/web:80/proxy/"
+echo "+ curl --cacert certs/ca.crt --cert certs/admin.crt --key certs/admin.key https://127.0.0.1:6443/api/v1/namespaces/default/services/web:80/proxy/"
 # endpointsctl lists a pod once its readiness probe passes.
 wait_for "the apiserver's service proxy answers from two web pods" 60 service_proxy_answers
 echo -n "$svc_seen"
@@ -120,28 +135,28 @@ grpc_ok() {
 	out="$(grpcurl -max-time 30 "$@" 2>&1)" || fail "grpcurl $what: $out"
 	grep -qE "$pattern" <<<"$out" || fail "grpcurl $what does not show $pattern:"$'\n'"$out"
 }
-grpc_ok "Health/Check" SERVING -plaintext localhost:6443 grpc.health.v1.Health/Check
-grpc_ok "Create pod hello" '"name": "hello"' -plaintext -d '{"object": {"pod": {
+grpc_ok "Health/Check" SERVING "${grpc_tls[@]}" 127.0.0.1:6443 grpc.health.v1.Health/Check
+grpc_ok "Create pod hello" '"name": "hello"' "${grpc_tls[@]}" -d '{"object": {"pod": {
   "metadata": {"name": "hello", "namespace": "default", "labels": {"app": "hello"}},
   "spec": {"containers": [{"name": "web", "image": "busybox",
            "command": ["busybox", "httpd", "-f", "-p", "8080"]}]}}}}' \
-	localhost:6443 kplane.v1.Resources/Create
-grpc_ok "List app=hello" '"name": "hello"' -plaintext -d '{"kind": "Pod", "namespace": "default", "labelSelector": "app=hello"}' \
-	localhost:6443 kplane.v1.Resources/List
+	127.0.0.1:6443 kplane.v1.Resources/Create
+grpc_ok "List app=hello" '"name": "hello"' "${grpc_tls[@]}" -d '{"kind": "Pod", "namespace": "default", "labelSelector": "app=hello"}' \
+	127.0.0.1:6443 kplane.v1.Resources/List
 watch="$(mktemp)"
-timeout 60 grpcurl -plaintext -d '{"kind": "Pod", "namespace": "default", "allowBookmarks": true}' \
-	localhost:6443 kplane.v1.Resources/Watch >"$watch" 2>&1 &
+timeout 60 grpcurl "${grpc_tls[@]}" -d '{"kind": "Pod", "namespace": "default", "allowBookmarks": true}' \
+	127.0.0.1:6443 kplane.v1.Resources/Watch >"$watch" 2>&1 &
 watcher=$!
 wait_for "grpcurl Watch shows hello ADDED" 30 grep -q ADDED "$watch"
-grpc_ok "Delete pod hello" '"name": "hello"' -plaintext -d '{"kind": "Pod", "namespace": "default", "name": "hello"}' \
-	localhost:6443 kplane.v1.Resources/Delete
+grpc_ok "Delete pod hello" '"name": "hello"' "${grpc_tls[@]}" -d '{"kind": "Pod", "namespace": "default", "name": "hello"}' \
+	127.0.0.1:6443 kplane.v1.Resources/Delete
 wait_for "grpcurl Watch shows hello DELETED" 60 grep -q DELETED "$watch"
 kill "$watcher" 2>/dev/null || true
 wait "$watcher" || true
 rm -f "$watch"
 echo "+ grpcurl Create a ReplicaSet with replicas -1"
-if out="$(grpcurl -max-time 30 -plaintext -d '{"object": {"replicaSet": {"metadata": {"name": "Bad", "namespace": "default"},
-  "spec": {"replicas": -1}}}}' localhost:6443 kplane.v1.Resources/Create 2>&1)"; then
+if out="$(grpcurl -max-time 30 "${grpc_tls[@]}" -d '{"object": {"replicaSet": {"metadata": {"name": "Bad", "namespace": "default"},
+  "spec": {"replicas": -1}}}}' 127.0.0.1:6443 kplane.v1.Resources/Create 2>&1)"; then
 	fail "an invalid ReplicaSet was created:"$'\n'"$out"
 fi
 grep -q InvalidArgument <<<"$out" && grep -q "spec.replicas" <<<"$out" ||

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,10 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/pkg/client"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
 	"github.com/kplane/kplane/test/e2e/internal/launcher"
@@ -27,7 +27,7 @@ import (
 
 // composeStack is one compose project of deploy/compose/compose.yaml,
 // isolated from a user's `make up` by its project name, API port, network
-// range and image tag.
+// range, image tag and certificates directory.
 type composeStack struct {
 	t       *testing.T
 	command []string // "docker compose" or "docker-compose", with -f and -p
@@ -36,6 +36,12 @@ type composeStack struct {
 	tag     string
 	api     kplanev1.ResourcesClient
 	addr    string
+	// certs is the stack's KPLANE_CERTS: its CA, every service's
+	// certificate and the admin's, whose kubeconfig kpctl uses.
+	certs string
+	// https reaches the apiserver's HTTP side as the admin (TLS, client
+	// certificate, http/1.1).
+	https *http.Client
 }
 
 // composeCommand prefers the docker compose plugin, as the Makefile does.
@@ -185,7 +191,8 @@ func TestCompose(t *testing.T) {
 		"apiserver": "services/apiserver", "scheduler": "services/scheduler", "replicactl": "services/replicactl",
 		"nodectl": "services/nodectl", "gcctl": "services/gcctl", "nodeagent": "services/nodeagent", "ipamctl": "services/ipamctl",
 		"proxy": "services/proxy", "endpointsctl": "services/endpointsctl", "jobctl": "services/jobctl", "cronjobctl": "services/cronjobctl",
-		"pvctl": "services/pvctl", "deploymentctl": "services/deploymentctl", "statefulsetctl": "services/statefulsetctl", "daemonsetctl": "services/daemonsetctl", "kpctl": "cmd/kpctl", "healthcheck": "cmd/healthcheck",
+		"pvctl": "services/pvctl", "deploymentctl": "services/deploymentctl", "statefulsetctl": "services/statefulsetctl", "daemonsetctl": "services/daemonsetctl",
+		"tokenctl": "services/tokenctl", "kpctl": "cmd/kpctl", "healthcheck": "cmd/healthcheck",
 	} {
 		if err := ensureBinary(name, pkg); err != nil {
 			t.Fatal(err)
@@ -202,11 +209,18 @@ func TestCompose(t *testing.T) {
 		project: fmt.Sprintf("kplane-e2e-%d", pid),
 		tag:     fmt.Sprintf("e2e-%d", pid),
 		addr:    addr,
+		certs:   t.TempDir(),
+	}
+	// The stack's certificates as make up writes them (kpctl certs): the
+	// admin kubeconfig names this stack's published port.
+	if out, err := exec.Command(filepath.Join(binDir, "kpctl"), "certs", "--server", addr, "--dir", c.certs,
+		"--nodes", "node-1,node-2,node-3").CombinedOutput(); err != nil {
+		t.Fatalf("kpctl certs: %v\n%s", err, out)
 	}
 	c.command = append(command, "-f", filepath.Join(root, "deploy", "compose", "compose.yaml"), "-p", c.project)
 	// The compose network is KPLANE_NET.0.0/16; pod CIDRs are cut from its upper half.
 	network := "10." + strconv.Itoa(100+pid%100)
-	c.env = []string{"KPLANE_TAG=" + c.tag, "KPLANE_API_PORT=" + port, "KPLANE_NET=" + network}
+	c.env = []string{"KPLANE_TAG=" + c.tag, "KPLANE_API_PORT=" + port, "KPLANE_NET=" + network, "KPLANE_CERTS=" + c.certs}
 
 	build := exec.Command(filepath.Join(root, "deploy", "compose", "build-images.sh"))
 	build.Env = append(os.Environ(), "KPLANE_BIN="+binDir, "KPLANE_TAG="+c.tag)
@@ -223,19 +237,45 @@ func TestCompose(t *testing.T) {
 		if out, err := c.run(3*time.Minute, "down", "-v", "--remove-orphans", "--timeout", "10"); err != nil {
 			t.Errorf("compose down: %v\n%s", err, out)
 		}
-		for _, s := range []string{"apiserver", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "jobctl", "cronjobctl", "pvctl", "deploymentctl", "statefulsetctl", "daemonsetctl", "nodeagent", "proxy", "kpctl"} {
+		for _, s := range []string{"apiserver", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "jobctl", "cronjobctl", "pvctl", "deploymentctl", "statefulsetctl", "daemonsetctl", "tokenctl", "nodeagent", "proxy", "kpctl"} {
 			_ = exec.Command("docker", "image", "rm", "kplane/"+s+":"+c.tag).Run()
 		}
 	})
 	if _, err := c.run(5*time.Minute, "up", "-d"); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// The admin, over TLS verified against the stack's CA: the compose
+	// apiserver refuses requests without a client certificate.
+	admin := client.Options{Address: addr, TLSCA: filepath.Join(c.certs, "ca.crt"),
+		ClientCertFile: filepath.Join(c.certs, "admin.crt"), ClientKeyFile: filepath.Join(c.certs, "admin.key")}
+	dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer dcancel()
+	cl, err := client.Dial(dctx, admin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = conn.Close() })
-	c.api = kplanev1.NewResourcesClient(conn)
+	t.Cleanup(func() { _ = cl.Close() })
+	c.api = kplanev1.NewResourcesClient(cl.Conn())
+	tlsCfg, err := client.TLSConfig(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The listener offers h2 to gRPC clients; the REST side is http/1.1.
+	tlsCfg.NextProtos = []string{"http/1.1"}
+	c.https = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
+	t.Cleanup(c.https.CloseIdleConnections)
+	// Without credentials the apiserver refuses, as TLS and authentication
+	// on by default promise.
+	anon := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: tlsCfg.RootCAs, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12}}}
+	r, err := anon.Get("https://" + addr + "/api/v1/namespaces/default/pods")
+	if err != nil {
+		t.Fatalf("GET pods without credentials: %v", err)
+	}
+	_ = r.Body.Close() // only the status matters
+	if r.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("GET pods without credentials answered %s, want 401 Unauthorized", r.Status)
+	}
 
 	c.eventually("three Ready nodes", 2*time.Minute, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -264,7 +304,7 @@ func TestCompose(t *testing.T) {
 
 	kpctl := func(args ...string) string {
 		t.Helper()
-		out, err := exec.Command(filepath.Join(binDir, "kpctl"), append([]string{"--server", addr}, args...)...).CombinedOutput()
+		out, err := exec.Command(filepath.Join(binDir, "kpctl"), append([]string{"--kubeconfig", filepath.Join(c.certs, "admin.kubeconfig")}, args...)...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("kpctl %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
@@ -285,7 +325,7 @@ func TestCompose(t *testing.T) {
 		t.Fatalf("list web pods: %v", err)
 	}
 	c.eventually("kpctl logs shows the pod's output", time.Minute, func() bool {
-		out, err := exec.Command(filepath.Join(binDir, "kpctl"), "--server", addr, "logs", pods.GetItems()[0].Meta().GetName()).CombinedOutput()
+		out, err := exec.Command(filepath.Join(binDir, "kpctl"), "--kubeconfig", filepath.Join(c.certs, "admin.kubeconfig"), "logs", pods.GetItems()[0].Meta().GetName()).CombinedOutput()
 		return err == nil && strings.Contains(string(out), "serving on "+network+".")
 	})
 
@@ -611,11 +651,11 @@ func (c *composeStack) checkServiceProxy(kpctl func(args ...string) string) {
 		}
 	}
 
-	// From the Docker host through the apiserver's published port: the
-	// service proxy spreads requests over the pods of all three nodes.
+	// From the Docker host through the apiserver's published port, as the
+	// admin: the service proxy spreads requests over the pods of all three
+	// nodes.
 	get := func(url string) (string, error) {
-		client := http.Client{Timeout: 10 * time.Second}
-		r, err := client.Get(url)
+		r, err := c.https.Get(url)
 		if err != nil {
 			return "", err
 		}
@@ -626,7 +666,7 @@ func (c *composeStack) checkServiceProxy(kpctl func(args ...string) string) {
 		}
 		return strings.TrimSpace(string(b)), err
 	}
-	proxyURL := "http://" + c.addr + "/api/v1/namespaces/default/services/hello:80/proxy/"
+	proxyURL := "https://" + c.addr + "/api/v1/namespaces/default/services/hello:80/proxy/"
 	seen := map[string]bool{}
 	c.eventually("GET "+proxyURL+" from the Docker host to reach hello-1..3", time.Minute, func() bool {
 		body, err := get(proxyURL)
@@ -640,7 +680,7 @@ func (c *composeStack) checkServiceProxy(kpctl func(args ...string) string) {
 		return len(seen) == 3
 	})
 	// The README's example: the Service web of examples/web.yaml.
-	webURL := "http://" + c.addr + "/api/v1/namespaces/default/services/web:80/proxy/"
+	webURL := "https://" + c.addr + "/api/v1/namespaces/default/services/web:80/proxy/"
 	c.eventually("GET "+webURL+" from the Docker host to answer from a web pod", time.Minute, func() bool {
 		body, err := get(webURL)
 		return err == nil && strings.HasPrefix(body, "hello from web-")
