@@ -17,7 +17,7 @@ func TestCreateToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := testserver.Start(t, testserver.WithServiceAccountKeys(key))
+	srv := testserver.Start(t, testserver.WithServiceAccountTokensOpen(key))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	c := &cluster{t: t, srv: srv, ctx: ctx, addr: srv.Addr()}

@@ -25,7 +25,7 @@ func TestClientGoCreateToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := testserver.Start(t, WithServiceAccountKeysAnonymous(key))
+	srv := testserver.Start(t, testserver.WithServiceAccountTokensOpen(key))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cs := clientset(t, srv)

@@ -20,8 +20,8 @@ import (
 
 	sa "github.com/kplane/kplane/pkg/serviceaccount"
 
-	"github.com/kplane/kplane/services/apiserver/integration"
 	"github.com/kplane/kplane/services/apiserver/internal/auth/user"
+	"github.com/kplane/kplane/services/apiserver/testserver"
 )
 
 func newECKey(t *testing.T) crypto.Signer {
@@ -64,7 +64,7 @@ func del(ctx context.Context, t *testing.T, c kplanev1.ResourcesClient, kind, ns
 func TestServiceAccountTokens(t *testing.T) {
 	signing, other := newECKey(t), newECKey(t)
 	_, rotated, _ := ed25519.GenerateKey(rand.Reader)
-	srv, c := start(t, integration.WithServiceAccountKeysAnonymous(signing, rotated.Public()))
+	srv, c := start(t, testserver.WithServiceAccountTokensOpen(signing, rotated.Public()))
 	ctx := testCtx(t)
 	auth := srv.API().ServiceAccountAuthenticator()
 	if auth == nil {
@@ -216,7 +216,7 @@ func TestServiceAccountTokens(t *testing.T) {
 // TestCreateTokenRefusals checks every TokenRequest error, each with its
 // code, and that a request longer than the maximum is capped.
 func TestCreateTokenRefusals(t *testing.T) {
-	_, c := start(t, integration.WithServiceAccountKeysAnonymous(newECKey(t)))
+	_, c := start(t, testserver.WithServiceAccountTokensOpen(newECKey(t)))
 	ctx := testCtx(t)
 	createSA(ctx, t, c, "default", "robot")
 	createSA(ctx, t, c, "default", "other")
@@ -271,7 +271,7 @@ func TestCreateTokenWithoutSigningKey(t *testing.T) {
 
 // TestRESTTokenRequest is what `kubectl create token robot` sends.
 func TestRESTTokenRequest(t *testing.T) {
-	srv, c := start(t, integration.WithServiceAccountKeysAnonymous(newECKey(t)))
+	srv, c := start(t, testserver.WithServiceAccountTokensOpen(newECKey(t)))
 	ctx := testCtx(t)
 	createSA(ctx, t, c, "default", "robot")
 	post := func(name, body string) (int, map[string]any) {

@@ -60,7 +60,7 @@ func keyFiles(t *testing.T) (key *ecdsa.PrivateKey, keyPath, caPath string, caPE
 
 func TestTokenController(t *testing.T) {
 	key, keyPath, caPath, caPEM := keyFiles(t)
-	srv := testserver.Start(t, testserver.WithServiceAccountKeys(nil, key.Public()))
+	srv := testserver.Start(t, testserver.WithServiceAccountTokensOpen(nil, key.Public()))
 	controllertest.Run(t, srv.Addr(), NewService(), "--service-account-private-key-file", keyPath, "--root-ca-file", caPath)
 	api := srv.Client()
 	auth := srv.API().ServiceAccountAuthenticator()

@@ -28,7 +28,7 @@ func TestPodToken(t *testing.T) {
 	old := tokenRefreshFraction
 	tokenRefreshFraction = 0.002 // of the 1h maximum: about 7s
 	t.Cleanup(func() { tokenRefreshFraction = old })
-	e := newEnv(t, testserver.WithServiceAccountKeys(key))
+	e := newEnv(t, testserver.WithServiceAccountTokensOpen(key))
 	if _, err := client.ServiceAccounts(e.api).Create(e.ctx, &kplanev1.ServiceAccount{Metadata: &kplanev1.ObjectMeta{Namespace: "default", Name: "robot"}}); err != nil {
 		t.Fatal(err)
 	}
