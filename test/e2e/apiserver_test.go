@@ -3,14 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -18,35 +16,27 @@ import (
 	"github.com/kplane/kplane/test/e2e/internal/launcher"
 )
 
-// startAPIServer runs bin/apiserver on a free loopback port with its data
-// in dataDir and waits until it is healthy. The process is killed when
-// the test ends if the test left it running.
-func startAPIServer(t *testing.T, dataDir string) (*launcher.Process, kplanev1.ResourcesClient) {
+// startAPIServer runs a secured bin/apiserver (apiConfig) on a free
+// loopback port with its data in dataDir and waits until it is healthy;
+// the client is the admin. The ServiceAccount default/default, which the
+// apiserver's admission wants before it takes a pod, is created here
+// rather than by tokenctl: these tests are of the apiserver alone, and a
+// controller writing in the background (its Lease) would change what
+// the restart tests compare. The process is killed when the test ends if
+// the test left it running.
+func startAPIServer(t *testing.T, dataDir string) (*launcher.Process, kplanev1.ResourcesClient, apiConfig) {
 	t.Helper()
-	addr, err := launcher.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The HTTP health port gets a free port too: the default would clash
-	// with any other apiserver on this machine.
-	healthAddr, err := launcher.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := launch(t, launcher.Config{
-		Name:       "apiserver",
-		Binary:     filepath.Join(binDir, "apiserver"),
-		Args:       []string{"--data-dir", dataDir, "--listen", addr, "--health-addr", healthAddr, "--log-level", "debug"},
-		LogDir:     t.TempDir(),
-		HealthAddr: addr,
-	})
+	a := newAPIConfig(t)
+	p := launch(t, a.config(t.TempDir(), dataDir, "--log-level", "debug"))
 	waitHealthy(t, p)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	api := a.dial(t)
+	ctx, wait := call(t)
+	_, err := api.Create(ctx, &kplanev1.CreateRequest{Object: kplanev1.MustWrap(&kplanev1.ServiceAccount{
+		Metadata: &kplanev1.ObjectMeta{Namespace: "default", Name: "default"}})}, wait)
 	if err != nil {
-		t.Fatalf("dial %s: %v", addr, err)
+		t.Fatalf("create ServiceAccount default/default: %v", err)
 	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return p, kplanev1.NewResourcesClient(conn)
+	return p, api, a
 }
 
 func waitHealthy(t *testing.T, p *launcher.Process) {
@@ -103,7 +93,7 @@ func listAll(t *testing.T, c kplanev1.ResourcesClient) (map[string]*kplanev1.Obj
 // there exactly as acknowledged, and that revisions keep growing.
 func TestAPIServerSurvivesSIGKILL(t *testing.T) {
 	dataDir := t.TempDir()
-	p, c := startAPIServer(t, dataDir)
+	p, c, _ := startAPIServer(t, dataDir)
 
 	// Some writes complete before the crash...
 	acked := map[string]*kplanev1.Object{}
@@ -201,7 +191,7 @@ func TestAPIServerSurvivesSIGKILL(t *testing.T) {
 // everything intact on the next start.
 func TestAPIServerSIGTERM(t *testing.T) {
 	dataDir := t.TempDir()
-	p, c := startAPIServer(t, dataDir)
+	p, c, _ := startAPIServer(t, dataDir)
 	ctx, wait := call(t)
 	created, err := c.Create(ctx, &kplanev1.CreateRequest{Object: pod("web", 1)}, wait)
 	if err != nil {

@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -123,8 +121,7 @@ func (c *cluster) deploymentSets(name string) []*kplanev1.ReplicaSet {
 
 // kpctl runs bin/kpctl against the cluster.
 func (c *cluster) kpctl(args ...string) (string, error) {
-	cmd := exec.Command(filepath.Join(binDir, "kpctl"), append([]string{"--server", c.addr}, args...)...)
-	out, err := cmd.CombinedOutput()
+	out, err := c.cfg.kpctl(args...).CombinedOutput()
 	return string(out), err
 }
 

@@ -138,9 +138,9 @@ func TestExecAndPortForward(t *testing.T) {
 		cs := p.GetStatus().GetContainerStatuses()
 		return len(cs) == 1 && cs[0].GetReady()
 	})
-	k := newKubectl(t, c.addr)
+	k := newKubectl(t, c.cfg)
 	kpctl := func(stdin string, args ...string) (string, string, int) {
-		cmd := exec.Command(filepath.Join(binDir, "kpctl"), append([]string{"--server", c.addr}, args...)...)
+		cmd := c.cfg.kpctl(args...)
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if stdin != "" {
@@ -201,7 +201,7 @@ func TestExecAndPortForward(t *testing.T) {
 		return string(out)
 	}
 	t.Run("kpctl exec -it from a terminal", func(t *testing.T) {
-		out := onTerminal(t, fmt.Sprintf("%s --server %s exec -it web -- sh -c '%s'", filepath.Join(binDir, "kpctl"), c.addr, sizeCmd))
+		out := onTerminal(t, fmt.Sprintf("%s exec -it web -- sh -c '%s'", c.cfg.kpctlLine(), sizeCmd))
 		if !strings.Contains(out, "size=30 90") || !strings.Contains(out, "remote-tty") {
 			t.Errorf("output %q: want the terminal's size and a remote terminal", out)
 		}
@@ -238,7 +238,7 @@ func TestExecAndPortForward(t *testing.T) {
 			t.Fatal(err)
 		}
 		lp := local[strings.LastIndex(local, ":")+1:]
-		w := startLines(t, exec.Command(filepath.Join(binDir, "kpctl"), "--server", c.addr, "port-forward", "web", lp+":"+strconv.Itoa(port)))
+		w := startLines(t, c.cfg.kpctl("port-forward", "web", lp+":"+strconv.Itoa(port)))
 		w.waitPrefix("Forwarding from 127.0.0.1:" + lp)
 		for i := 0; i < 3; i++ { // one stream pair per connection
 			if body := httpGetBody(t, "http://127.0.0.1:"+lp+"/index.html"); body != "served\n" {

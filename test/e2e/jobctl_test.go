@@ -25,8 +25,8 @@ func init() {
 func newJobCluster(t *testing.T) *naCluster {
 	t.Helper()
 	c := newNACluster(t, true, "job-1", "job-2")
-	startProcess(t, "gcctl", "gcctl", "", "--apiserver", c.addr, "--log-level", "warn", "--leader-elect=false")
-	startProcess(t, "jobctl", "jobctl", "", "--apiserver", c.addr, "--log-level", "debug", "--leader-elect=false", "--backoff-scale", "0.01")
+	startProcess(t, "gcctl", "gcctl", "", append(c.cfg.connArgs("gcctl"), "--log-level", "warn", "--leader-elect=false")...)
+	startProcess(t, "jobctl", "jobctl", "", append(c.cfg.connArgs("jobctl"), "--log-level", "debug", "--leader-elect=false", "--backoff-scale", "0.01")...)
 	return c
 }
 

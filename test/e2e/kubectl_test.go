@@ -27,28 +27,15 @@ type kubectlEnv struct {
 	dir        string
 }
 
-func newKubectl(t *testing.T, addr string) *kubectlEnv {
+// newKubectl uses the admin's kubeconfig of the secured apiserver a
+// (TLS, the admin's client certificate).
+func newKubectl(t *testing.T, a apiConfig) *kubectlEnv {
 	t.Helper()
 	bin, err := exec.LookPath("kubectl")
 	if err != nil {
 		t.Skip("kubectl is not on the PATH; the kubectl end-to-end tests need the real client")
 	}
-	dir := t.TempDir()
-	cfg := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: kplane
-  cluster: {server: "http://%s"}
-contexts:
-- name: kplane
-  context: {cluster: kplane, namespace: default}
-current-context: kplane
-`, addr)
-	kc := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return &kubectlEnv{t: t, bin: bin, kubeconfig: kc, dir: dir}
+	return &kubectlEnv{t: t, bin: bin, kubeconfig: a.pki.Kubeconfig(), dir: t.TempDir()}
 }
 
 func (k *kubectlEnv) cmd(env []string, args ...string) *exec.Cmd {
@@ -124,9 +111,8 @@ func TestKubectl(t *testing.T) {
 	if _, err := exec.LookPath("kubectl"); err != nil {
 		t.Skip("kubectl is not on the PATH; the kubectl end-to-end tests need the real client")
 	}
-	p, _ := startAPIServer(t, t.TempDir())
-	// The apiserver serves REST on its gRPC address, the health check's.
-	k := newKubectl(t, p.Config().HealthAddr)
+	_, _, a := startAPIServer(t, t.TempDir())
+	k := newKubectl(t, a)
 
 	k.expect(`Server Version: v1\.32\.0-kplane`, "version")
 	k.expect(`(?m)^replicasets\s+rs\s+apps/v1\s+true\s+ReplicaSet$`, "api-resources")
@@ -392,7 +378,7 @@ func TestKubectlWorkloads(t *testing.T) {
 	c := deployCluster(t, 2)
 	c.startController("statefulsetctl", "statefulsetctl", "--log-level", "warn")
 	c.startController("daemonsetctl", "daemonsetctl", "--log-level", "warn")
-	k := newKubectl(t, c.addr)
+	k := newKubectl(t, c.cfg)
 	const node, other = "fake-0", "fake-1"
 	k.expect(`(?m)^node/fake-0\nnode/fake-1$`, "get", "nodes", "-o", "name")
 
@@ -472,7 +458,7 @@ func TestKubectlLogs(t *testing.T) {
 		t.Skip("kubectl is not on the PATH; the kubectl end-to-end tests need the real client")
 	}
 	c := newNACluster(t, true, "kl-1")
-	k := newKubectl(t, c.addr)
+	k := newKubectl(t, c.cfg)
 	c.create("ticker", "", "Always", nil, "sh", "-c", `i=0; while true; do i=$((i+1)); echo "tick $i"; sleep 0.2; done`)
 	c.waitPod("ticker", "Running", naPhase("Running"))
 	tick := regexp.MustCompile(`^tick (\d+)$`)
@@ -567,8 +553,8 @@ func TestKubectlExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _ := startAPIServer(t, t.TempDir())
-	k := newKubectl(t, p.Config().HealthAddr)
+	_, _, a := startAPIServer(t, t.TempDir())
+	k := newKubectl(t, a)
 	examples := filepath.Join(root, "examples")
 	out := k.must("apply", "-f", examples)
 	manifests, err := filepath.Glob(filepath.Join(examples, "*.yaml"))
@@ -596,8 +582,8 @@ func TestKubectlServerSideApply(t *testing.T) {
 	if _, err := exec.LookPath("kubectl"); err != nil {
 		t.Skip("kubectl is not on the PATH; the kubectl end-to-end tests need the real client")
 	}
-	p, _ := startAPIServer(t, t.TempDir())
-	k := newKubectl(t, p.Config().HealthAddr)
+	_, _, a := startAPIServer(t, t.TempDir())
+	k := newKubectl(t, a)
 	manifest := k.file("rs.yaml", fmt.Sprintf(kubectlRS, 2))
 	k.expect(`^replicaset\.apps/web serverside-applied\n$`, "apply", "--server-side", "-f", manifest)
 	k.expect(`^kubectl$`, "get", "rs", "web", "-o", "jsonpath={.metadata.managedFields[*].manager}")

@@ -26,7 +26,7 @@ func (c *naCluster) createPod(pod *kplanev1.Pod) *kplanev1.Pod {
 
 // kpctl runs kpctl against the cluster and returns its output.
 func (c *naCluster) kpctl(args ...string) (string, error) {
-	out, err := exec.Command(filepath.Join(binDir, "kpctl"), append([]string{"--server", c.addr}, args...)...).CombinedOutput()
+	out, err := c.cfg.kpctl(args...).CombinedOutput()
 	return string(out), err
 }
 

@@ -16,9 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -37,6 +35,7 @@ func init() {
 type naCluster struct {
 	t      *testing.T
 	addr   string
+	cfg    apiConfig
 	api    kplanev1.ResourcesClient
 	agents map[string]*launcher.Process
 	roots  map[string]string
@@ -44,20 +43,14 @@ type naCluster struct {
 
 func newNACluster(t *testing.T, scheduler bool, nodes ...string) *naCluster {
 	t.Helper()
-	addr, err := launcher.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	apiserver := startProcess(t, "apiserver", "apiserver", addr, "--data-dir", t.TempDir(), "--listen", addr)
-	waitHealthy(t, apiserver)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	c := &naCluster{t: t, addr: addr, api: kplanev1.NewResourcesClient(conn), agents: map[string]*launcher.Process{}, roots: map[string]string{}}
+	// Secured (apiConfig): each agent runs as its node, the scheduler as
+	// itself, and tokenctl makes the default ServiceAccount pods need.
+	a := newAPIConfig(t, nodes...)
+	waitHealthy(t, launch(t, a.config(t.TempDir(), t.TempDir())))
+	c := &naCluster{t: t, addr: a.addr, cfg: a, api: a.dial(t), agents: map[string]*launcher.Process{}, roots: map[string]string{}}
+	a.startTokenctl(t, c.api)
 	if scheduler {
-		startProcess(t, "scheduler", "scheduler", "", "--apiserver", addr, "--log-level", "debug")
+		startProcess(t, "scheduler", "scheduler", "", append(a.connArgs("scheduler"), "--log-level", "debug")...)
 	}
 	for i, n := range nodes {
 		logs, err := launcher.FreeAddr()
@@ -69,10 +62,10 @@ func newNACluster(t *testing.T, scheduler bool, nodes ...string) *naCluster {
 		// Containers outlive a killed agent by design; make sure none
 		// outlives the test.
 		t.Cleanup(func() { naKillContainers(root) })
-		c.agents[n] = startProcess(t, "nodeagent-"+n, "nodeagent", "", "--apiserver", addr, "--log-level", "debug",
+		c.agents[n] = startProcess(t, "nodeagent-"+n, "nodeagent", "", append(a.connArgs(n), "--log-level", "debug",
 			"--runtime", "exec", "--node-name", n, "--root-dir", root, "--logs-addr", logs,
 			"--pod-cidr", fmt.Sprintf("127.%d.0.0/16", 60+i), "--heartbeat-interval", "1s",
-			"--restart-backoff-base", "200ms", "--housekeeping-interval", "500ms")
+			"--restart-backoff-base", "200ms", "--housekeeping-interval", "500ms")...)
 	}
 	c.eventually("every node registered and Ready", func() bool {
 		for _, n := range nodes {
@@ -277,7 +270,7 @@ func TestNodeAgentExecPods(t *testing.T) {
 
 	// kpctl logs reaches the agent through the Node's address and port.
 	c.eventually("kpctl logs shows the request", func() bool {
-		out, err := exec.Command(filepath.Join(binDir, "kpctl"), "--server", c.addr, "logs", "web").CombinedOutput()
+		out, err := c.cfg.kpctl("logs", "web").CombinedOutput()
 		return err == nil && strings.Contains(string(out), `"GET / HTTP/1.1" 200`)
 	})
 

@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
 	"github.com/kplane/kplane/test/e2e/internal/launcher"
@@ -57,21 +54,24 @@ func binaryOf(name string) string {
 
 func newNCCluster(t *testing.T, evictionTimeout time.Duration, nodes ...string) *ncCluster {
 	t.Helper()
-	addr, api := ncAPIServer(t)
+	a, api := ncAPIServer(t, nodes...)
 	c := &ncCluster{t: t, api: api, agents: map[string]*launcher.Process{}}
-	ncStart(t, "scheduler", "", "--apiserver", addr, "--log-level", "debug")
-	ncStart(t, "nodectl", "", "--apiserver", addr, "--log-level", "debug",
+	a.startTokenctl(t, api)
+	ncStart(t, "scheduler", "", append(a.connArgs("scheduler"), "--log-level", "debug")...)
+	ncStart(t, "nodectl", "", append(a.connArgs("nodectl"), "--log-level", "debug",
 		"--node-monitor-period", ncPeriod.String(), "--node-monitor-grace-period", ncGrace.String(),
-		"--pod-eviction-timeout", evictionTimeout.String())
-	ncStart(t, "ipamctl", "", "--apiserver", addr) // nodes are Ready once they have a pod CIDR
+		"--pod-eviction-timeout", evictionTimeout.String())...)
+	ncStart(t, "ipamctl", "", a.connArgs("ipamctl")...) // nodes are Ready once they have a pod CIDR
 	for _, n := range nodes {
 		logs, err := launcher.FreeAddr()
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.agents[n] = ncStart(t, "nodeagent-"+n, "", "--apiserver", addr, "--log-level", "debug",
+		// One fake node per process, so each agent runs as its own
+		// node, as a real one would.
+		c.agents[n] = ncStart(t, "nodeagent-"+n, "", append(a.connArgs(n), "--log-level", "debug",
 			"--runtime", "fake", "--node-name", n, "--root-dir", t.TempDir(), "--logs-addr", logs,
-			"--heartbeat-interval", ncHeartbeat.String(), "--lease-duration", ncGrace.String())
+			"--heartbeat-interval", ncHeartbeat.String(), "--lease-duration", ncGrace.String())...)
 	}
 	c.eventually("every node registered and Ready", func() bool {
 		for _, n := range nodes {
@@ -85,22 +85,14 @@ func newNCCluster(t *testing.T, evictionTimeout time.Duration, nodes ...string) 
 	return c
 }
 
-// ncAPIServer runs bin/apiserver like startAPIServer, returning its
-// address too, which the other processes need.
-func ncAPIServer(t *testing.T) (string, kplanev1.ResourcesClient) {
+// ncAPIServer runs a secured bin/apiserver like startAPIServer, with
+// node certificates for nodes, returning its configuration too, which
+// the other processes connect with.
+func ncAPIServer(t *testing.T, nodes ...string) (apiConfig, kplanev1.ResourcesClient) {
 	t.Helper()
-	addr, err := launcher.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := ncStart(t, "apiserver", addr, "--data-dir", t.TempDir(), "--listen", addr, "--log-level", "info")
-	waitHealthy(t, p)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("dial %s: %v", addr, err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return addr, kplanev1.NewResourcesClient(conn)
+	a := newAPIConfig(t, nodes...)
+	waitHealthy(t, launch(t, a.config(t.TempDir(), t.TempDir(), "--log-level", "info")))
+	return a, a.dial(t)
 }
 
 func (c *ncCluster) eventually(what string, cond func() bool) {

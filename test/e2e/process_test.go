@@ -3,13 +3,13 @@ package e2e
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/kplane/kplane/pkg/client"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -34,7 +34,7 @@ func startProcess(t *testing.T, name, binary, grpcHealth string, args ...string)
 
 // launch starts a process and kills it when the test ends, naming its log
 // when the test failed.
-func launch(t *testing.T, cfg launcher.Config) *launcher.Process {
+func launch(t testing.TB, cfg launcher.Config) *launcher.Process {
 	t.Helper()
 	p, err := launcher.Start(cfg)
 	if err != nil {
@@ -74,16 +74,134 @@ func startStack(ctx context.Context, t *testing.T, opts stack.Options) *stack.St
 	return s
 }
 
-// dialAPI connects to the apiserver at addr; the connection closes when
-// the test ends.
-func dialAPI(t *testing.T, addr string) kplanev1.ResourcesClient {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// apiConfig is a secured bin/apiserver of a test harness, as the stack
+// runs it: TLS, client certificate and ServiceAccount token
+// authentication, RBAC and the Node authorizer, its certificates (made
+// by stack.NewPKI) in a temporary directory. Processes the harness starts
+// connect with their own identity (identityArgs), the test as the admin.
+type apiConfig struct {
+	// addr is the gRPC (and REST) address, health the HTTP /readyz one.
+	addr, health string
+	pki          stack.PKI
+}
+
+// newAPIConfig picks free addresses and writes the certificates,
+// including node certificates for nodes (exec-runtime agents).
+func newAPIConfig(tb testing.TB, nodes ...string) apiConfig {
+	tb.Helper()
+	addr, err := launcher.FreeAddr()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { _ = conn.Close() })
+	health, err := launcher.FreeAddr()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p, err := stack.NewPKI(filepath.Join(tb.TempDir(), "certs"), addr, nodes)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return apiConfig{addr: addr, health: health, pki: p}
+}
+
+// config is the apiserver's launcher configuration: data in dataDir,
+// readiness from /readyz on the health address (the gRPC health check
+// would need credentials), extra flags added.
+func (a apiConfig) config(logDir, dataDir string, extra ...string) launcher.Config {
+	args := append([]string{"--data-dir", dataDir, "--listen", a.addr, "--health-addr", a.health}, extra...)
+	return launcher.Config{Name: "apiserver", Binary: filepath.Join(binDir, "apiserver"),
+		Args: append(args, a.pki.APIServerArgs()...), LogDir: logDir, ReadyURL: "http://" + a.health + "/readyz"}
+}
+
+// dial connects to the apiserver as the admin; the connection closes
+// when the test ends.
+func (a apiConfig) dial(tb testing.TB) kplanev1.ResourcesClient {
+	tb.Helper()
+	opt, err := a.pki.DialOption()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	conn, err := grpc.NewClient(a.addr, opt)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = conn.Close() })
 	return kplanev1.NewResourcesClient(conn)
+}
+
+// connArgs are the connection flags of a process started with
+// `--apiserver addr` running as identity (a controller binary, a node
+// name, or "admin").
+func (a apiConfig) connArgs(identity string) []string {
+	args := []string{"--apiserver", a.addr}
+	if identity == "admin" {
+		return append(args, a.pki.AdminArgs()...)
+	}
+	return append(args, a.pki.IdentityArgs(identity)...)
+}
+
+// identityOf is the identity a harness runs binary with: a node agent's
+// node certificate for its --node-name, the admin for a fake-runtime
+// agent (one process playing many nodes, which the Node authorizer
+// would refuse to any single node's identity), else the binary's own.
+func identityOf(binary string, args []string) string {
+	if binary != "nodeagent" {
+		return binary
+	}
+	node := ""
+	for i := 0; i+1 < len(args); i++ {
+		switch args[i] {
+		case "--runtime":
+			if args[i+1] == "fake" {
+				return "admin"
+			}
+		case "--node-name":
+			node = args[i+1]
+		}
+	}
+	return node
+}
+
+// kpctl runs bin/kpctl against the apiserver as the admin.
+func (a apiConfig) kpctl(args ...string) *exec.Cmd {
+	return exec.Command(filepath.Join(binDir, "kpctl"), append([]string{"--kubeconfig", a.pki.Kubeconfig()}, args...)...)
+}
+
+// kpctlLine is the shell form of a.kpctl (for a terminal test).
+func (a apiConfig) kpctlLine() string {
+	return filepath.Join(binDir, "kpctl") + " --kubeconfig " + a.pki.Kubeconfig()
+}
+
+// tokenctlArgs are tokenctl's flags beyond its connection: with
+// ServiceAccount keys on, a pod is admitted only once its account
+// exists, and tokenctl makes every namespace's default one.
+func (a apiConfig) tokenctlArgs() []string { return a.pki.TokenctlArgs() }
+
+// startTokenctl runs tokenctl (killed when the test ends) and waits
+// until it made default/default.
+func (a apiConfig) startTokenctl(t *testing.T, api kplanev1.ResourcesClient) {
+	t.Helper()
+	startProcess(t, "tokenctl", "tokenctl", "", append(a.connArgs("tokenctl"), a.tokenctlArgs()...)...)
+	waitDefaultServiceAccount(t, api)
+}
+
+// waitDefaultServiceAccount waits until tokenctl made default/default,
+// so the pods a test creates next are admitted.
+func waitDefaultServiceAccount(tb testing.TB, api kplanev1.ResourcesClient) {
+	tb.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := api.Get(ctx, &kplanev1.GetRequest{Kind: "ServiceAccount", Namespace: "default", Name: "default"})
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("ServiceAccount default/default: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond) // polling interval, not synchronisation
+	}
 }
 
 // dialStack connects to a stack's apiserver as the admin (TLS and the

@@ -30,7 +30,7 @@ func TestProxyClusterIP(t *testing.T) {
 		t.Skip("python3 is not installed")
 	}
 	c := newNACluster(t, false, "node-1", "node-2", "node-3")
-	proxy := startProcess(t, "proxy", "proxy", "", "--apiserver", c.addr, "--log-level", "debug")
+	proxy := startProcess(t, "proxy", "proxy", "", append(c.cfg.connArgs("proxy"), "--log-level", "debug")...)
 
 	const port = 8080
 	ep := &kplanev1.Endpoints{Metadata: &kplanev1.ObjectMeta{Name: "web", Namespace: "default"}}

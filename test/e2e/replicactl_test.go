@@ -10,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -51,49 +49,47 @@ func needBinaries(tb testing.TB, names ...string) {
 	}
 }
 
-// cluster is a set of processes sharing one apiserver.
+// cluster is a set of processes sharing one secured apiserver (see
+// apiConfig): each controller runs under its own identity, the test's
+// client as the admin, and tokenctl makes the default ServiceAccounts
+// the apiserver's ServiceAccount admission wants before a pod is created.
 type cluster struct {
 	tb     testing.TB
 	addr   string
+	cfg    apiConfig
 	api    kplanev1.ResourcesClient
 	logDir string
 	// apiserver is the apiserver's process (to kill and restart it).
 	apiserver *launcher.Process
 }
 
-// startCluster runs bin/apiserver (quietly: the benchmark counts its CPU).
+// startCluster runs bin/apiserver (quietly: the benchmark counts its CPU)
+// and tokenctl.
 func startCluster(tb testing.TB) *cluster {
 	tb.Helper()
-	addr, err := launcher.FreeAddr()
-	if err != nil {
+	if err := ensureBinary("tokenctl", "services/tokenctl"); err != nil {
 		tb.Fatal(err)
 	}
-	health, err := launcher.FreeAddr()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c := &cluster{tb: tb, addr: addr, logDir: tb.TempDir()}
-	p := c.start("apiserver", "apiserver", []string{"--data-dir", tb.TempDir(), "--listen", addr, "--health-addr", health, "--log-level", "warn"}, addr)
+	a := newAPIConfig(tb)
+	c := &cluster{tb: tb, addr: a.addr, cfg: a, logDir: tb.TempDir()}
+	p := c.launch(a.config(c.logDir, tb.TempDir(), "--log-level", "warn"))
 	c.apiserver = p
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := p.WaitHealthy(ctx); err != nil {
 		tb.Fatal(err)
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = conn.Close() })
-	c.api = kplanev1.NewResourcesClient(conn)
+	c.api = a.dial(tb)
+	c.startController("tokenctl", "tokenctl", append([]string{"--log-level", "warn"}, a.tokenctlArgs()...)...)
+	waitDefaultServiceAccount(tb, c.api)
 	return c
 }
 
-// start runs a binary; grpcHealth is the apiserver's gRPC address for its
-// health check ("" for controllers, which serve HTTP /readyz instead).
-func (c *cluster) start(name, binary string, args []string, grpcHealth string) *launcher.Process {
+// launch starts a process and kills it when the test ends, showing its
+// log's end when the test failed.
+func (c *cluster) launch(cfg launcher.Config) *launcher.Process {
 	c.tb.Helper()
-	p, err := launcher.Start(launcher.Config{Name: name, Binary: filepath.Join(binDir, binary), Args: args, LogDir: c.logDir, HealthAddr: grpcHealth})
+	p, err := launcher.Start(cfg)
 	if err != nil {
 		c.tb.Fatal(err)
 	}
@@ -103,22 +99,22 @@ func (c *cluster) start(name, binary string, args []string, grpcHealth string) *
 		_ = p.Kill(ctx)
 		if c.tb.Failed() {
 			// The log's directory goes with the test: show its end here.
-			c.tb.Logf("%s log (%s), last lines:\n%s", name, p.LogPath(), logTail(p.LogPath(), 40))
+			c.tb.Logf("%s log (%s), last lines:\n%s", cfg.Name, p.LogPath(), logTail(p.LogPath(), 40))
 		}
 	})
 	return p
 }
 
-// startController runs a controller (or node agent) against the apiserver
-// and waits for its /readyz.
+// startController runs a controller (or node agent) against the
+// apiserver, under its identity (identityOf), and waits for its /readyz.
 func (c *cluster) startController(name, binary string, args ...string) (*launcher.Process, string) {
 	c.tb.Helper()
 	health, err := launcher.FreeAddr()
 	if err != nil {
 		c.tb.Fatal(err)
 	}
-	args = append([]string{"--apiserver", c.addr, "--health-addr", health, "--log-level", "info"}, args...)
-	p := c.start(name, binary, args, "")
+	args = append(append(c.cfg.connArgs(identityOf(binary, args)), "--health-addr", health, "--log-level", "info"), args...)
+	p := c.launch(launcher.Config{Name: name, Binary: filepath.Join(binDir, binary), Args: args, LogDir: c.logDir})
 	c.waitReady(p, health)
 	return p, health
 }

@@ -7,51 +7,33 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
-
-	"github.com/kplane/kplane/test/e2e/internal/launcher"
 )
 
 // TestAPIServerServiceRangesAndProxy runs bin/apiserver with its
 // allocation flags: Services get values from the given ranges, a full
 // range is refused, the allocation records survive a SIGKILL, and the
-// service proxy on the gRPC port reaches a real HTTP backend.
+// service proxy on the gRPC port reaches a real HTTP backend. The
+// apiserver is secured (apiConfig); the test is the admin.
 func TestAPIServerServiceRangesAndProxy(t *testing.T) {
-	addr, err := launcher.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	healthAddr, err := launcher.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := launch(t, launcher.Config{
-		Name:   "apiserver",
-		Binary: filepath.Join(binDir, "apiserver"),
-		Args: []string{"--data-dir", t.TempDir(), "--listen", addr, "--health-addr", healthAddr,
-			"--service-cluster-ip-range", "10.200.0.0/29", "--service-node-port-range", "31000-31001",
-			"--allocation-repair-interval", "1s"},
-		LogDir:     t.TempDir(),
-		HealthAddr: addr,
-	})
+	a := newAPIConfig(t)
+	p := launch(t, a.config(t.TempDir(), t.TempDir(),
+		"--service-cluster-ip-range", "10.200.0.0/29", "--service-node-port-range", "31000-31001",
+		"--allocation-repair-interval", "1s"))
 	waitHealthy(t, p)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c := a.dial(t)
+	httpc, err := a.pki.HTTPClient()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = conn.Close() })
-	c := kplanev1.NewResourcesClient(conn)
 
 	service := func(name, typ string, ports ...int32) *kplanev1.Object {
 		spec := &kplanev1.ServiceSpec{Type: typ, Selector: map[string]string{"app": name}}
@@ -100,7 +82,7 @@ func TestAPIServerServiceRangesAndProxy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := http.DefaultClient.Do(req)
+		r, err := httpc.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,10 +90,10 @@ func TestAPIServerServiceRangesAndProxy(t *testing.T) {
 		b, _ := io.ReadAll(r.Body)
 		return r.StatusCode, string(b)
 	}
-	if code, body := get("http://" + addr + "/api/v1/namespaces/default/services/web:p1/proxy/hello"); code != http.StatusOK || body != "backend saw /hello" {
+	if code, body := get(a.pki.URL(a.addr) + "/api/v1/namespaces/default/services/web:p1/proxy/hello"); code != http.StatusOK || body != "backend saw /hello" {
 		t.Fatalf("proxy: %d %q", code, body)
 	}
-	if code, _ := get("http://" + addr + "/api/v1/namespaces/default/services/web:p0/proxy/"); code != http.StatusServiceUnavailable {
+	if code, _ := get(a.pki.URL(a.addr) + "/api/v1/namespaces/default/services/web:p0/proxy/"); code != http.StatusServiceUnavailable {
 		t.Fatalf("port without endpoints: %d, want 503", code)
 	}
 

@@ -2,10 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"fmt"
 	"net/netip"
 	"os"
@@ -14,11 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
+	"github.com/kplane/kplane/pkg/pki"
 	sa "github.com/kplane/kplane/pkg/serviceaccount"
 	"github.com/kplane/kplane/test/e2e/stack"
 )
@@ -35,54 +29,27 @@ func init() {
 // appears, a pod finds a token bound to it in $KPLANE_TOKEN_FILE, a
 // token Secret is filled, and a pod naming a missing account is refused.
 func TestTokens(t *testing.T) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pemKey, err := sa.EncodePrivateKeyPEM(key)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "sa.key")
-	if err := os.WriteFile(keyFile, pemKey, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	verifier, err := sa.NewVerifier("", []crypto.PublicKey{key.Public()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cluster := netip.MustParsePrefix(fmt.Sprintf("127.%d.0.0/16", 150+os.Getpid()%50))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	s, err := stack.Start(ctx, stack.Options{
+	// A secure stack: the apiserver verifies and signs with the stack's
+	// ServiceAccount key pair (pkg/pki's sa.key, sa.pub), tokenctl signs
+	// with sa.key.
+	s := startStack(ctx, t, stack.Options{
 		BinDir: binDir, DataDir: t.TempDir(), Nodes: 1, NoProxy: true,
 		Controllers: []string{"scheduler", "ipamctl", "tokenctl"},
-		Args: map[string][]string{
-			"apiserver": {"--service-account-key-file", keyFile, "--service-account-signing-key-file", keyFile},
-			"ipamctl":   {"--cluster-cidr", cluster.String()},
-			"tokenctl":  {"--service-account-private-key-file", keyFile},
-		},
+		Args:        map[string][]string{"ipamctl": {"--cluster-cidr", cluster.String()}},
 	})
+	keys, err := sa.LoadPublicKeysFiles(s.Options().PKI().File(pki.SAPub))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), time.Minute)
-		defer scancel()
-		if err := s.Stop(sctx); err != nil {
-			t.Errorf("stop stack: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("logs in %s", s.Options().LogDir)
-		}
-	})
-	conn, err := grpc.NewClient(s.APIAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	verifier, err := sa.NewVerifier("", keys)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = conn.Close() })
-	c := &epCluster{t: t, s: s, api: kplanev1.NewResourcesClient(conn)}
+	c := &epCluster{t: t, s: s, api: dialStack(ctx, t, s)}
 
 	c.eventually("default service account", func() string {
 		if _, err := c.get("ServiceAccount", "default"); err != nil {
