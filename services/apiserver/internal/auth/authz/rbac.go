@@ -64,16 +64,6 @@ func subjectKey(s *kplanev1.Subject, bindingNS string) string {
 	return ""
 }
 
-// userKeys are the subject keys a user matches.
-func userKeys(u *user.Info) []string {
-	keys := make([]string, 0, 1+len(u.Groups))
-	keys = append(keys, "u:"+u.Name)
-	for _, g := range u.Groups {
-		keys = append(keys, "g:"+g)
-	}
-	return keys
-}
-
 // Reset replaces everything the index holds of kind with objs.
 func (r *RBAC) Reset(kind string, objs []*kplanev1.Object) {
 	r.mu.Lock()
