@@ -30,6 +30,48 @@ func readSubresourceBody(r *http.Request, v runtime.Object, what string) *metav1
 	return decodeStrict(body, v, what)
 }
 
+// postedObject is an object POSTed to a subresource (Eviction, Binding,
+// TokenRequest).
+type postedObject interface {
+	runtime.Object
+	metav1.Object
+}
+
+// readPosted serves what every POST to a subresource starts with: the
+// method, the write parameters, the body (JSON or protobuf) read into
+// obj, and obj's kind, name and namespace checked against the URL's (each
+// may be left out). sub names the subresource and takes the type it
+// accepts ("policy/v1 Eviction") in the errors. false: an error Status
+// was written.
+func readPosted(w http.ResponseWriter, r *http.Request, req request, obj postedObject, sub, apiVersion, kind string) bool {
+	if r.Method != http.MethodPost {
+		writeStatus(w, methodNotAllowed(r))
+		return false
+	}
+	if s := checkWriteParams(r); s != nil {
+		writeStatus(w, s)
+		return false
+	}
+	if s := readSubresourceBody(r, obj, kind); s != nil {
+		writeStatus(w, s)
+		return false
+	}
+	var s *metav1.Status
+	switch k := obj.GetObjectKind().GroupVersionKind().Kind; {
+	case k != "" && k != kind:
+		s = badRequest("kind: Invalid value: %q: the %s subresource takes %s %s", k, sub, apiVersion, kind)
+	case obj.GetName() != "" && obj.GetName() != req.name:
+		s = badRequest("metadata.name: Invalid value: %q: name in URL does not match name in %s object", obj.GetName(), kind)
+	case obj.GetNamespace() != "" && obj.GetNamespace() != req.namespace:
+		s = badRequest("metadata.namespace: Invalid value: %q: namespace in URL does not match namespace in %s object", obj.GetNamespace(), kind)
+	}
+	if s != nil {
+		writeStatus(w, s)
+		return false
+	}
+	return true
+}
+
 // serveEviction serves POST pods/<name>/eviction (policy/v1 Eviction):
 // the pod is deleted through the service's Delete with the eviction's
 // DeleteOptions, so graceful deletion applies exactly as to a DELETE
@@ -37,29 +79,8 @@ func readSubresourceBody(r *http.Request, v runtime.Object, what string) *metav1
 // kplane has no PodDisruptionBudget yet, so no eviction is refused for
 // one: every eviction of an existing pod is allowed.
 func (h *Handler) serveEviction(w http.ResponseWriter, r *http.Request, req request) {
-	if r.Method != http.MethodPost {
-		writeStatus(w, methodNotAllowed(r))
-		return
-	}
-	if s := checkWriteParams(r); s != nil {
-		writeStatus(w, s)
-		return
-	}
 	ev := &policyv1.Eviction{}
-	if s := readSubresourceBody(r, ev, "Eviction"); s != nil {
-		writeStatus(w, s)
-		return
-	}
-	if ev.Kind != "" && ev.Kind != "Eviction" {
-		writeStatus(w, badRequest("kind: Invalid value: %q: the eviction subresource takes policy/v1 Eviction", ev.Kind))
-		return
-	}
-	if ev.Name != "" && ev.Name != req.name {
-		writeStatus(w, badRequest("metadata.name: Invalid value: %q: name in URL does not match name in Eviction object", ev.Name))
-		return
-	}
-	if ev.Namespace != "" && ev.Namespace != req.namespace {
-		writeStatus(w, badRequest("metadata.namespace: Invalid value: %q: namespace in URL does not match namespace in Eviction object", ev.Namespace))
+	if !readPosted(w, r, req, ev, "eviction", "policy/v1", "Eviction") {
 		return
 	}
 	dr := &kplanev1.DeleteRequest{Kind: "Pod", Namespace: req.namespace, Name: req.name}
@@ -94,26 +115,11 @@ func (h *Handler) serveEviction(w http.ResponseWriter, r *http.Request, req requ
 // spec.nodeName of an unbound pod through the service's Update with the
 // pod's resourceVersion, as the scheduler binds, so a pod is bound once.
 func (h *Handler) serveBinding(w http.ResponseWriter, r *http.Request, req request) {
-	if r.Method != http.MethodPost {
-		writeStatus(w, methodNotAllowed(r))
-		return
-	}
-	if s := checkWriteParams(r); s != nil {
-		writeStatus(w, s)
-		return
-	}
 	b := &corev1.Binding{}
-	if s := readSubresourceBody(r, b, "Binding"); s != nil {
-		writeStatus(w, s)
+	if !readPosted(w, r, req, b, "binding", "v1", "Binding") {
 		return
 	}
 	switch {
-	case b.Kind != "" && b.Kind != "Binding":
-		writeStatus(w, badRequest("kind: Invalid value: %q: the binding subresource takes v1 Binding", b.Kind))
-		return
-	case b.Name != "" && b.Name != req.name:
-		writeStatus(w, badRequest("metadata.name: Invalid value: %q: name in URL does not match name in Binding object", b.Name))
-		return
 	case b.Target.Kind != "" && b.Target.Kind != "Node":
 		writeStatus(w, newStatus(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, "Binding %q is invalid: target.kind: Unsupported value: %q: supported values: \"Node\"", req.name, b.Target.Kind))
 		return

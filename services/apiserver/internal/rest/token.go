@@ -15,28 +15,8 @@ func isServiceAccount(k *kplanev1.KindInfo) bool { return k.Name == "ServiceAcco
 // (authentication.k8s.io/v1 TokenRequest), what `kubectl create token`
 // sends, through the service's CreateToken.
 func (h *Handler) serveToken(w http.ResponseWriter, r *http.Request, req request) {
-	if r.Method != http.MethodPost {
-		writeStatus(w, methodNotAllowed(r))
-		return
-	}
-	if s := checkWriteParams(r); s != nil {
-		writeStatus(w, s)
-		return
-	}
 	tr := &authenticationv1.TokenRequest{}
-	if s := readSubresourceBody(r, tr, "TokenRequest"); s != nil {
-		writeStatus(w, s)
-		return
-	}
-	switch {
-	case tr.Kind != "" && tr.Kind != "TokenRequest":
-		writeStatus(w, badRequest("kind: Invalid value: %q: the token subresource takes authentication.k8s.io/v1 TokenRequest", tr.Kind))
-		return
-	case tr.Name != "" && tr.Name != req.name:
-		writeStatus(w, badRequest("metadata.name: Invalid value: %q: name in URL does not match name in TokenRequest object", tr.Name))
-		return
-	case tr.Namespace != "" && tr.Namespace != req.namespace:
-		writeStatus(w, badRequest("metadata.namespace: Invalid value: %q: namespace in URL does not match namespace in TokenRequest object", tr.Namespace))
+	if !readPosted(w, r, req, tr, "token", "authentication.k8s.io/v1", "TokenRequest") {
 		return
 	}
 	cr := &kplanev1.CreateTokenRequest{Namespace: req.namespace, ServiceAccountName: req.name, Audiences: tr.Spec.Audiences}
