@@ -10,11 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -205,7 +208,9 @@ func (p *Process) WaitHealthy(ctx context.Context) error {
 		}
 		select {
 		case <-done:
-			return fmt.Errorf("%s exited before becoming healthy (%s); see %s", p.cfg.Name, exitText(p.ExitErr()), p.LogPath())
+			// The log usually goes with the test's temporary directory:
+			// its end is what says why.
+			return fmt.Errorf("%s exited before becoming healthy (%s); see %s; it ends:\n%s", p.cfg.Name, exitText(p.ExitErr()), p.LogPath(), logEnd(p.LogPath(), 15))
 		case <-ctx.Done():
 			return fmt.Errorf("%s not healthy at %s: %w (last check: %v); see %s", p.cfg.Name, where, ctx.Err(), last, p.LogPath())
 		case <-tick.C:
@@ -311,23 +316,75 @@ var handedOut = struct {
 // FreeAddr returns a loopback address with a port that was free a moment
 // ago, for a process's --listen flag, and that no earlier FreeAddr call
 // of this process returned.
+//
+// The port lies below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range): between FreeAddr and the process's
+// bind, every outgoing connection on the host takes a local port from
+// that range, and a listener picked from it was taken that way (an
+// apiserver's own etcd client connections, opened before it binds
+// --listen, are enough). Where the range cannot be read, the kernel picks.
 func FreeAddr() (string, error) {
+	lo, hi := listenPortRange()
 	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		port, err := freePort(lo, hi)
 		if err != nil {
-			return "", fmt.Errorf("find a free port: %w", err)
-		}
-		addr := l.Addr().(*net.TCPAddr)
-		if err := l.Close(); err != nil {
-			return "", fmt.Errorf("find a free port: %w", err)
+			return "", err
 		}
 		handedOut.Lock()
-		taken := handedOut.ports[addr.Port]
-		handedOut.ports[addr.Port] = true
+		taken := handedOut.ports[port]
+		handedOut.ports[port] = true
 		handedOut.Unlock()
 		if !taken {
-			return addr.String(), nil
+			return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil
 		}
 	}
 	return "", fmt.Errorf("find a free port: 100 ports offered were all handed out already")
+}
+
+// listenPortRange is where FreeAddr picks ports: [lo, hi), below the
+// ephemeral range; 0, 0 when that range is unknown or leaves no room.
+func listenPortRange() (lo, hi int) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0
+	}
+	var first, last int
+	if _, err := fmt.Sscan(string(b), &first, &last); err != nil || first <= 12000 {
+		return 0, 0
+	}
+	return 10000, first
+}
+
+// freePort binds a random port in [lo, hi) (the kernel's choice when
+// hi is 0) and returns it once closed.
+func freePort(lo, hi int) (int, error) {
+	for range 100 {
+		addr := "127.0.0.1:0"
+		if hi > lo {
+			addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(lo+rand.IntN(hi-lo)))
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			if hi > lo && errors.Is(err, syscall.EADDRINUSE) {
+				continue // taken: try another
+			}
+			return 0, fmt.Errorf("find a free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		if err := l.Close(); err != nil {
+			return 0, fmt.Errorf("find a free port: %w", err)
+		}
+		return port, nil
+	}
+	return 0, fmt.Errorf("find a free port: 100 ports in [%d, %d) were taken", lo, hi)
+}
+
+// logEnd is the last n lines of the log at path, or why it cannot be read.
+func logEnd(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

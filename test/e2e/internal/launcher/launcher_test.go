@@ -3,10 +3,12 @@ package launcher
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -189,6 +191,32 @@ func TestFreeAddrNeverRepeats(t *testing.T) {
 		}
 		if seen[addr] {
 			t.Fatalf("FreeAddr returned %s twice", addr)
+		}
+		seen[addr] = true
+	}
+}
+
+// TestFreeAddrAvoidsEphemeralPorts: where the kernel's ephemeral range is
+// known, handed-out ports lie below it (outgoing connections cannot take
+// them before their process binds them), and none is handed out twice.
+func TestFreeAddrAvoidsEphemeralPorts(t *testing.T) {
+	lo, hi := listenPortRange()
+	if hi == 0 {
+		t.Skip("no ephemeral port range to stay below here")
+	}
+	seen := map[string]bool{}
+	for range 50 {
+		addr, err := FreeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, p, _ := net.SplitHostPort(addr)
+		port, _ := strconv.Atoi(p)
+		if port < lo || port >= hi {
+			t.Fatalf("port %d outside [%d, %d)", port, lo, hi)
+		}
+		if seen[addr] {
+			t.Fatalf("%s handed out twice", addr)
 		}
 		seen[addr] = true
 	}
