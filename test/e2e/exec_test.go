@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -12,8 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,75 +18,6 @@ import (
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
-
-// lineWatch follows a long-running command's stdout (port-forward).
-type lineWatch struct {
-	t     *testing.T
-	mu    sync.Mutex
-	lines []string
-	added chan struct{}
-}
-
-// startLines starts c in its own process group (ended at cleanup) and
-// collects its stdout lines.
-func startLines(t *testing.T, c *exec.Cmd) *lineWatch {
-	t.Helper()
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := c.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var errb bytes.Buffer
-	c.Stderr = &errb
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w := &lineWatch{t: t, added: make(chan struct{}, 1)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			w.mu.Lock()
-			w.lines = append(w.lines, sc.Text())
-			w.mu.Unlock()
-			select {
-			case w.added <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL) // port-forward never ends by itself
-		<-done
-		_ = c.Wait()
-		if t.Failed() {
-			t.Logf("%s stderr: %s", strings.Join(c.Args, " "), errb.String())
-		}
-	})
-	return w
-}
-
-// waitPrefix waits until a line starting with prefix was printed.
-func (w *lineWatch) waitPrefix(prefix string) {
-	w.t.Helper()
-	deadline := time.After(30 * time.Second)
-	for {
-		w.mu.Lock()
-		lines := append([]string(nil), w.lines...)
-		w.mu.Unlock()
-		for _, l := range lines {
-			if strings.HasPrefix(l, prefix) {
-				return
-			}
-		}
-		select {
-		case <-w.added:
-		case <-deadline:
-			w.t.Fatalf("no line starting with %q; printed %q", prefix, lines)
-		}
-	}
-}
 
 // httpGetBody fetches url (the forwarder listens once it printed its
 // "Forwarding from" line) and returns the body of a 200 answer.

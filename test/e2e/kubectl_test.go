@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -10,10 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
@@ -215,75 +211,9 @@ func TestKubectl(t *testing.T) {
 	k.must("wait", "--for=delete", "rs/web", "--timeout=30s")
 }
 
-// kubectlWatch follows a long-running kubectl's output.
-type kubectlWatch struct {
-	t     *testing.T
-	mu    sync.Mutex
-	lines []string
-	added chan struct{}
-}
-
-func newWatch(t *testing.T, k *kubectlEnv, args ...string) *kubectlWatch {
+func newWatch(t *testing.T, k *kubectlEnv, args ...string) *lineWatch {
 	t.Helper()
-	c := k.cmd(nil, args...)
-	// The kubectl on the PATH may be a dispatcher that runs the real
-	// client as a child: the whole process group is ended at cleanup.
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := c.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var errb bytes.Buffer
-	c.Stderr = &errb
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w := &kubectlWatch{t: t, added: make(chan struct{}, 1)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			w.mu.Lock()
-			w.lines = append(w.lines, sc.Text())
-			w.mu.Unlock()
-			select {
-			case w.added <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL) // the watch never ends by itself
-		<-done
-		_ = c.Wait() // killed: its exit status says so
-		if t.Failed() {
-			t.Logf("kubectl %s stderr: %s", strings.Join(args, " "), errb.String())
-		}
-	})
-	return w
-}
-
-// waitFor waits until the watch printed the line want.
-func (w *kubectlWatch) waitFor(want string) {
-	w.t.Helper()
-	deadline := time.After(30 * time.Second)
-	for {
-		w.mu.Lock()
-		for _, l := range w.lines {
-			if l == want {
-				w.mu.Unlock()
-				return
-			}
-		}
-		lines := append([]string(nil), w.lines...)
-		w.mu.Unlock()
-		select {
-		case <-w.added:
-		case <-deadline:
-			w.t.Fatalf("the watch did not print %q; it printed %q", want, lines)
-		}
-	}
+	return startLines(t, k.cmd(nil, args...))
 }
 
 const kubectlDeploy = `apiVersion: apps/v1
@@ -515,30 +445,6 @@ func TestKubectlLogs(t *testing.T) {
 		_, _ = fmt.Sscan(mc[1], &b)
 		return a >= 1 && b == a+1
 	})
-}
-
-// waitMatch waits until the watch printed a line matching re at index at
-// or later, and returns the first such line.
-func (w *kubectlWatch) waitMatch(re *regexp.Regexp, at int) string {
-	w.t.Helper()
-	deadline := time.After(30 * time.Second)
-	for {
-		w.mu.Lock()
-		for i := at; i < len(w.lines); i++ {
-			if re.MatchString(w.lines[i]) {
-				l := w.lines[i]
-				w.mu.Unlock()
-				return l
-			}
-		}
-		lines := append([]string(nil), w.lines...)
-		w.mu.Unlock()
-		select {
-		case <-w.added:
-		case <-deadline:
-			w.t.Fatalf("no line %d or later matched %s; printed %q", at, re, lines)
-		}
-	}
 }
 
 // TestKubectlExamples applies every manifest of examples/ with kubectl's
