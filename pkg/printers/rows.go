@@ -548,6 +548,21 @@ func priorityClassRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
 		Age(pc.GetMetadata().GetCreationTimestamp(), now), policy}, nil
 }
 
+// podDisruptionBudgetRow prints as kubectl does: N/A for the bound not
+// set, and the disruptions the budget allows now.
+func podDisruptionBudgetRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
+	pdb := o.GetPodDisruptionBudget()
+	minAvailable, maxUnavailable := "N/A", "N/A"
+	if v := pdb.GetSpec().GetMinAvailable(); v != nil {
+		minAvailable = v.Text()
+	}
+	if v := pdb.GetSpec().GetMaxUnavailable(); v != nil {
+		maxUnavailable = v.Text()
+	}
+	return []string{pdb.GetMetadata().GetName(), minAvailable, maxUnavailable,
+		strconv.Itoa(int(pdb.GetStatus().GetDisruptionsAllowed())), Age(pdb.GetMetadata().GetCreationTimestamp(), now)}, nil
+}
+
 func serviceAccountRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
 	sa := o.GetServiceAccount()
 	return []string{sa.GetMetadata().GetName(), strconv.Itoa(len(sa.GetSecrets())), Age(sa.GetMetadata().GetCreationTimestamp(), now)}, nil

@@ -49,6 +49,7 @@ var tables = map[string]columns{
 	"CronJob":               {[]string{"NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST SCHEDULE", "AGE"}, []string{"CONTAINERS", "IMAGES", "SELECTOR"}, cronJobRow},
 	"PersistentVolume":      {[]string{"NAME", "CAPACITY", "ACCESS MODES", "RECLAIM POLICY", "STATUS", "CLAIM", "STORAGECLASS", "REASON", "AGE"}, []string{"VOLUMEMODE"}, pvRow},
 	"PersistentVolumeClaim": {[]string{"NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS MODES", "STORAGECLASS", "AGE"}, []string{"VOLUMEMODE"}, pvcRow},
+	"PodDisruptionBudget":   {[]string{"NAME", "MIN AVAILABLE", "MAX UNAVAILABLE", "ALLOWED DISRUPTIONS", "AGE"}, nil, podDisruptionBudgetRow},
 	"PriorityClass":         {[]string{"NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"}, nil, priorityClassRow},
 	"StorageClass":          {[]string{"NAME", "PROVISIONER", "RECLAIMPOLICY", "VOLUMEBINDINGMODE", "ALLOWVOLUMEEXPANSION", "AGE"}, nil, storageClassRow},
 	"ServiceAccount":        {[]string{"NAME", "SECRETS", "AGE"}, nil, serviceAccountRow},

@@ -172,6 +172,8 @@ func init() {
 		nameFn: cronJobName, defaults: defaultCronJob, validate: validateCronJob})
 	register(&typed[*kplanev1.PriorityClass]{kind: "PriorityClass", get: (*kplanev1.Object).GetPriorityClass,
 		nameFn: validation.IsDNS1123Subdomain, defaults: defaultPriorityClass, validate: validatePriorityClass, update: validatePriorityClassUpdate})
+	register(&typed[*kplanev1.PodDisruptionBudget]{kind: "PodDisruptionBudget", get: (*kplanev1.Object).GetPodDisruptionBudget,
+		nameFn: validation.IsDNS1123Subdomain, validate: validatePodDisruptionBudget})
 	register(&typed[*kplanev1.Role]{kind: "Role", get: (*kplanev1.Object).GetRole,
 		nameFn: rbacName, validate: validateRole})
 	register(&typed[*kplanev1.ClusterRole]{kind: "ClusterRole", get: (*kplanev1.Object).GetClusterRole,

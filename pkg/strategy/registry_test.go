@@ -87,6 +87,7 @@ func TestMinimalObjects(t *testing.T) {
 			AccessModes: []string{"ReadWriteOnce"}, Resources: &kplanev1.ResourceRequirements{Requests: map[string]string{"storage": "1Gi"}}}},
 		&kplanev1.StorageClass{Metadata: meta("", "sc"), Provisioner: "kplane.io/hostpath"},
 		&kplanev1.PriorityClass{Metadata: meta("", "high"), Value: 1000},
+		&kplanev1.PodDisruptionBudget{Metadata: meta("d", "web"), Spec: &kplanev1.PodDisruptionBudgetSpec{MinAvailable: kplanev1.IntOrStringFromInt32(1)}},
 		&kplanev1.ServiceAccount{Metadata: meta("d", "default")},
 		&kplanev1.Secret{Metadata: meta("d", "s")},
 		&kplanev1.Lease{Metadata: meta("kplane-system", "replicactl")},

@@ -323,6 +323,13 @@ func Fixtures() map[string][]*kplanev1.Object {
 				ReclaimPolicy: "Retain", VolumeBindingMode: "WaitForFirstConsumer",
 			}),
 		},
+		"PodDisruptionBudget": {
+			kplanev1.MustWrap(&kplanev1.PodDisruptionBudget{Metadata: meta("default", "web", 2*time.Hour),
+				Spec:   &kplanev1.PodDisruptionBudgetSpec{MinAvailable: kplanev1.IntOrStringFromInt32(2)},
+				Status: &kplanev1.PodDisruptionBudgetStatus{DisruptionsAllowed: 1}}),
+			kplanev1.MustWrap(&kplanev1.PodDisruptionBudget{Metadata: meta("default", "db", time.Hour),
+				Spec: &kplanev1.PodDisruptionBudgetSpec{MaxUnavailable: kplanev1.IntOrStringFromString("25%")}}),
+		},
 		"PriorityClass": {
 			kplanev1.MustWrap(&kplanev1.PriorityClass{Metadata: meta("", "high-priority", 3*24*time.Hour), Value: 1000000, GlobalDefault: false}),
 			kplanev1.MustWrap(&kplanev1.PriorityClass{Metadata: meta("", "batch", time.Hour), Value: -10, GlobalDefault: true, PreemptionPolicy: Ptr("Never")}),

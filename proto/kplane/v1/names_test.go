@@ -175,6 +175,23 @@ var kubernetesTypes = map[string]string{
 		globalDefault bool
 		description string
 		preemptionPolicy string`,
+	"PodDisruptionBudget": `
+		metadata ObjectMeta
+		spec PodDisruptionBudgetSpec
+		status PodDisruptionBudgetStatus`,
+	"PodDisruptionBudgetSpec": `
+		minAvailable IntOrString
+		selector LabelSelector
+		maxUnavailable IntOrString
+		unhealthyPodEvictionPolicy string`,
+	"PodDisruptionBudgetStatus": `
+		observedGeneration int64
+		disruptedPods map[string]Time
+		disruptionsAllowed int32
+		currentHealthy int32
+		desiredHealthy int32
+		expectedPods int32
+		conditions []Condition`,
 	"Affinity": `
 		nodeAffinity NodeAffinity
 		podAffinity PodAffinity

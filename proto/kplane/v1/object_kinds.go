@@ -49,6 +49,8 @@ func (x *Object) kindMessage() (proto.Message, bool) {
 		return k.DaemonSet, k.DaemonSet != nil
 	case *Object_PriorityClass:
 		return k.PriorityClass, k.PriorityClass != nil
+	case *Object_PodDisruptionBudget:
+		return k.PodDisruptionBudget, k.PodDisruptionBudget != nil
 	case *Object_Role:
 		return k.Role, k.Role != nil
 	case *Object_ClusterRole:

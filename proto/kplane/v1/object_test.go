@@ -3,8 +3,8 @@ package kplanev1
 import "testing"
 
 func TestKindsFromOneof(t *testing.T) {
-	if got := len(KindNames()); got != 25 {
-		t.Fatalf("KindNames: got %d kinds, want 25: %v", got, KindNames())
+	if got := len(KindNames()); got != 26 {
+		t.Fatalf("KindNames: got %d kinds, want 26: %v", got, KindNames())
 	}
 	for _, k := range Kinds() {
 		o := k.Wrap(k.New())

@@ -108,6 +108,7 @@ type Object struct {
 	//	*Object_StatefulSet
 	//	*Object_DaemonSet
 	//	*Object_PriorityClass
+	//	*Object_PodDisruptionBudget
 	//	*Object_Role
 	//	*Object_ClusterRole
 	//	*Object_RoleBinding
@@ -343,6 +344,15 @@ func (x *Object) GetPriorityClass() *PriorityClass {
 	return nil
 }
 
+func (x *Object) GetPodDisruptionBudget() *PodDisruptionBudget {
+	if x != nil {
+		if x, ok := x.Kind.(*Object_PodDisruptionBudget); ok {
+			return x.PodDisruptionBudget
+		}
+	}
+	return nil
+}
+
 func (x *Object) GetRole() *Role {
 	if x != nil {
 		if x, ok := x.Kind.(*Object_Role); ok {
@@ -467,6 +477,10 @@ type Object_PriorityClass struct {
 	PriorityClass *PriorityClass `protobuf:"bytes,21,opt,name=priority_class,json=priorityClass,proto3,oneof"`
 }
 
+type Object_PodDisruptionBudget struct {
+	PodDisruptionBudget *PodDisruptionBudget `protobuf:"bytes,22,opt,name=pod_disruption_budget,json=podDisruptionBudget,proto3,oneof"`
+}
+
 type Object_Role struct {
 	Role *Role `protobuf:"bytes,40,opt,name=role,proto3,oneof"`
 }
@@ -524,6 +538,8 @@ func (*Object_StatefulSet) isObject_Kind() {}
 func (*Object_DaemonSet) isObject_Kind() {}
 
 func (*Object_PriorityClass) isObject_Kind() {}
+
+func (*Object_PodDisruptionBudget) isObject_Kind() {}
 
 func (*Object_Role) isObject_Kind() {}
 
@@ -1980,11 +1996,135 @@ func (x *CreateTokenResponse) GetExpirationTimestamp() *timestamppb.Timestamp {
 	return nil
 }
 
+// EvictRequest names the pod to evict and the options of its deletion.
+type EvictRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Preconditions *Preconditions         `protobuf:"bytes,3,opt,name=preconditions,proto3" json:"preconditions,omitempty"`
+	// propagation_policy is Background (default), Foreground or Orphan.
+	PropagationPolicy string `protobuf:"bytes,4,opt,name=propagation_policy,json=propagationPolicy,proto3" json:"propagation_policy,omitempty"`
+	// grace_period_seconds overrides the pod's termination grace period.
+	GracePeriodSeconds *int64 `protobuf:"varint,5,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *EvictRequest) Reset() {
+	*x = EvictRequest{}
+	mi := &file_kplane_v1_resources_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvictRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvictRequest) ProtoMessage() {}
+
+func (x *EvictRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_resources_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvictRequest.ProtoReflect.Descriptor instead.
+func (*EvictRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_resources_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *EvictRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *EvictRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EvictRequest) GetPreconditions() *Preconditions {
+	if x != nil {
+		return x.Preconditions
+	}
+	return nil
+}
+
+func (x *EvictRequest) GetPropagationPolicy() string {
+	if x != nil {
+		return x.PropagationPolicy
+	}
+	return ""
+}
+
+func (x *EvictRequest) GetGracePeriodSeconds() int64 {
+	if x != nil && x.GracePeriodSeconds != nil {
+		return *x.GracePeriodSeconds
+	}
+	return 0
+}
+
+// EvictResponse returns the pod: deleted, or marked for deletion.
+type EvictResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Object        *Object                `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EvictResponse) Reset() {
+	*x = EvictResponse{}
+	mi := &file_kplane_v1_resources_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvictResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvictResponse) ProtoMessage() {}
+
+func (x *EvictResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_resources_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvictResponse.ProtoReflect.Descriptor instead.
+func (*EvictResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_resources_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *EvictResponse) GetObject() *Object {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
 var File_kplane_v1_resources_proto protoreflect.FileDescriptor
 
 const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\n" +
-	"\x19kplane/v1/resources.proto\x12\tkplane.v1\x1a\x14kplane/v1/core.proto\x1a\x14kplane/v1/meta.proto\x1a\x14kplane/v1/rbac.proto\x1a\x19kplane/v1/workloads.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc6\v\n" +
+	"\x19kplane/v1/resources.proto\x12\tkplane.v1\x1a\x14kplane/v1/core.proto\x1a\x14kplane/v1/meta.proto\x1a\x14kplane/v1/rbac.proto\x1a\x19kplane/v1/workloads.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9c\f\n" +
 	"\x06Object\x124\n" +
 	"\tnamespace\x18\x01 \x01(\v2\x14.kplane.v1.NamespaceH\x00R\tnamespace\x12%\n" +
 	"\x04node\x18\x02 \x01(\v2\x0f.kplane.v1.NodeH\x00R\x04node\x12\"\n" +
@@ -2011,7 +2151,8 @@ const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\fstateful_set\x18\x13 \x01(\v2\x16.kplane.v1.StatefulSetH\x00R\vstatefulSet\x125\n" +
 	"\n" +
 	"daemon_set\x18\x14 \x01(\v2\x14.kplane.v1.DaemonSetH\x00R\tdaemonSet\x12A\n" +
-	"\x0epriority_class\x18\x15 \x01(\v2\x18.kplane.v1.PriorityClassH\x00R\rpriorityClass\x12%\n" +
+	"\x0epriority_class\x18\x15 \x01(\v2\x18.kplane.v1.PriorityClassH\x00R\rpriorityClass\x12T\n" +
+	"\x15pod_disruption_budget\x18\x16 \x01(\v2\x1e.kplane.v1.PodDisruptionBudgetH\x00R\x13podDisruptionBudget\x12%\n" +
 	"\x04role\x18( \x01(\v2\x0f.kplane.v1.RoleH\x00R\x04role\x12;\n" +
 	"\fcluster_role\x18) \x01(\v2\x16.kplane.v1.ClusterRoleH\x00R\vclusterRole\x12;\n" +
 	"\frole_binding\x18* \x01(\v2\x16.kplane.v1.RoleBindingH\x00R\vroleBinding\x12Q\n" +
@@ -2105,14 +2246,23 @@ const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\fbound_object\x18\x05 \x01(\v2\x1f.kplane.v1.BoundObjectReferenceR\vboundObject\"z\n" +
 	"\x13CreateTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12M\n" +
-	"\x14expiration_timestamp\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x13expirationTimestamp*\x9d\x01\n" +
+	"\x14expiration_timestamp\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x13expirationTimestamp\"\xff\x01\n" +
+	"\fEvictRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12>\n" +
+	"\rpreconditions\x18\x03 \x01(\v2\x18.kplane.v1.PreconditionsR\rpreconditions\x12-\n" +
+	"\x12propagation_policy\x18\x04 \x01(\tR\x11propagationPolicy\x125\n" +
+	"\x14grace_period_seconds\x18\x05 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01B\x17\n" +
+	"\x15_grace_period_seconds\":\n" +
+	"\rEvictResponse\x12)\n" +
+	"\x06object\x18\x01 \x01(\v2\x11.kplane.v1.ObjectR\x06object*\x9d\x01\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_TYPE_ADDED\x10\x01\x12\x17\n" +
 	"\x13EVENT_TYPE_MODIFIED\x10\x02\x12\x16\n" +
 	"\x12EVENT_TYPE_DELETED\x10\x03\x12\x17\n" +
 	"\x13EVENT_TYPE_BOOKMARK\x10\x04\x12\x14\n" +
-	"\x10EVENT_TYPE_ERROR\x10\x052\xf5\x05\n" +
+	"\x10EVENT_TYPE_ERROR\x10\x052\xb1\x06\n" +
 	"\tResources\x12=\n" +
 	"\x06Create\x12\x18.kplane.v1.CreateRequest\x1a\x19.kplane.v1.CreateResponse\x124\n" +
 	"\x03Get\x12\x15.kplane.v1.GetRequest\x1a\x16.kplane.v1.GetResponse\x127\n" +
@@ -2124,7 +2274,8 @@ const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\bGetScale\x12\x1a.kplane.v1.GetScaleRequest\x1a\x1b.kplane.v1.GetScaleResponse\x12L\n" +
 	"\vUpdateScale\x12\x1d.kplane.v1.UpdateScaleRequest\x1a\x1e.kplane.v1.UpdateScaleResponse\x12L\n" +
 	"\vCheckAccess\x12\x1d.kplane.v1.CheckAccessRequest\x1a\x1e.kplane.v1.CheckAccessResponse\x12L\n" +
-	"\vCreateToken\x12\x1d.kplane.v1.CreateTokenRequest\x1a\x1e.kplane.v1.CreateTokenResponseB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
+	"\vCreateToken\x12\x1d.kplane.v1.CreateTokenRequest\x1a\x1e.kplane.v1.CreateTokenResponse\x12:\n" +
+	"\x05Evict\x12\x17.kplane.v1.EvictRequest\x1a\x18.kplane.v1.EvictResponseB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
 
 var (
 	file_kplane_v1_resources_proto_rawDescOnce sync.Once
@@ -2139,7 +2290,7 @@ func file_kplane_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_kplane_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_kplane_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_kplane_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_kplane_v1_resources_proto_goTypes = []any{
 	(EventType)(0),                // 0: kplane.v1.EventType
 	(*Object)(nil),                // 1: kplane.v1.Object
@@ -2168,109 +2319,117 @@ var file_kplane_v1_resources_proto_goTypes = []any{
 	(*BoundObjectReference)(nil),  // 24: kplane.v1.BoundObjectReference
 	(*CreateTokenRequest)(nil),    // 25: kplane.v1.CreateTokenRequest
 	(*CreateTokenResponse)(nil),   // 26: kplane.v1.CreateTokenResponse
-	(*Namespace)(nil),             // 27: kplane.v1.Namespace
-	(*Node)(nil),                  // 28: kplane.v1.Node
-	(*Pod)(nil),                   // 29: kplane.v1.Pod
-	(*ReplicaSet)(nil),            // 30: kplane.v1.ReplicaSet
-	(*ReplicationController)(nil), // 31: kplane.v1.ReplicationController
-	(*Service)(nil),               // 32: kplane.v1.Service
-	(*Endpoints)(nil),             // 33: kplane.v1.Endpoints
-	(*Job)(nil),                   // 34: kplane.v1.Job
-	(*PersistentVolume)(nil),      // 35: kplane.v1.PersistentVolume
-	(*PersistentVolumeClaim)(nil), // 36: kplane.v1.PersistentVolumeClaim
-	(*StorageClass)(nil),          // 37: kplane.v1.StorageClass
-	(*ServiceAccount)(nil),        // 38: kplane.v1.ServiceAccount
-	(*Secret)(nil),                // 39: kplane.v1.Secret
-	(*Lease)(nil),                 // 40: kplane.v1.Lease
-	(*Event)(nil),                 // 41: kplane.v1.Event
-	(*CronJob)(nil),               // 42: kplane.v1.CronJob
-	(*Deployment)(nil),            // 43: kplane.v1.Deployment
-	(*ControllerRevision)(nil),    // 44: kplane.v1.ControllerRevision
-	(*StatefulSet)(nil),           // 45: kplane.v1.StatefulSet
-	(*DaemonSet)(nil),             // 46: kplane.v1.DaemonSet
-	(*PriorityClass)(nil),         // 47: kplane.v1.PriorityClass
-	(*Role)(nil),                  // 48: kplane.v1.Role
-	(*ClusterRole)(nil),           // 49: kplane.v1.ClusterRole
-	(*RoleBinding)(nil),           // 50: kplane.v1.RoleBinding
-	(*ClusterRoleBinding)(nil),    // 51: kplane.v1.ClusterRoleBinding
-	(*ObjectMeta)(nil),            // 52: kplane.v1.ObjectMeta
-	(*timestamppb.Timestamp)(nil), // 53: google.protobuf.Timestamp
-	(*CheckAccessRequest)(nil),    // 54: kplane.v1.CheckAccessRequest
-	(*CheckAccessResponse)(nil),   // 55: kplane.v1.CheckAccessResponse
+	(*EvictRequest)(nil),          // 27: kplane.v1.EvictRequest
+	(*EvictResponse)(nil),         // 28: kplane.v1.EvictResponse
+	(*Namespace)(nil),             // 29: kplane.v1.Namespace
+	(*Node)(nil),                  // 30: kplane.v1.Node
+	(*Pod)(nil),                   // 31: kplane.v1.Pod
+	(*ReplicaSet)(nil),            // 32: kplane.v1.ReplicaSet
+	(*ReplicationController)(nil), // 33: kplane.v1.ReplicationController
+	(*Service)(nil),               // 34: kplane.v1.Service
+	(*Endpoints)(nil),             // 35: kplane.v1.Endpoints
+	(*Job)(nil),                   // 36: kplane.v1.Job
+	(*PersistentVolume)(nil),      // 37: kplane.v1.PersistentVolume
+	(*PersistentVolumeClaim)(nil), // 38: kplane.v1.PersistentVolumeClaim
+	(*StorageClass)(nil),          // 39: kplane.v1.StorageClass
+	(*ServiceAccount)(nil),        // 40: kplane.v1.ServiceAccount
+	(*Secret)(nil),                // 41: kplane.v1.Secret
+	(*Lease)(nil),                 // 42: kplane.v1.Lease
+	(*Event)(nil),                 // 43: kplane.v1.Event
+	(*CronJob)(nil),               // 44: kplane.v1.CronJob
+	(*Deployment)(nil),            // 45: kplane.v1.Deployment
+	(*ControllerRevision)(nil),    // 46: kplane.v1.ControllerRevision
+	(*StatefulSet)(nil),           // 47: kplane.v1.StatefulSet
+	(*DaemonSet)(nil),             // 48: kplane.v1.DaemonSet
+	(*PriorityClass)(nil),         // 49: kplane.v1.PriorityClass
+	(*PodDisruptionBudget)(nil),   // 50: kplane.v1.PodDisruptionBudget
+	(*Role)(nil),                  // 51: kplane.v1.Role
+	(*ClusterRole)(nil),           // 52: kplane.v1.ClusterRole
+	(*RoleBinding)(nil),           // 53: kplane.v1.RoleBinding
+	(*ClusterRoleBinding)(nil),    // 54: kplane.v1.ClusterRoleBinding
+	(*ObjectMeta)(nil),            // 55: kplane.v1.ObjectMeta
+	(*timestamppb.Timestamp)(nil), // 56: google.protobuf.Timestamp
+	(*CheckAccessRequest)(nil),    // 57: kplane.v1.CheckAccessRequest
+	(*CheckAccessResponse)(nil),   // 58: kplane.v1.CheckAccessResponse
 }
 var file_kplane_v1_resources_proto_depIdxs = []int32{
-	27, // 0: kplane.v1.Object.namespace:type_name -> kplane.v1.Namespace
-	28, // 1: kplane.v1.Object.node:type_name -> kplane.v1.Node
-	29, // 2: kplane.v1.Object.pod:type_name -> kplane.v1.Pod
-	30, // 3: kplane.v1.Object.replica_set:type_name -> kplane.v1.ReplicaSet
-	31, // 4: kplane.v1.Object.replication_controller:type_name -> kplane.v1.ReplicationController
-	32, // 5: kplane.v1.Object.service:type_name -> kplane.v1.Service
-	33, // 6: kplane.v1.Object.endpoints:type_name -> kplane.v1.Endpoints
-	34, // 7: kplane.v1.Object.job:type_name -> kplane.v1.Job
-	35, // 8: kplane.v1.Object.persistent_volume:type_name -> kplane.v1.PersistentVolume
-	36, // 9: kplane.v1.Object.persistent_volume_claim:type_name -> kplane.v1.PersistentVolumeClaim
-	37, // 10: kplane.v1.Object.storage_class:type_name -> kplane.v1.StorageClass
-	38, // 11: kplane.v1.Object.service_account:type_name -> kplane.v1.ServiceAccount
-	39, // 12: kplane.v1.Object.secret:type_name -> kplane.v1.Secret
-	40, // 13: kplane.v1.Object.lease:type_name -> kplane.v1.Lease
-	41, // 14: kplane.v1.Object.event:type_name -> kplane.v1.Event
-	42, // 15: kplane.v1.Object.cron_job:type_name -> kplane.v1.CronJob
-	43, // 16: kplane.v1.Object.deployment:type_name -> kplane.v1.Deployment
-	44, // 17: kplane.v1.Object.controller_revision:type_name -> kplane.v1.ControllerRevision
-	45, // 18: kplane.v1.Object.stateful_set:type_name -> kplane.v1.StatefulSet
-	46, // 19: kplane.v1.Object.daemon_set:type_name -> kplane.v1.DaemonSet
-	47, // 20: kplane.v1.Object.priority_class:type_name -> kplane.v1.PriorityClass
-	48, // 21: kplane.v1.Object.role:type_name -> kplane.v1.Role
-	49, // 22: kplane.v1.Object.cluster_role:type_name -> kplane.v1.ClusterRole
-	50, // 23: kplane.v1.Object.role_binding:type_name -> kplane.v1.RoleBinding
-	51, // 24: kplane.v1.Object.cluster_role_binding:type_name -> kplane.v1.ClusterRoleBinding
-	1,  // 25: kplane.v1.CreateRequest.object:type_name -> kplane.v1.Object
-	1,  // 26: kplane.v1.CreateResponse.object:type_name -> kplane.v1.Object
-	1,  // 27: kplane.v1.GetResponse.object:type_name -> kplane.v1.Object
-	1,  // 28: kplane.v1.ListResponse.items:type_name -> kplane.v1.Object
-	1,  // 29: kplane.v1.UpdateRequest.object:type_name -> kplane.v1.Object
-	1,  // 30: kplane.v1.UpdateResponse.object:type_name -> kplane.v1.Object
-	1,  // 31: kplane.v1.UpdateStatusRequest.object:type_name -> kplane.v1.Object
-	1,  // 32: kplane.v1.UpdateStatusResponse.object:type_name -> kplane.v1.Object
-	12, // 33: kplane.v1.DeleteRequest.preconditions:type_name -> kplane.v1.Preconditions
-	1,  // 34: kplane.v1.DeleteResponse.object:type_name -> kplane.v1.Object
-	0,  // 35: kplane.v1.WatchResponse.type:type_name -> kplane.v1.EventType
-	1,  // 36: kplane.v1.WatchResponse.object:type_name -> kplane.v1.Object
-	52, // 37: kplane.v1.Scale.metadata:type_name -> kplane.v1.ObjectMeta
-	18, // 38: kplane.v1.Scale.spec:type_name -> kplane.v1.ScaleSpec
-	19, // 39: kplane.v1.Scale.status:type_name -> kplane.v1.ScaleStatus
-	17, // 40: kplane.v1.GetScaleResponse.scale:type_name -> kplane.v1.Scale
-	17, // 41: kplane.v1.UpdateScaleRequest.scale:type_name -> kplane.v1.Scale
-	17, // 42: kplane.v1.UpdateScaleResponse.scale:type_name -> kplane.v1.Scale
-	24, // 43: kplane.v1.CreateTokenRequest.bound_object:type_name -> kplane.v1.BoundObjectReference
-	53, // 44: kplane.v1.CreateTokenResponse.expiration_timestamp:type_name -> google.protobuf.Timestamp
-	2,  // 45: kplane.v1.Resources.Create:input_type -> kplane.v1.CreateRequest
-	4,  // 46: kplane.v1.Resources.Get:input_type -> kplane.v1.GetRequest
-	6,  // 47: kplane.v1.Resources.List:input_type -> kplane.v1.ListRequest
-	8,  // 48: kplane.v1.Resources.Update:input_type -> kplane.v1.UpdateRequest
-	10, // 49: kplane.v1.Resources.UpdateStatus:input_type -> kplane.v1.UpdateStatusRequest
-	13, // 50: kplane.v1.Resources.Delete:input_type -> kplane.v1.DeleteRequest
-	15, // 51: kplane.v1.Resources.Watch:input_type -> kplane.v1.WatchRequest
-	20, // 52: kplane.v1.Resources.GetScale:input_type -> kplane.v1.GetScaleRequest
-	22, // 53: kplane.v1.Resources.UpdateScale:input_type -> kplane.v1.UpdateScaleRequest
-	54, // 54: kplane.v1.Resources.CheckAccess:input_type -> kplane.v1.CheckAccessRequest
-	25, // 55: kplane.v1.Resources.CreateToken:input_type -> kplane.v1.CreateTokenRequest
-	3,  // 56: kplane.v1.Resources.Create:output_type -> kplane.v1.CreateResponse
-	5,  // 57: kplane.v1.Resources.Get:output_type -> kplane.v1.GetResponse
-	7,  // 58: kplane.v1.Resources.List:output_type -> kplane.v1.ListResponse
-	9,  // 59: kplane.v1.Resources.Update:output_type -> kplane.v1.UpdateResponse
-	11, // 60: kplane.v1.Resources.UpdateStatus:output_type -> kplane.v1.UpdateStatusResponse
-	14, // 61: kplane.v1.Resources.Delete:output_type -> kplane.v1.DeleteResponse
-	16, // 62: kplane.v1.Resources.Watch:output_type -> kplane.v1.WatchResponse
-	21, // 63: kplane.v1.Resources.GetScale:output_type -> kplane.v1.GetScaleResponse
-	23, // 64: kplane.v1.Resources.UpdateScale:output_type -> kplane.v1.UpdateScaleResponse
-	55, // 65: kplane.v1.Resources.CheckAccess:output_type -> kplane.v1.CheckAccessResponse
-	26, // 66: kplane.v1.Resources.CreateToken:output_type -> kplane.v1.CreateTokenResponse
-	56, // [56:67] is the sub-list for method output_type
-	45, // [45:56] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	29, // 0: kplane.v1.Object.namespace:type_name -> kplane.v1.Namespace
+	30, // 1: kplane.v1.Object.node:type_name -> kplane.v1.Node
+	31, // 2: kplane.v1.Object.pod:type_name -> kplane.v1.Pod
+	32, // 3: kplane.v1.Object.replica_set:type_name -> kplane.v1.ReplicaSet
+	33, // 4: kplane.v1.Object.replication_controller:type_name -> kplane.v1.ReplicationController
+	34, // 5: kplane.v1.Object.service:type_name -> kplane.v1.Service
+	35, // 6: kplane.v1.Object.endpoints:type_name -> kplane.v1.Endpoints
+	36, // 7: kplane.v1.Object.job:type_name -> kplane.v1.Job
+	37, // 8: kplane.v1.Object.persistent_volume:type_name -> kplane.v1.PersistentVolume
+	38, // 9: kplane.v1.Object.persistent_volume_claim:type_name -> kplane.v1.PersistentVolumeClaim
+	39, // 10: kplane.v1.Object.storage_class:type_name -> kplane.v1.StorageClass
+	40, // 11: kplane.v1.Object.service_account:type_name -> kplane.v1.ServiceAccount
+	41, // 12: kplane.v1.Object.secret:type_name -> kplane.v1.Secret
+	42, // 13: kplane.v1.Object.lease:type_name -> kplane.v1.Lease
+	43, // 14: kplane.v1.Object.event:type_name -> kplane.v1.Event
+	44, // 15: kplane.v1.Object.cron_job:type_name -> kplane.v1.CronJob
+	45, // 16: kplane.v1.Object.deployment:type_name -> kplane.v1.Deployment
+	46, // 17: kplane.v1.Object.controller_revision:type_name -> kplane.v1.ControllerRevision
+	47, // 18: kplane.v1.Object.stateful_set:type_name -> kplane.v1.StatefulSet
+	48, // 19: kplane.v1.Object.daemon_set:type_name -> kplane.v1.DaemonSet
+	49, // 20: kplane.v1.Object.priority_class:type_name -> kplane.v1.PriorityClass
+	50, // 21: kplane.v1.Object.pod_disruption_budget:type_name -> kplane.v1.PodDisruptionBudget
+	51, // 22: kplane.v1.Object.role:type_name -> kplane.v1.Role
+	52, // 23: kplane.v1.Object.cluster_role:type_name -> kplane.v1.ClusterRole
+	53, // 24: kplane.v1.Object.role_binding:type_name -> kplane.v1.RoleBinding
+	54, // 25: kplane.v1.Object.cluster_role_binding:type_name -> kplane.v1.ClusterRoleBinding
+	1,  // 26: kplane.v1.CreateRequest.object:type_name -> kplane.v1.Object
+	1,  // 27: kplane.v1.CreateResponse.object:type_name -> kplane.v1.Object
+	1,  // 28: kplane.v1.GetResponse.object:type_name -> kplane.v1.Object
+	1,  // 29: kplane.v1.ListResponse.items:type_name -> kplane.v1.Object
+	1,  // 30: kplane.v1.UpdateRequest.object:type_name -> kplane.v1.Object
+	1,  // 31: kplane.v1.UpdateResponse.object:type_name -> kplane.v1.Object
+	1,  // 32: kplane.v1.UpdateStatusRequest.object:type_name -> kplane.v1.Object
+	1,  // 33: kplane.v1.UpdateStatusResponse.object:type_name -> kplane.v1.Object
+	12, // 34: kplane.v1.DeleteRequest.preconditions:type_name -> kplane.v1.Preconditions
+	1,  // 35: kplane.v1.DeleteResponse.object:type_name -> kplane.v1.Object
+	0,  // 36: kplane.v1.WatchResponse.type:type_name -> kplane.v1.EventType
+	1,  // 37: kplane.v1.WatchResponse.object:type_name -> kplane.v1.Object
+	55, // 38: kplane.v1.Scale.metadata:type_name -> kplane.v1.ObjectMeta
+	18, // 39: kplane.v1.Scale.spec:type_name -> kplane.v1.ScaleSpec
+	19, // 40: kplane.v1.Scale.status:type_name -> kplane.v1.ScaleStatus
+	17, // 41: kplane.v1.GetScaleResponse.scale:type_name -> kplane.v1.Scale
+	17, // 42: kplane.v1.UpdateScaleRequest.scale:type_name -> kplane.v1.Scale
+	17, // 43: kplane.v1.UpdateScaleResponse.scale:type_name -> kplane.v1.Scale
+	24, // 44: kplane.v1.CreateTokenRequest.bound_object:type_name -> kplane.v1.BoundObjectReference
+	56, // 45: kplane.v1.CreateTokenResponse.expiration_timestamp:type_name -> google.protobuf.Timestamp
+	12, // 46: kplane.v1.EvictRequest.preconditions:type_name -> kplane.v1.Preconditions
+	1,  // 47: kplane.v1.EvictResponse.object:type_name -> kplane.v1.Object
+	2,  // 48: kplane.v1.Resources.Create:input_type -> kplane.v1.CreateRequest
+	4,  // 49: kplane.v1.Resources.Get:input_type -> kplane.v1.GetRequest
+	6,  // 50: kplane.v1.Resources.List:input_type -> kplane.v1.ListRequest
+	8,  // 51: kplane.v1.Resources.Update:input_type -> kplane.v1.UpdateRequest
+	10, // 52: kplane.v1.Resources.UpdateStatus:input_type -> kplane.v1.UpdateStatusRequest
+	13, // 53: kplane.v1.Resources.Delete:input_type -> kplane.v1.DeleteRequest
+	15, // 54: kplane.v1.Resources.Watch:input_type -> kplane.v1.WatchRequest
+	20, // 55: kplane.v1.Resources.GetScale:input_type -> kplane.v1.GetScaleRequest
+	22, // 56: kplane.v1.Resources.UpdateScale:input_type -> kplane.v1.UpdateScaleRequest
+	57, // 57: kplane.v1.Resources.CheckAccess:input_type -> kplane.v1.CheckAccessRequest
+	25, // 58: kplane.v1.Resources.CreateToken:input_type -> kplane.v1.CreateTokenRequest
+	27, // 59: kplane.v1.Resources.Evict:input_type -> kplane.v1.EvictRequest
+	3,  // 60: kplane.v1.Resources.Create:output_type -> kplane.v1.CreateResponse
+	5,  // 61: kplane.v1.Resources.Get:output_type -> kplane.v1.GetResponse
+	7,  // 62: kplane.v1.Resources.List:output_type -> kplane.v1.ListResponse
+	9,  // 63: kplane.v1.Resources.Update:output_type -> kplane.v1.UpdateResponse
+	11, // 64: kplane.v1.Resources.UpdateStatus:output_type -> kplane.v1.UpdateStatusResponse
+	14, // 65: kplane.v1.Resources.Delete:output_type -> kplane.v1.DeleteResponse
+	16, // 66: kplane.v1.Resources.Watch:output_type -> kplane.v1.WatchResponse
+	21, // 67: kplane.v1.Resources.GetScale:output_type -> kplane.v1.GetScaleResponse
+	23, // 68: kplane.v1.Resources.UpdateScale:output_type -> kplane.v1.UpdateScaleResponse
+	58, // 69: kplane.v1.Resources.CheckAccess:output_type -> kplane.v1.CheckAccessResponse
+	26, // 70: kplane.v1.Resources.CreateToken:output_type -> kplane.v1.CreateTokenResponse
+	28, // 71: kplane.v1.Resources.Evict:output_type -> kplane.v1.EvictResponse
+	60, // [60:72] is the sub-list for method output_type
+	48, // [48:60] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_resources_proto_init() }
@@ -2304,19 +2463,21 @@ func file_kplane_v1_resources_proto_init() {
 		(*Object_StatefulSet)(nil),
 		(*Object_DaemonSet)(nil),
 		(*Object_PriorityClass)(nil),
+		(*Object_PodDisruptionBudget)(nil),
 		(*Object_Role)(nil),
 		(*Object_ClusterRole)(nil),
 		(*Object_RoleBinding)(nil),
 		(*Object_ClusterRoleBinding)(nil),
 	}
 	file_kplane_v1_resources_proto_msgTypes[12].OneofWrappers = []any{}
+	file_kplane_v1_resources_proto_msgTypes[26].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_v1_resources_proto_rawDesc), len(file_kplane_v1_resources_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

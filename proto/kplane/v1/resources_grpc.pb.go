@@ -30,6 +30,7 @@ const (
 	Resources_UpdateScale_FullMethodName  = "/kplane.v1.Resources/UpdateScale"
 	Resources_CheckAccess_FullMethodName  = "/kplane.v1.Resources/CheckAccess"
 	Resources_CreateToken_FullMethodName  = "/kplane.v1.Resources/CreateToken"
+	Resources_Evict_FullMethodName        = "/kplane.v1.Resources/Evict"
 )
 
 // ResourcesClient is the client API for Resources service.
@@ -72,6 +73,11 @@ type ResourcesClient interface {
 	// that object revokes it. Unimplemented when the apiserver has no
 	// --service-account-signing-key-file.
 	CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error)
+	// Evict deletes a pod gracefully unless that would violate a
+	// PodDisruptionBudget selecting it (Kubernetes' pods/eviction): then it
+	// is ResourceExhausted and nothing is written. An allowed eviction of a
+	// budgeted pod first takes one disruption from the budget's status.
+	Evict(ctx context.Context, in *EvictRequest, opts ...grpc.CallOption) (*EvictResponse, error)
 }
 
 type resourcesClient struct {
@@ -201,6 +207,16 @@ func (c *resourcesClient) CreateToken(ctx context.Context, in *CreateTokenReques
 	return out, nil
 }
 
+func (c *resourcesClient) Evict(ctx context.Context, in *EvictRequest, opts ...grpc.CallOption) (*EvictResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EvictResponse)
+	err := c.cc.Invoke(ctx, Resources_Evict_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ResourcesServer is the server API for Resources service.
 // All implementations must embed UnimplementedResourcesServer
 // for forward compatibility.
@@ -241,6 +257,11 @@ type ResourcesServer interface {
 	// that object revokes it. Unimplemented when the apiserver has no
 	// --service-account-signing-key-file.
 	CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error)
+	// Evict deletes a pod gracefully unless that would violate a
+	// PodDisruptionBudget selecting it (Kubernetes' pods/eviction): then it
+	// is ResourceExhausted and nothing is written. An allowed eviction of a
+	// budgeted pod first takes one disruption from the budget's status.
+	Evict(context.Context, *EvictRequest) (*EvictResponse, error)
 	mustEmbedUnimplementedResourcesServer()
 }
 
@@ -283,6 +304,9 @@ func (UnimplementedResourcesServer) CheckAccess(context.Context, *CheckAccessReq
 }
 func (UnimplementedResourcesServer) CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateToken not implemented")
+}
+func (UnimplementedResourcesServer) Evict(context.Context, *EvictRequest) (*EvictResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Evict not implemented")
 }
 func (UnimplementedResourcesServer) mustEmbedUnimplementedResourcesServer() {}
 func (UnimplementedResourcesServer) testEmbeddedByValue()                   {}
@@ -496,6 +520,24 @@ func _Resources_CreateToken_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Resources_Evict_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EvictRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ResourcesServer).Evict(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Resources_Evict_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ResourcesServer).Evict(ctx, req.(*EvictRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Resources_ServiceDesc is the grpc.ServiceDesc for Resources service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -542,6 +584,10 @@ var Resources_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreateToken",
 			Handler:    _Resources_CreateToken_Handler,
+		},
+		{
+			MethodName: "Evict",
+			Handler:    _Resources_Evict_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

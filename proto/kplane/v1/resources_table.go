@@ -59,6 +59,7 @@ var resourceTable = []Resource{
 	{Kind: "CronJob", Group: "batch", Version: "v1", Plural: "cronjobs", Singular: "cronjob", ShortNames: []string{"cj"}, Categories: all},
 	{Kind: "StorageClass", Group: "storage.k8s.io", Version: "v1", Plural: "storageclasses", Singular: "storageclass", ShortNames: []string{"sc"}},
 	{Kind: "PriorityClass", Group: "scheduling.k8s.io", Version: "v1", Plural: "priorityclasses", Singular: "priorityclass", ShortNames: []string{"pc"}},
+	{Kind: "PodDisruptionBudget", Group: "policy", Version: "v1", Plural: "poddisruptionbudgets", Singular: "poddisruptionbudget", ShortNames: []string{"pdb"}},
 	{Kind: "Role", Group: "rbac.authorization.k8s.io", Version: "v1", Plural: "roles", Singular: "role"},
 	{Kind: "ClusterRole", Group: "rbac.authorization.k8s.io", Version: "v1", Plural: "clusterroles", Singular: "clusterrole"},
 	{Kind: "RoleBinding", Group: "rbac.authorization.k8s.io", Version: "v1", Plural: "rolebindings", Singular: "rolebinding"},

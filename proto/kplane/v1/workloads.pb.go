@@ -3404,6 +3404,243 @@ func (x *DaemonSetStatus) GetConditions() []*Condition {
 	return nil
 }
 
+// PodDisruptionBudget bounds how many pods of a set voluntary disruptions
+// (evictions, drains) may take down at once (policy/v1).
+type PodDisruptionBudget struct {
+	state         protoimpl.MessageState     `protogen:"open.v1"`
+	Metadata      *ObjectMeta                `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Spec          *PodDisruptionBudgetSpec   `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	Status        *PodDisruptionBudgetStatus `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodDisruptionBudget) Reset() {
+	*x = PodDisruptionBudget{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodDisruptionBudget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodDisruptionBudget) ProtoMessage() {}
+
+func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodDisruptionBudget.ProtoReflect.Descriptor instead.
+func (*PodDisruptionBudget) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *PodDisruptionBudget) GetMetadata() *ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *PodDisruptionBudget) GetSpec() *PodDisruptionBudgetSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *PodDisruptionBudget) GetStatus() *PodDisruptionBudgetStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// PodDisruptionBudgetSpec is the desired state of a PodDisruptionBudget.
+// Exactly one of min_available and max_unavailable is set (a number, or
+// a percent of the pods' owners' scale).
+type PodDisruptionBudgetSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// min_available pods must stay healthy after an eviction.
+	MinAvailable *IntOrString `protobuf:"bytes,1,opt,name=min_available,json=minAvailable,proto3" json:"min_available,omitempty"`
+	// selector picks the pods; an empty selector selects every pod of the
+	// namespace (policy/v1).
+	Selector *LabelSelector `protobuf:"bytes,2,opt,name=selector,proto3" json:"selector,omitempty"`
+	// max_unavailable pods may be unhealthy after an eviction.
+	MaxUnavailable *IntOrString `protobuf:"bytes,3,opt,name=max_unavailable,json=maxUnavailable,proto3" json:"max_unavailable,omitempty"`
+	// unhealthy_pod_eviction_policy is IfHealthyBudget (the behaviour when
+	// unset) or AlwaysAllow: whether running pods that are not ready may be
+	// evicted while the budget is not met.
+	UnhealthyPodEvictionPolicy *string `protobuf:"bytes,4,opt,name=unhealthy_pod_eviction_policy,json=unhealthyPodEvictionPolicy,proto3,oneof" json:"unhealthy_pod_eviction_policy,omitempty"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
+}
+
+func (x *PodDisruptionBudgetSpec) Reset() {
+	*x = PodDisruptionBudgetSpec{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodDisruptionBudgetSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodDisruptionBudgetSpec) ProtoMessage() {}
+
+func (x *PodDisruptionBudgetSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodDisruptionBudgetSpec.ProtoReflect.Descriptor instead.
+func (*PodDisruptionBudgetSpec) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *PodDisruptionBudgetSpec) GetMinAvailable() *IntOrString {
+	if x != nil {
+		return x.MinAvailable
+	}
+	return nil
+}
+
+func (x *PodDisruptionBudgetSpec) GetSelector() *LabelSelector {
+	if x != nil {
+		return x.Selector
+	}
+	return nil
+}
+
+func (x *PodDisruptionBudgetSpec) GetMaxUnavailable() *IntOrString {
+	if x != nil {
+		return x.MaxUnavailable
+	}
+	return nil
+}
+
+func (x *PodDisruptionBudgetSpec) GetUnhealthyPodEvictionPolicy() string {
+	if x != nil && x.UnhealthyPodEvictionPolicy != nil {
+		return *x.UnhealthyPodEvictionPolicy
+	}
+	return ""
+}
+
+// PodDisruptionBudgetStatus is the observed state, written by the
+// disruption controller and (disrupted_pods, disruptions_allowed) by the
+// eviction subresource.
+type PodDisruptionBudgetStatus struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	ObservedGeneration int64                  `protobuf:"varint,1,opt,name=observed_generation,json=observedGeneration,proto3" json:"observed_generation,omitempty"`
+	// disrupted_pods maps the pods evicted but not yet seen gone by the
+	// controller to the time of their eviction.
+	DisruptedPods      map[string]*timestamppb.Timestamp `protobuf:"bytes,2,rep,name=disrupted_pods,json=disruptedPods,proto3" json:"disrupted_pods,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	DisruptionsAllowed int32                             `protobuf:"varint,3,opt,name=disruptions_allowed,json=disruptionsAllowed,proto3" json:"disruptions_allowed,omitempty"`
+	CurrentHealthy     int32                             `protobuf:"varint,4,opt,name=current_healthy,json=currentHealthy,proto3" json:"current_healthy,omitempty"`
+	DesiredHealthy     int32                             `protobuf:"varint,5,opt,name=desired_healthy,json=desiredHealthy,proto3" json:"desired_healthy,omitempty"`
+	ExpectedPods       int32                             `protobuf:"varint,6,opt,name=expected_pods,json=expectedPods,proto3" json:"expected_pods,omitempty"`
+	Conditions         []*Condition                      `protobuf:"bytes,7,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *PodDisruptionBudgetStatus) Reset() {
+	*x = PodDisruptionBudgetStatus{}
+	mi := &file_kplane_v1_workloads_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodDisruptionBudgetStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodDisruptionBudgetStatus) ProtoMessage() {}
+
+func (x *PodDisruptionBudgetStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_workloads_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodDisruptionBudgetStatus.ProtoReflect.Descriptor instead.
+func (*PodDisruptionBudgetStatus) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_workloads_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *PodDisruptionBudgetStatus) GetObservedGeneration() int64 {
+	if x != nil {
+		return x.ObservedGeneration
+	}
+	return 0
+}
+
+func (x *PodDisruptionBudgetStatus) GetDisruptedPods() map[string]*timestamppb.Timestamp {
+	if x != nil {
+		return x.DisruptedPods
+	}
+	return nil
+}
+
+func (x *PodDisruptionBudgetStatus) GetDisruptionsAllowed() int32 {
+	if x != nil {
+		return x.DisruptionsAllowed
+	}
+	return 0
+}
+
+func (x *PodDisruptionBudgetStatus) GetCurrentHealthy() int32 {
+	if x != nil {
+		return x.CurrentHealthy
+	}
+	return 0
+}
+
+func (x *PodDisruptionBudgetStatus) GetDesiredHealthy() int32 {
+	if x != nil {
+		return x.DesiredHealthy
+	}
+	return 0
+}
+
+func (x *PodDisruptionBudgetStatus) GetExpectedPods() int32 {
+	if x != nil {
+		return x.ExpectedPods
+	}
+	return 0
+}
+
+func (x *PodDisruptionBudgetStatus) GetConditions() []*Condition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
 var File_kplane_v1_workloads_proto protoreflect.FileDescriptor
 
 const file_kplane_v1_workloads_proto_rawDesc = "" +
@@ -3731,7 +3968,30 @@ const file_kplane_v1_workloads_proto_rawDesc = "" +
 	"conditions\x18\n" +
 	" \x03(\v2\x14.kplane.v1.ConditionR\n" +
 	"conditionsB\x12\n" +
-	"\x10_collision_countB3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
+	"\x10_collision_count\"\xbe\x01\n" +
+	"\x13PodDisruptionBudget\x121\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x126\n" +
+	"\x04spec\x18\x02 \x01(\v2\".kplane.v1.PodDisruptionBudgetSpecR\x04spec\x12<\n" +
+	"\x06status\x18\x03 \x01(\v2$.kplane.v1.PodDisruptionBudgetStatusR\x06status\"\xb7\x02\n" +
+	"\x17PodDisruptionBudgetSpec\x12;\n" +
+	"\rmin_available\x18\x01 \x01(\v2\x16.kplane.v1.IntOrStringR\fminAvailable\x124\n" +
+	"\bselector\x18\x02 \x01(\v2\x18.kplane.v1.LabelSelectorR\bselector\x12?\n" +
+	"\x0fmax_unavailable\x18\x03 \x01(\v2\x16.kplane.v1.IntOrStringR\x0emaxUnavailable\x12F\n" +
+	"\x1dunhealthy_pod_eviction_policy\x18\x04 \x01(\tH\x00R\x1aunhealthyPodEvictionPolicy\x88\x01\x01B \n" +
+	"\x1e_unhealthy_pod_eviction_policy\"\xe8\x03\n" +
+	"\x19PodDisruptionBudgetStatus\x12/\n" +
+	"\x13observed_generation\x18\x01 \x01(\x03R\x12observedGeneration\x12^\n" +
+	"\x0edisrupted_pods\x18\x02 \x03(\v27.kplane.v1.PodDisruptionBudgetStatus.DisruptedPodsEntryR\rdisruptedPods\x12/\n" +
+	"\x13disruptions_allowed\x18\x03 \x01(\x05R\x12disruptionsAllowed\x12'\n" +
+	"\x0fcurrent_healthy\x18\x04 \x01(\x05R\x0ecurrentHealthy\x12'\n" +
+	"\x0fdesired_healthy\x18\x05 \x01(\x05R\x0edesiredHealthy\x12#\n" +
+	"\rexpected_pods\x18\x06 \x01(\x05R\fexpectedPods\x124\n" +
+	"\n" +
+	"conditions\x18\a \x03(\v2\x14.kplane.v1.ConditionR\n" +
+	"conditions\x1a\\\n" +
+	"\x12DisruptedPodsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x120\n" +
+	"\x05value\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05value:\x028\x01B3Z1github.com/kplane/kplane/proto/kplane/v1;kplanev1b\x06proto3"
 
 var (
 	file_kplane_v1_workloads_proto_rawDescOnce sync.Once
@@ -3745,7 +4005,7 @@ func file_kplane_v1_workloads_proto_rawDescGZIP() []byte {
 	return file_kplane_v1_workloads_proto_rawDescData
 }
 
-var file_kplane_v1_workloads_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_kplane_v1_workloads_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_kplane_v1_workloads_proto_goTypes = []any{
 	(*ReplicaSet)(nil),                                      // 0: kplane.v1.ReplicaSet
 	(*ReplicaSetSpec)(nil),                                  // 1: kplane.v1.ReplicaSetSpec
@@ -3793,115 +4053,128 @@ var file_kplane_v1_workloads_proto_goTypes = []any{
 	(*DaemonSetUpdateStrategy)(nil),                         // 43: kplane.v1.DaemonSetUpdateStrategy
 	(*RollingUpdateDaemonSet)(nil),                          // 44: kplane.v1.RollingUpdateDaemonSet
 	(*DaemonSetStatus)(nil),                                 // 45: kplane.v1.DaemonSetStatus
-	nil,                                                     // 46: kplane.v1.ReplicationControllerSpec.SelectorEntry
-	nil,                                                     // 47: kplane.v1.PersistentVolumeSpec.CapacityEntry
-	nil,                                                     // 48: kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
-	nil,                                                     // 49: kplane.v1.StorageClass.ParametersEntry
-	(*ObjectMeta)(nil),                                      // 50: kplane.v1.ObjectMeta
-	(*LabelSelector)(nil),                                   // 51: kplane.v1.LabelSelector
-	(*PodTemplateSpec)(nil),                                 // 52: kplane.v1.PodTemplateSpec
-	(*Condition)(nil),                                       // 53: kplane.v1.Condition
-	(*timestamppb.Timestamp)(nil),                           // 54: google.protobuf.Timestamp
-	(*ObjectReference)(nil),                                 // 55: kplane.v1.ObjectReference
-	(*HostPathVolumeSource)(nil),                            // 56: kplane.v1.HostPathVolumeSource
-	(*NodeSelector)(nil),                                    // 57: kplane.v1.NodeSelector
-	(*ResourceRequirements)(nil),                            // 58: kplane.v1.ResourceRequirements
-	(*IntOrString)(nil),                                     // 59: kplane.v1.IntOrString
+	(*PodDisruptionBudget)(nil),                             // 46: kplane.v1.PodDisruptionBudget
+	(*PodDisruptionBudgetSpec)(nil),                         // 47: kplane.v1.PodDisruptionBudgetSpec
+	(*PodDisruptionBudgetStatus)(nil),                       // 48: kplane.v1.PodDisruptionBudgetStatus
+	nil,                                                     // 49: kplane.v1.ReplicationControllerSpec.SelectorEntry
+	nil,                                                     // 50: kplane.v1.PersistentVolumeSpec.CapacityEntry
+	nil,                                                     // 51: kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
+	nil,                                                     // 52: kplane.v1.StorageClass.ParametersEntry
+	nil,                                                     // 53: kplane.v1.PodDisruptionBudgetStatus.DisruptedPodsEntry
+	(*ObjectMeta)(nil),                                      // 54: kplane.v1.ObjectMeta
+	(*LabelSelector)(nil),                                   // 55: kplane.v1.LabelSelector
+	(*PodTemplateSpec)(nil),                                 // 56: kplane.v1.PodTemplateSpec
+	(*Condition)(nil),                                       // 57: kplane.v1.Condition
+	(*timestamppb.Timestamp)(nil),                           // 58: google.protobuf.Timestamp
+	(*ObjectReference)(nil),                                 // 59: kplane.v1.ObjectReference
+	(*HostPathVolumeSource)(nil),                            // 60: kplane.v1.HostPathVolumeSource
+	(*NodeSelector)(nil),                                    // 61: kplane.v1.NodeSelector
+	(*ResourceRequirements)(nil),                            // 62: kplane.v1.ResourceRequirements
+	(*IntOrString)(nil),                                     // 63: kplane.v1.IntOrString
 }
 var file_kplane_v1_workloads_proto_depIdxs = []int32{
-	50, // 0: kplane.v1.ReplicaSet.metadata:type_name -> kplane.v1.ObjectMeta
+	54, // 0: kplane.v1.ReplicaSet.metadata:type_name -> kplane.v1.ObjectMeta
 	1,  // 1: kplane.v1.ReplicaSet.spec:type_name -> kplane.v1.ReplicaSetSpec
 	2,  // 2: kplane.v1.ReplicaSet.status:type_name -> kplane.v1.ReplicaSetStatus
-	51, // 3: kplane.v1.ReplicaSetSpec.selector:type_name -> kplane.v1.LabelSelector
-	52, // 4: kplane.v1.ReplicaSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
-	53, // 5: kplane.v1.ReplicaSetStatus.conditions:type_name -> kplane.v1.Condition
-	50, // 6: kplane.v1.ReplicationController.metadata:type_name -> kplane.v1.ObjectMeta
+	55, // 3: kplane.v1.ReplicaSetSpec.selector:type_name -> kplane.v1.LabelSelector
+	56, // 4: kplane.v1.ReplicaSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	57, // 5: kplane.v1.ReplicaSetStatus.conditions:type_name -> kplane.v1.Condition
+	54, // 6: kplane.v1.ReplicationController.metadata:type_name -> kplane.v1.ObjectMeta
 	4,  // 7: kplane.v1.ReplicationController.spec:type_name -> kplane.v1.ReplicationControllerSpec
 	2,  // 8: kplane.v1.ReplicationController.status:type_name -> kplane.v1.ReplicaSetStatus
-	46, // 9: kplane.v1.ReplicationControllerSpec.selector:type_name -> kplane.v1.ReplicationControllerSpec.SelectorEntry
-	52, // 10: kplane.v1.ReplicationControllerSpec.template:type_name -> kplane.v1.PodTemplateSpec
-	50, // 11: kplane.v1.Job.metadata:type_name -> kplane.v1.ObjectMeta
+	49, // 9: kplane.v1.ReplicationControllerSpec.selector:type_name -> kplane.v1.ReplicationControllerSpec.SelectorEntry
+	56, // 10: kplane.v1.ReplicationControllerSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	54, // 11: kplane.v1.Job.metadata:type_name -> kplane.v1.ObjectMeta
 	6,  // 12: kplane.v1.Job.spec:type_name -> kplane.v1.JobSpec
 	7,  // 13: kplane.v1.Job.status:type_name -> kplane.v1.JobStatus
-	51, // 14: kplane.v1.JobSpec.selector:type_name -> kplane.v1.LabelSelector
-	52, // 15: kplane.v1.JobSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	55, // 14: kplane.v1.JobSpec.selector:type_name -> kplane.v1.LabelSelector
+	56, // 15: kplane.v1.JobSpec.template:type_name -> kplane.v1.PodTemplateSpec
 	9,  // 16: kplane.v1.JobSpec.pod_failure_policy:type_name -> kplane.v1.PodFailurePolicy
 	13, // 17: kplane.v1.JobSpec.success_policy:type_name -> kplane.v1.SuccessPolicy
-	53, // 18: kplane.v1.JobStatus.conditions:type_name -> kplane.v1.Condition
-	54, // 19: kplane.v1.JobStatus.start_time:type_name -> google.protobuf.Timestamp
-	54, // 20: kplane.v1.JobStatus.completion_time:type_name -> google.protobuf.Timestamp
+	57, // 18: kplane.v1.JobStatus.conditions:type_name -> kplane.v1.Condition
+	58, // 19: kplane.v1.JobStatus.start_time:type_name -> google.protobuf.Timestamp
+	58, // 20: kplane.v1.JobStatus.completion_time:type_name -> google.protobuf.Timestamp
 	8,  // 21: kplane.v1.JobStatus.uncounted_terminated_pods:type_name -> kplane.v1.UncountedTerminatedPods
 	10, // 22: kplane.v1.PodFailurePolicy.rules:type_name -> kplane.v1.PodFailurePolicyRule
 	11, // 23: kplane.v1.PodFailurePolicyRule.on_exit_codes:type_name -> kplane.v1.PodFailurePolicyOnExitCodesRequirement
 	12, // 24: kplane.v1.PodFailurePolicyRule.on_pod_conditions:type_name -> kplane.v1.PodFailurePolicyOnPodConditionsPattern
 	14, // 25: kplane.v1.SuccessPolicy.rules:type_name -> kplane.v1.SuccessPolicyRule
-	50, // 26: kplane.v1.PersistentVolume.metadata:type_name -> kplane.v1.ObjectMeta
+	54, // 26: kplane.v1.PersistentVolume.metadata:type_name -> kplane.v1.ObjectMeta
 	16, // 27: kplane.v1.PersistentVolume.spec:type_name -> kplane.v1.PersistentVolumeSpec
 	18, // 28: kplane.v1.PersistentVolume.status:type_name -> kplane.v1.PersistentVolumeStatus
-	47, // 29: kplane.v1.PersistentVolumeSpec.capacity:type_name -> kplane.v1.PersistentVolumeSpec.CapacityEntry
-	55, // 30: kplane.v1.PersistentVolumeSpec.claim_ref:type_name -> kplane.v1.ObjectReference
-	56, // 31: kplane.v1.PersistentVolumeSpec.host_path:type_name -> kplane.v1.HostPathVolumeSource
+	50, // 29: kplane.v1.PersistentVolumeSpec.capacity:type_name -> kplane.v1.PersistentVolumeSpec.CapacityEntry
+	59, // 30: kplane.v1.PersistentVolumeSpec.claim_ref:type_name -> kplane.v1.ObjectReference
+	60, // 31: kplane.v1.PersistentVolumeSpec.host_path:type_name -> kplane.v1.HostPathVolumeSource
 	17, // 32: kplane.v1.PersistentVolumeSpec.node_affinity:type_name -> kplane.v1.VolumeNodeAffinity
-	57, // 33: kplane.v1.VolumeNodeAffinity.required:type_name -> kplane.v1.NodeSelector
-	50, // 34: kplane.v1.PersistentVolumeClaim.metadata:type_name -> kplane.v1.ObjectMeta
+	61, // 33: kplane.v1.VolumeNodeAffinity.required:type_name -> kplane.v1.NodeSelector
+	54, // 34: kplane.v1.PersistentVolumeClaim.metadata:type_name -> kplane.v1.ObjectMeta
 	20, // 35: kplane.v1.PersistentVolumeClaim.spec:type_name -> kplane.v1.PersistentVolumeClaimSpec
 	21, // 36: kplane.v1.PersistentVolumeClaim.status:type_name -> kplane.v1.PersistentVolumeClaimStatus
-	51, // 37: kplane.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.v1.LabelSelector
-	58, // 38: kplane.v1.PersistentVolumeClaimSpec.resources:type_name -> kplane.v1.ResourceRequirements
-	48, // 39: kplane.v1.PersistentVolumeClaimStatus.capacity:type_name -> kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
-	53, // 40: kplane.v1.PersistentVolumeClaimStatus.conditions:type_name -> kplane.v1.Condition
-	50, // 41: kplane.v1.StorageClass.metadata:type_name -> kplane.v1.ObjectMeta
-	49, // 42: kplane.v1.StorageClass.parameters:type_name -> kplane.v1.StorageClass.ParametersEntry
-	50, // 43: kplane.v1.Lease.metadata:type_name -> kplane.v1.ObjectMeta
+	55, // 37: kplane.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.v1.LabelSelector
+	62, // 38: kplane.v1.PersistentVolumeClaimSpec.resources:type_name -> kplane.v1.ResourceRequirements
+	51, // 39: kplane.v1.PersistentVolumeClaimStatus.capacity:type_name -> kplane.v1.PersistentVolumeClaimStatus.CapacityEntry
+	57, // 40: kplane.v1.PersistentVolumeClaimStatus.conditions:type_name -> kplane.v1.Condition
+	54, // 41: kplane.v1.StorageClass.metadata:type_name -> kplane.v1.ObjectMeta
+	52, // 42: kplane.v1.StorageClass.parameters:type_name -> kplane.v1.StorageClass.ParametersEntry
+	54, // 43: kplane.v1.Lease.metadata:type_name -> kplane.v1.ObjectMeta
 	24, // 44: kplane.v1.Lease.spec:type_name -> kplane.v1.LeaseSpec
-	54, // 45: kplane.v1.LeaseSpec.acquire_time:type_name -> google.protobuf.Timestamp
-	54, // 46: kplane.v1.LeaseSpec.renew_time:type_name -> google.protobuf.Timestamp
-	50, // 47: kplane.v1.CronJob.metadata:type_name -> kplane.v1.ObjectMeta
+	58, // 45: kplane.v1.LeaseSpec.acquire_time:type_name -> google.protobuf.Timestamp
+	58, // 46: kplane.v1.LeaseSpec.renew_time:type_name -> google.protobuf.Timestamp
+	54, // 47: kplane.v1.CronJob.metadata:type_name -> kplane.v1.ObjectMeta
 	26, // 48: kplane.v1.CronJob.spec:type_name -> kplane.v1.CronJobSpec
 	28, // 49: kplane.v1.CronJob.status:type_name -> kplane.v1.CronJobStatus
 	27, // 50: kplane.v1.CronJobSpec.job_template:type_name -> kplane.v1.JobTemplateSpec
-	50, // 51: kplane.v1.JobTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
+	54, // 51: kplane.v1.JobTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
 	6,  // 52: kplane.v1.JobTemplateSpec.spec:type_name -> kplane.v1.JobSpec
-	55, // 53: kplane.v1.CronJobStatus.active:type_name -> kplane.v1.ObjectReference
-	54, // 54: kplane.v1.CronJobStatus.last_schedule_time:type_name -> google.protobuf.Timestamp
-	54, // 55: kplane.v1.CronJobStatus.last_successful_time:type_name -> google.protobuf.Timestamp
-	50, // 56: kplane.v1.Deployment.metadata:type_name -> kplane.v1.ObjectMeta
+	59, // 53: kplane.v1.CronJobStatus.active:type_name -> kplane.v1.ObjectReference
+	58, // 54: kplane.v1.CronJobStatus.last_schedule_time:type_name -> google.protobuf.Timestamp
+	58, // 55: kplane.v1.CronJobStatus.last_successful_time:type_name -> google.protobuf.Timestamp
+	54, // 56: kplane.v1.Deployment.metadata:type_name -> kplane.v1.ObjectMeta
 	30, // 57: kplane.v1.Deployment.spec:type_name -> kplane.v1.DeploymentSpec
 	33, // 58: kplane.v1.Deployment.status:type_name -> kplane.v1.DeploymentStatus
-	51, // 59: kplane.v1.DeploymentSpec.selector:type_name -> kplane.v1.LabelSelector
-	52, // 60: kplane.v1.DeploymentSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	55, // 59: kplane.v1.DeploymentSpec.selector:type_name -> kplane.v1.LabelSelector
+	56, // 60: kplane.v1.DeploymentSpec.template:type_name -> kplane.v1.PodTemplateSpec
 	31, // 61: kplane.v1.DeploymentSpec.strategy:type_name -> kplane.v1.DeploymentStrategy
 	32, // 62: kplane.v1.DeploymentStrategy.rolling_update:type_name -> kplane.v1.RollingUpdateDeployment
-	59, // 63: kplane.v1.RollingUpdateDeployment.max_unavailable:type_name -> kplane.v1.IntOrString
-	59, // 64: kplane.v1.RollingUpdateDeployment.max_surge:type_name -> kplane.v1.IntOrString
-	53, // 65: kplane.v1.DeploymentStatus.conditions:type_name -> kplane.v1.Condition
-	50, // 66: kplane.v1.ControllerRevision.metadata:type_name -> kplane.v1.ObjectMeta
-	50, // 67: kplane.v1.StatefulSet.metadata:type_name -> kplane.v1.ObjectMeta
+	63, // 63: kplane.v1.RollingUpdateDeployment.max_unavailable:type_name -> kplane.v1.IntOrString
+	63, // 64: kplane.v1.RollingUpdateDeployment.max_surge:type_name -> kplane.v1.IntOrString
+	57, // 65: kplane.v1.DeploymentStatus.conditions:type_name -> kplane.v1.Condition
+	54, // 66: kplane.v1.ControllerRevision.metadata:type_name -> kplane.v1.ObjectMeta
+	54, // 67: kplane.v1.StatefulSet.metadata:type_name -> kplane.v1.ObjectMeta
 	36, // 68: kplane.v1.StatefulSet.spec:type_name -> kplane.v1.StatefulSetSpec
 	40, // 69: kplane.v1.StatefulSet.status:type_name -> kplane.v1.StatefulSetStatus
-	51, // 70: kplane.v1.StatefulSetSpec.selector:type_name -> kplane.v1.LabelSelector
-	52, // 71: kplane.v1.StatefulSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	55, // 70: kplane.v1.StatefulSetSpec.selector:type_name -> kplane.v1.LabelSelector
+	56, // 71: kplane.v1.StatefulSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
 	19, // 72: kplane.v1.StatefulSetSpec.volume_claim_templates:type_name -> kplane.v1.PersistentVolumeClaim
 	37, // 73: kplane.v1.StatefulSetSpec.update_strategy:type_name -> kplane.v1.StatefulSetUpdateStrategy
 	39, // 74: kplane.v1.StatefulSetSpec.persistent_volume_claim_retention_policy:type_name -> kplane.v1.StatefulSetPersistentVolumeClaimRetentionPolicy
 	38, // 75: kplane.v1.StatefulSetUpdateStrategy.rolling_update:type_name -> kplane.v1.RollingUpdateStatefulSetStrategy
-	59, // 76: kplane.v1.RollingUpdateStatefulSetStrategy.max_unavailable:type_name -> kplane.v1.IntOrString
-	53, // 77: kplane.v1.StatefulSetStatus.conditions:type_name -> kplane.v1.Condition
-	50, // 78: kplane.v1.DaemonSet.metadata:type_name -> kplane.v1.ObjectMeta
+	63, // 76: kplane.v1.RollingUpdateStatefulSetStrategy.max_unavailable:type_name -> kplane.v1.IntOrString
+	57, // 77: kplane.v1.StatefulSetStatus.conditions:type_name -> kplane.v1.Condition
+	54, // 78: kplane.v1.DaemonSet.metadata:type_name -> kplane.v1.ObjectMeta
 	42, // 79: kplane.v1.DaemonSet.spec:type_name -> kplane.v1.DaemonSetSpec
 	45, // 80: kplane.v1.DaemonSet.status:type_name -> kplane.v1.DaemonSetStatus
-	51, // 81: kplane.v1.DaemonSetSpec.selector:type_name -> kplane.v1.LabelSelector
-	52, // 82: kplane.v1.DaemonSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
+	55, // 81: kplane.v1.DaemonSetSpec.selector:type_name -> kplane.v1.LabelSelector
+	56, // 82: kplane.v1.DaemonSetSpec.template:type_name -> kplane.v1.PodTemplateSpec
 	43, // 83: kplane.v1.DaemonSetSpec.update_strategy:type_name -> kplane.v1.DaemonSetUpdateStrategy
 	44, // 84: kplane.v1.DaemonSetUpdateStrategy.rolling_update:type_name -> kplane.v1.RollingUpdateDaemonSet
-	59, // 85: kplane.v1.RollingUpdateDaemonSet.max_unavailable:type_name -> kplane.v1.IntOrString
-	59, // 86: kplane.v1.RollingUpdateDaemonSet.max_surge:type_name -> kplane.v1.IntOrString
-	53, // 87: kplane.v1.DaemonSetStatus.conditions:type_name -> kplane.v1.Condition
-	88, // [88:88] is the sub-list for method output_type
-	88, // [88:88] is the sub-list for method input_type
-	88, // [88:88] is the sub-list for extension type_name
-	88, // [88:88] is the sub-list for extension extendee
-	0,  // [0:88] is the sub-list for field type_name
+	63, // 85: kplane.v1.RollingUpdateDaemonSet.max_unavailable:type_name -> kplane.v1.IntOrString
+	63, // 86: kplane.v1.RollingUpdateDaemonSet.max_surge:type_name -> kplane.v1.IntOrString
+	57, // 87: kplane.v1.DaemonSetStatus.conditions:type_name -> kplane.v1.Condition
+	54, // 88: kplane.v1.PodDisruptionBudget.metadata:type_name -> kplane.v1.ObjectMeta
+	47, // 89: kplane.v1.PodDisruptionBudget.spec:type_name -> kplane.v1.PodDisruptionBudgetSpec
+	48, // 90: kplane.v1.PodDisruptionBudget.status:type_name -> kplane.v1.PodDisruptionBudgetStatus
+	63, // 91: kplane.v1.PodDisruptionBudgetSpec.min_available:type_name -> kplane.v1.IntOrString
+	55, // 92: kplane.v1.PodDisruptionBudgetSpec.selector:type_name -> kplane.v1.LabelSelector
+	63, // 93: kplane.v1.PodDisruptionBudgetSpec.max_unavailable:type_name -> kplane.v1.IntOrString
+	53, // 94: kplane.v1.PodDisruptionBudgetStatus.disrupted_pods:type_name -> kplane.v1.PodDisruptionBudgetStatus.DisruptedPodsEntry
+	57, // 95: kplane.v1.PodDisruptionBudgetStatus.conditions:type_name -> kplane.v1.Condition
+	58, // 96: kplane.v1.PodDisruptionBudgetStatus.DisruptedPodsEntry.value:type_name -> google.protobuf.Timestamp
+	97, // [97:97] is the sub-list for method output_type
+	97, // [97:97] is the sub-list for method input_type
+	97, // [97:97] is the sub-list for extension type_name
+	97, // [97:97] is the sub-list for extension extendee
+	0,  // [0:97] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_workloads_proto_init() }
@@ -3928,13 +4201,14 @@ func file_kplane_v1_workloads_proto_init() {
 	file_kplane_v1_workloads_proto_msgTypes[40].OneofWrappers = []any{}
 	file_kplane_v1_workloads_proto_msgTypes[42].OneofWrappers = []any{}
 	file_kplane_v1_workloads_proto_msgTypes[45].OneofWrappers = []any{}
+	file_kplane_v1_workloads_proto_msgTypes[47].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_v1_workloads_proto_rawDesc), len(file_kplane_v1_workloads_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   50,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

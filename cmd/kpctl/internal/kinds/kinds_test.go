@@ -30,6 +30,7 @@ func TestResolve(t *testing.T) {
 		"Lease":                 {"lease", "leases"},
 		"Event":                 {"ev", "event", "events"},
 		"PriorityClass":         {"pc", "priorityclass", "priorityclasses"},
+		"PodDisruptionBudget":   {"pdb", "poddisruptionbudget", "poddisruptionbudgets"},
 	} {
 		for _, n := range names {
 			k, err := Resolve(n)
@@ -64,7 +65,7 @@ func TestAPIVersion(t *testing.T) {
 	for kind, want := range map[string]string{
 		"Pod": "v1", "ReplicaSet": "apps/v1", "Job": "batch/v1",
 		"StorageClass": "storage.k8s.io/v1", "Lease": "coordination.k8s.io/v1", "Event": "v1",
-		"PriorityClass": "scheduling.k8s.io/v1",
+		"PriorityClass": "scheduling.k8s.io/v1", "PodDisruptionBudget": "policy/v1",
 	} {
 		if got := APIVersion(kind); got != want {
 			t.Errorf("APIVersion(%s) = %s, want %s", kind, got, want)
