@@ -57,6 +57,7 @@ func statusFor(err error, req request) *metav1.Status {
 		s.Reason, s.Code = metav1.StatusReasonUnauthorized, http.StatusUnauthorized
 	case codes.ResourceExhausted:
 		s.Reason, s.Code = metav1.StatusReasonTooManyRequests, http.StatusTooManyRequests
+		details.Causes = infoCauses(st)
 	case codes.Unavailable:
 		s.Reason, s.Code = metav1.StatusReasonServiceUnavailable, http.StatusServiceUnavailable
 	case codes.DeadlineExceeded, codes.Canceled:
@@ -110,6 +111,19 @@ func fieldCauses(st *status.Status) []metav1.StatusCause {
 		}
 		for _, v := range br.GetFieldViolations() {
 			out = append(out, metav1.StatusCause{Type: metav1.CauseType(v.GetReason()), Message: v.GetDescription(), Field: v.GetField()})
+		}
+	}
+	return out
+}
+
+// infoCauses lists the causes the service attached as ErrorInfo (an
+// eviction refused for a DisruptionBudget): the reason is the cause's
+// type, metadata["message"] its message.
+func infoCauses(st *status.Status) []metav1.StatusCause {
+	var out []metav1.StatusCause
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok {
+			out = append(out, metav1.StatusCause{Type: metav1.CauseType(ei.GetReason()), Message: ei.GetMetadata()["message"]})
 		}
 	}
 	return out

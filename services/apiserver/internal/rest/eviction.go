@@ -72,38 +72,38 @@ func readPosted(w http.ResponseWriter, r *http.Request, req request, obj postedO
 	return true
 }
 
-// serveEviction serves POST pods/<name>/eviction (policy/v1 Eviction):
-// the pod is deleted through the service's Delete with the eviction's
-// DeleteOptions, so graceful deletion applies exactly as to a DELETE
-// (the pod stays Terminating until its node agent confirms the stop).
-// kplane has no PodDisruptionBudget yet, so no eviction is refused for
-// one: every eviction of an existing pod is allowed.
+// serveEviction serves POST pods/<name>/eviction (policy/v1 Eviction)
+// through the service's Evict, where the PodDisruptionBudget rules live
+// (one semantics for every client): the pod is deleted with the
+// eviction's DeleteOptions, gracefully as by a DELETE, unless a budget
+// forbids it (429 TooManyRequests with a DisruptionBudget cause, which
+// kubectl drain retries).
 func (h *Handler) serveEviction(w http.ResponseWriter, r *http.Request, req request) {
 	ev := &policyv1.Eviction{}
 	if !readPosted(w, r, req, ev, "eviction", "policy/v1", "Eviction") {
 		return
 	}
-	dr := &kplanev1.DeleteRequest{Kind: "Pod", Namespace: req.namespace, Name: req.name}
+	er := &kplanev1.EvictRequest{Namespace: req.namespace, Name: req.name}
 	if o := ev.DeleteOptions; o != nil {
 		if len(o.DryRun) > 0 {
 			writeStatus(w, badRequest("deleteOptions.dryRun: Unsupported value: kplane does not support dry runs"))
 			return
 		}
-		dr.GracePeriodSeconds = o.GracePeriodSeconds
+		er.GracePeriodSeconds = o.GracePeriodSeconds
 		if o.PropagationPolicy != nil {
-			dr.PropagationPolicy = string(*o.PropagationPolicy)
+			er.PropagationPolicy = string(*o.PropagationPolicy)
 		}
 		if p := o.Preconditions; p != nil {
-			dr.Preconditions = &kplanev1.Preconditions{}
+			er.Preconditions = &kplanev1.Preconditions{}
 			if p.UID != nil {
-				dr.Preconditions.Uid = string(*p.UID)
+				er.Preconditions.Uid = string(*p.UID)
 			}
 			if p.ResourceVersion != nil {
-				dr.Preconditions.ResourceVersion = *p.ResourceVersion
+				er.Preconditions.ResourceVersion = *p.ResourceVersion
 			}
 		}
 	}
-	if _, err := h.api.Delete(r.Context(), dr); err != nil {
+	if _, err := h.api.Evict(r.Context(), er); err != nil {
 		writeStatus(w, statusFor(err, req))
 		return
 	}

@@ -184,9 +184,9 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) serveResource(w http.ResponseWriter, r *http.Request, req request) {
 	collection := req.name == ""
 	if sub := subresourceOf(req.res.info, req.subresource); sub != nil {
-		// scale goes through GetScale/UpdateScale, authorized there; the
-		// others have no Resources method of their own.
-		if sub.name != "scale" {
+		// scale and eviction go through GetScale/UpdateScale and Evict,
+		// authorized there; the others have no Resources method of their own.
+		if sub.name != "scale" && sub.name != "eviction" {
 			verb := "get"
 			if r.Method != http.MethodGet && r.Method != http.MethodHead {
 				verb = "create"

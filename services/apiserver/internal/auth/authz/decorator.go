@@ -365,6 +365,20 @@ func lookupResource(group, name string) *kplanev1.Resource {
 	return nil
 }
 
+// Evict implements kplanev1.ResourcesServer: create of pods/eviction,
+// as RBAC names it. The deletion and the budget's status update the
+// eviction makes are its own, as in Kubernetes: the evictor needs no
+// delete on pods nor update on poddisruptionbudgets/status.
+func (d *Decorator) Evict(ctx context.Context, req *kplanev1.EvictRequest) (*kplanev1.EvictResponse, error) {
+	a := attributes(UserFrom(ctx), "create", "Pod", "eviction", req.GetNamespace(), req.GetName())
+	if err := d.authorize(ctx, a); err != nil {
+		return nil, err
+	}
+	resp, err := d.next.Evict(ctx, req)
+	d.done(a, err)
+	return resp, err
+}
+
 // CreateToken implements kplanev1.ResourcesServer: create of
 // serviceaccounts/token for the account named. A token bound to a Pod
 // carries the pod's name, so the Node authorizer lets a node agent ask
