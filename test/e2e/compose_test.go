@@ -191,7 +191,7 @@ func TestCompose(t *testing.T) {
 		"apiserver": "services/apiserver", "scheduler": "services/scheduler", "replicactl": "services/replicactl",
 		"nodectl": "services/nodectl", "gcctl": "services/gcctl", "nodeagent": "services/nodeagent", "ipamctl": "services/ipamctl",
 		"proxy": "services/proxy", "endpointsctl": "services/endpointsctl", "jobctl": "services/jobctl", "cronjobctl": "services/cronjobctl",
-		"pvctl": "services/pvctl", "deploymentctl": "services/deploymentctl", "statefulsetctl": "services/statefulsetctl", "daemonsetctl": "services/daemonsetctl",
+		"pvctl": "services/pvctl", "deploymentctl": "services/deploymentctl", "statefulsetctl": "services/statefulsetctl", "daemonsetctl": "services/daemonsetctl", "disruptionctl": "services/disruptionctl",
 		"tokenctl": "services/tokenctl", "kpctl": "cmd/kpctl", "healthcheck": "cmd/healthcheck",
 	} {
 		if err := ensureBinary(name, pkg); err != nil {
@@ -237,7 +237,7 @@ func TestCompose(t *testing.T) {
 		if out, err := c.run(3*time.Minute, "down", "-v", "--remove-orphans", "--timeout", "10"); err != nil {
 			t.Errorf("compose down: %v\n%s", err, out)
 		}
-		for _, s := range []string{"apiserver", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "jobctl", "cronjobctl", "pvctl", "deploymentctl", "statefulsetctl", "daemonsetctl", "tokenctl", "nodeagent", "proxy", "kpctl"} {
+		for _, s := range []string{"apiserver", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "jobctl", "cronjobctl", "pvctl", "deploymentctl", "statefulsetctl", "daemonsetctl", "disruptionctl", "tokenctl", "nodeagent", "proxy", "kpctl"} {
 			_ = exec.Command("docker", "image", "rm", "kplane/"+s+":"+c.tag).Run()
 		}
 	})

@@ -23,7 +23,7 @@ import (
 
 // Controllers are the leader-elected binaries of the control plane, in the
 // order they start; each holds the Lease kplane-system/<name>.
-var Controllers = []string{"tokenctl", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "jobctl", "cronjobctl", "pvctl", "deploymentctl", "statefulsetctl", "daemonsetctl"}
+var Controllers = []string{"tokenctl", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "jobctl", "cronjobctl", "pvctl", "deploymentctl", "statefulsetctl", "daemonsetctl", "disruptionctl"}
 
 // Runtime names of the node agent.
 const (

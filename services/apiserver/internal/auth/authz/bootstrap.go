@@ -42,6 +42,7 @@ var (
 	apps        = []string{"apps"}
 	batch       = []string{"batch"}
 	storage     = []string{"storage.k8s.io"}
+	policy      = []string{"policy"}
 	read        = []string{"get", "list", "watch"}
 	informerRWs = []string{"list", "watch"}
 )
@@ -69,6 +70,7 @@ var controllerRules = map[string][]*kplanev1.PolicyRule{
 		readRule(core, "nodes", "namespaces", "persistentvolumes"),
 		rule(core, res("persistentvolumeclaims"), "get", "list", "watch", "update"),
 		readRule(storage, "storageclasses"),
+		readRule(policy, "poddisruptionbudgets"),
 		events,
 	},
 	"replicactl": {
@@ -151,6 +153,12 @@ var controllerRules = map[string][]*kplanev1.PolicyRule{
 	"proxy": {
 		rule(core, res("services", "endpoints"), informerRWs...),
 	},
+	"disruptionctl": {
+		rule(policy, res("poddisruptionbudgets"), read...),
+		rule(policy, res("poddisruptionbudgets/status"), "get", "update"),
+		readRule(core, "pods", "replicationcontrollers"),
+		readRule(apps, "replicasets", "deployments", "statefulsets"),
+	},
 	"tokenctl": {
 		rule(core, res("namespaces"), informerRWs...),
 		rule(core, res("serviceaccounts"), "get", "list", "watch", "create", "update"),
@@ -163,7 +171,7 @@ var controllerRules = map[string][]*kplanev1.PolicyRule{
 var leaderElected = map[string]bool{
 	"scheduler": true, "replicactl": true, "nodectl": true, "ipamctl": true, "gcctl": true,
 	"endpointsctl": true, "jobctl": true, "cronjobctl": true, "pvctl": true, "deploymentctl": true,
-	"statefulsetctl": true, "daemonsetctl": true, "tokenctl": true,
+	"statefulsetctl": true, "daemonsetctl": true, "tokenctl": true, "disruptionctl": true,
 }
 
 // ControllerBinaries are the binaries with a bootstrap role, sorted.

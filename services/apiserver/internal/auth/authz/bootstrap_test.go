@@ -81,6 +81,8 @@ func TestControllerRoles(t *testing.T) {
 			"create controllerrevisions default/r", "get controllerrevisions default/r", "delete controllerrevisions default/r", ev},
 		"daemonsetctl": {"list daemonsets", "update daemonsets/status default/d", "get daemonsets default/d", "list nodes", "list pods",
 			"create pods default/p", "delete pods default/p", "update pods default/p", "list controllerrevisions", "create controllerrevisions default/r", ev},
+		"disruptionctl": {"list poddisruptionbudgets", "watch poddisruptionbudgets", "get poddisruptionbudgets default/b", "update poddisruptionbudgets/status default/b",
+			"list pods", "list replicasets", "list deployments", "list statefulsets", "list replicationcontrollers"},
 		"proxy":    {"list services", "watch services", "list endpoints", "watch endpoints"},
 		"tokenctl": {"list namespaces", "list serviceaccounts", "create serviceaccounts default/default", "list secrets", "create secrets default/s", "update secrets default/s", "delete secrets default/s", ev},
 	}
@@ -98,6 +100,7 @@ func TestControllerRoles(t *testing.T) {
 		"statefulsetctl": {"update statefulsets default/s", "create replicasets default/r"},
 		"daemonsetctl":   {"update nodes n", "create deployments default/d"},
 		"proxy":          {"get secrets default/s", "update endpoints default/e", "create events default/e", "create leases kplane-system/proxy"},
+		"disruptionctl":  {"update poddisruptionbudgets default/b", "delete pods default/p", "create pods/eviction default/p", "update replicasets default/r"},
 		"tokenctl":       {"delete serviceaccounts default/default", "create pods default/p", "list nodes"},
 	}
 	for _, b := range ControllerBinaries() {
