@@ -326,10 +326,10 @@ func TestPreemptionForAntiAffinity(t *testing.T) {
 	state.SetNodes(c.nodes)
 	fwk.UseFilters(state)
 	pre := &DefaultPreemption{}
-	if cand := pre.victimsOn(ctx, state, hi, c.nodes[0], c.nodes, true); cand == nil || len(cand.victims) != 1 || cand.victims[0].Key != "default/low-web" {
+	if cand := pre.victimsOn(ctx, state, hi, c.nodes[0], c.nodes, true, nil); cand == nil || len(cand.victims) != 1 || cand.victims[0].Key != "default/low-web" {
 		t.Fatalf("node a: victims %+v, want low-web", cand)
 	}
-	if cand := pre.victimsOn(ctx, state, hi, c.nodes[1], c.nodes, true); cand != nil {
+	if cand := pre.victimsOn(ctx, state, hi, c.nodes[1], c.nodes, true, nil); cand != nil {
 		t.Fatalf("node b: victims %+v, want none (peer-web is as important)", cand)
 	}
 }

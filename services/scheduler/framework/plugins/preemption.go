@@ -12,6 +12,8 @@ import (
 	"github.com/kplane/kplane/pkg/apiutil"
 	"github.com/kplane/kplane/pkg/client"
 	"github.com/kplane/kplane/pkg/controller"
+	"github.com/kplane/kplane/pkg/disruption"
+	"github.com/kplane/kplane/pkg/informer"
 	"github.com/kplane/kplane/pkg/record"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 	"github.com/kplane/kplane/services/scheduler/framework"
@@ -40,15 +42,49 @@ const (
 // once they are gone (their deletion is a cluster event that retries
 // it). Pods of equal or higher priority are never victims, and a pod
 // with preemptionPolicy Never preempts nothing.
-type DefaultPreemption struct{ h framework.Handle }
+//
+// PodDisruptionBudgets are honoured as in Kubernetes: on a node, the
+// victims whose deletion would violate a budget are given back first, and
+// among the nodes the one with the fewest such violations wins before
+// any priority is compared. A violation is allowed when nothing else
+// makes the pod fit (preemption is not an eviction).
+type DefaultPreemption struct {
+	h framework.Handle
+	// pdbs is the PodDisruptionBudget informer; nil without a handle.
+	pdbs *informer.Informer
+}
+
+// NewDefaultPreemption returns the plugin; budgets come from h's
+// PodDisruptionBudget informer.
+func NewDefaultPreemption(h framework.Handle) *DefaultPreemption {
+	p := &DefaultPreemption{h: h}
+	if h != nil {
+		p.pdbs = h.Informer("PodDisruptionBudget")
+	}
+	return p
+}
+
+// budgets lists the PodDisruptionBudgets known to the informer.
+func (p *DefaultPreemption) budgets() []*kplanev1.PodDisruptionBudget {
+	if p.pdbs == nil {
+		return nil
+	}
+	var out []*kplanev1.PodDisruptionBudget
+	for _, o := range p.pdbs.Store().List() {
+		out = append(out, o.GetPodDisruptionBudget())
+	}
+	return out
+}
 
 // Name implements framework.Plugin.
 func (*DefaultPreemption) Name() string { return DefaultPreemptionName }
 
-// candidate is a node and the pods to evict there.
+// candidate is a node and the pods to evict there; violations of them
+// would violate a PodDisruptionBudget.
 type candidate struct {
-	node    string
-	victims []*framework.PodInfo
+	node       string
+	victims    []*framework.PodInfo
+	violations int
 }
 
 // PostFilter implements framework.PostFilterPlugin.
@@ -92,7 +128,8 @@ func (p *DefaultPreemption) PostFilter(ctx context.Context, state *framework.Cyc
 		aware = aware || n.NumPodsWithAffinity() > 0
 	}
 	var best *candidate
-	var bestKey [3]int64
+	var bestKey [4]int64
+	pdbs := p.budgets()
 	noVictims, notHelpful := 0, 0
 	for _, n := range nodes {
 		st := filtered[n.Name]
@@ -100,7 +137,7 @@ func (p *DefaultPreemption) PostFilter(ctx context.Context, state *framework.Cyc
 			notHelpful++
 			continue
 		}
-		c := p.victimsOn(ctx, state, pod, n, nodes, aware)
+		c := p.victimsOn(ctx, state, pod, n, nodes, aware, pdbs)
 		if c == nil {
 			noVictims++
 			continue
@@ -126,9 +163,10 @@ func (p *DefaultPreemption) PostFilter(ctx context.Context, state *framework.Cyc
 	return &framework.PostFilterResult{NominatedNodeName: best.node}, nil
 }
 
-// rank orders candidates: lower is better (the highest victim priority,
-// the sum of victim priorities, the number of victims).
-func rank(c *candidate) [3]int64 {
+// rank orders candidates: lower is better (the PodDisruptionBudget
+// violations, the highest victim priority, the sum of victim priorities,
+// the number of victims).
+func rank(c *candidate) [4]int64 {
 	var highest, sum int64
 	for i, v := range c.victims {
 		pr := int64(v.Pod.GetSpec().GetPriority())
@@ -137,13 +175,15 @@ func rank(c *candidate) [3]int64 {
 		}
 		sum += pr
 	}
-	return [3]int64{highest, sum, int64(len(c.victims))}
+	return [4]int64{int64(c.violations), highest, sum, int64(len(c.victims))}
 }
 
 // victimsOn returns the fewest, least important pods of lower priority
 // to evict from node for pod to fit, or nil when evicting cannot help.
+// The pods whose deletion would violate one of pdbs are given back
+// first, so they are victims only when the pod fits no other way.
 func (p *DefaultPreemption) victimsOn(ctx context.Context, state *framework.CycleState, pod *framework.PodInfo, node *framework.NodeInfo,
-	nodes []*framework.NodeInfo, aware bool) *candidate {
+	nodes []*framework.NodeInfo, aware bool, pdbs []*kplanev1.PodDisruptionBudget) *candidate {
 	prio := pod.Pod.GetSpec().GetPriority()
 	sim := node.Clone()
 	fits := func() bool { return state.RunFilterPlugins(ctx, pod, sim).IsSuccess() }
@@ -186,18 +226,52 @@ func (p *DefaultPreemption) victimsOn(ctx context.Context, state *framework.Cycl
 		}
 		return b.Pod.GetMetadata().GetCreationTimestamp().AsTime().Compare(a.Pod.GetMetadata().GetCreationTimestamp().AsTime())
 	})
+	violating, nonViolating := splitByBudget(lower, pdbs)
 	c := &candidate{node: node.Name}
-	for _, v := range lower {
+	reprieve := func(v *framework.PodInfo) bool {
 		sim.AddPod(v)
-		if !fits() {
-			sim.RemovePod(v.UID)
-			c.victims = append(c.victims, v)
+		if fits() {
+			return true
 		}
+		sim.RemovePod(v.UID)
+		c.victims = append(c.victims, v)
+		return false
+	}
+	for _, v := range violating {
+		if !reprieve(v) {
+			c.violations++
+		}
+	}
+	for _, v := range nonViolating {
+		reprieve(v)
 	}
 	if len(c.victims) == 0 {
 		return nil
 	}
 	return c
+}
+
+// splitByBudget divides pods (in order, most important first) into those
+// whose deletion would violate a PodDisruptionBudget and the others,
+// keeping the order within each (disruption.SplitViolating).
+func splitByBudget(pods []*framework.PodInfo, pdbs []*kplanev1.PodDisruptionBudget) (violating, nonViolating []*framework.PodInfo) {
+	if len(pdbs) == 0 {
+		return nil, pods
+	}
+	raw := make([]*kplanev1.Pod, len(pods))
+	byPod := make(map[*kplanev1.Pod]*framework.PodInfo, len(pods))
+	for i, v := range pods {
+		raw[i] = v.Pod
+		byPod[v.Pod] = v
+	}
+	vs, ns := disruption.SplitViolating(raw, pdbs)
+	for _, x := range vs {
+		violating = append(violating, byPod[x])
+	}
+	for _, x := range ns {
+		nonViolating = append(nonViolating, byPod[x])
+	}
+	return violating, nonViolating
 }
 
 // evict marks each victim with the DisruptionTarget condition, deletes it

@@ -122,7 +122,7 @@ func TestPropertyRequiredRulesHold(t *testing.T) {
 		fwk.UseFilters(state)
 		aware := true // the pods drawn may have any rule: always recount
 		for _, n := range nodes {
-			c := pre.victimsOn(ctx, state, high, n, nodes, aware)
+			c := pre.victimsOn(ctx, state, high, n, nodes, aware, nil)
 			if c == nil {
 				continue
 			}
