@@ -344,6 +344,8 @@ func TestEveryKindRoundTrips(t *testing.T) {
 		}}),
 		kplanev1.MustWrap(&kplanev1.StorageClass{Metadata: meta("", "fast", nil), Provisioner: "kplane.io/hostpath"}),
 		kplanev1.MustWrap(&kplanev1.PriorityClass{Metadata: meta("", "high", nil), Value: 1000}),
+		kplanev1.MustWrap(&kplanev1.PodDisruptionBudget{Metadata: meta("team", "web", nil), Spec: &kplanev1.PodDisruptionBudgetSpec{
+			MaxUnavailable: kplanev1.IntOrStringFromString("25%"), Selector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}),
 		kplanev1.MustWrap(&kplanev1.ServiceAccount{Metadata: meta("team", "sa", nil)}),
 		newSecret("team", "sec", map[string][]byte{"k": []byte("v")}),
 		newLease("team", "lease"),
