@@ -40,7 +40,7 @@ func NewInTreeRegistry() framework.Registry {
 		InterPodAffinityName:                noArgs(func(h framework.Handle) framework.Plugin { return NewInterPodAffinity(h) }),
 		PodTopologySpreadName:               noArgs(func(framework.Handle) framework.Plugin { return PodTopologySpread{} }),
 		VolumeBindingName:                   noArgs(func(h framework.Handle) framework.Plugin { return NewVolumeBinding(h) }),
-		DefaultPreemptionName:               noArgs(func(h framework.Handle) framework.Plugin { return &DefaultPreemption{h: h} }),
+		DefaultPreemptionName:               noArgs(func(h framework.Handle) framework.Plugin { return NewDefaultPreemption(h) }),
 		DefaultBinderName:                   noArgs(func(h framework.Handle) framework.Plugin { return DefaultBinder{h: h} }),
 	}
 }
