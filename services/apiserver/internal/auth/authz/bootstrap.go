@@ -69,6 +69,10 @@ var controllerRules = map[string][]*kplanev1.PolicyRule{
 		readRule(core, "nodes", "namespaces", "persistentvolumes"),
 		rule(core, res("persistentvolumeclaims"), "get", "list", "watch", "update"),
 		readRule(storage, "storageclasses"),
+		// PodTopologySpread's default constraints select a pod's group
+		// by its Services and controller.
+		readRule(core, "services", "replicationcontrollers"),
+		readRule(apps, "replicasets", "statefulsets"),
 		events,
 	},
 	"replicactl": {
