@@ -346,7 +346,8 @@ type Handle interface {
 	// Go runs fn in a goroutine of the current leadership term, for work
 	// the scheduling cycle must not wait on (preemption deletes its
 	// victims so): ctx ends with the term, and the term does not end
-	// before fn returns. fn is not run when the scheduler is not leading.
+	// before fn returns. When the scheduler is not leading, fn is called
+	// at once with an ended ctx.
 	Go(fn func(ctx context.Context))
 }
 

@@ -99,6 +99,11 @@ func (h *handle) Go(fn func(ctx context.Context)) {
 	}
 	h.s.mu.Unlock()
 	if t == nil {
+		// Not leading (the term just ended): fn sees an ended context at
+		// once, so it can clean up what it set up for the work.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		fn(ctx)
 		return
 	}
 	go func() {
