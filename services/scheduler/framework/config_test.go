@@ -51,7 +51,7 @@ func TestProfilesFromConfig(t *testing.T) {
 	}
 	def := profiles["default-scheduler"].PluginNames()
 	wantDefault := map[string]string{
-		"preFilter": "NodePorts,VolumeBinding,PodTopologySpread",
+		"preFilter": "NodeAffinity,NodePorts,VolumeBinding,PodTopologySpread",
 		"filter":    "NodeReady,NodeUnschedulable,TaintToleration,NodeAffinity,NodePorts,NodeResourcesFit,VolumeBinding,PodTopologySpread,InterPodAffinity",
 		"preScore":  "NodeAffinity,PodTopologySpread,InterPodAffinity",
 		"score":     "TaintToleration:3,NodeAffinity:2,NodeResourcesFit:1,PodTopologySpread:2,InterPodAffinity:2,NodeResourcesBalancedAllocation:1,SelectorSpread:2",
@@ -70,7 +70,7 @@ func TestProfilesFromConfig(t *testing.T) {
 	if got := strings.Join(packer["filter"], ","); strings.Contains(got, "NodePorts") {
 		t.Errorf("packer filter still has NodePorts: %s", got)
 	}
-	if got := strings.Join(packer["preFilter"], ","); got != "NodePorts,VolumeBinding,PodTopologySpread" {
+	if got := strings.Join(packer["preFilter"], ","); got != "NodeAffinity,NodePorts,VolumeBinding,PodTopologySpread" {
 		t.Errorf("packer preFilter = %s (disabling a filter leaves the prefilter)", got)
 	}
 

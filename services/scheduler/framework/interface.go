@@ -343,6 +343,12 @@ type Handle interface {
 	// Event records an Event about obj (rate limited; dropped under
 	// pressure).
 	Event(obj *kplanev1.Object, eventType, reason, message string)
+	// Go runs fn in a goroutine of the current leadership term, for work
+	// the scheduling cycle must not wait on (preemption deletes its
+	// victims so): ctx ends with the term, and the term does not end
+	// before fn returns. When the scheduler is not leading, fn is called
+	// at once with an ended ctx.
+	Go(fn func(ctx context.Context))
 }
 
 // Fork returns an empty state that runs the same filters

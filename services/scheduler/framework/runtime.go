@@ -132,8 +132,13 @@ func (f *Framework) RunFilterPlugins(ctx context.Context, state *CycleState, pod
 	return nil
 }
 
+// runFilters is what PostFilter plugins simulate with: the filters on
+// node with the pods nominated there that are at least as important as
+// pod counted, as SelectNode counts them (Kubernetes'
+// RunFilterPluginsWithNominatedPods), so that preemption does not pick
+// room already promised to another preemptor.
 func (f *Framework) runFilters(ctx context.Context, state *CycleState, pod *PodInfo, node *NodeInfo) *Status {
-	return f.RunFilterPlugins(ctx, state, pod, node)
+	return f.RunFilterPlugins(ctx, state, pod, withNominated(pod, node))
 }
 
 func (f *Framework) runActiveFilters(ctx context.Context, state *CycleState, pod *PodInfo, node *NodeInfo) *Status {
@@ -251,10 +256,14 @@ func (f *Framework) RunScorePlugins(ctx context.Context, state *CycleState, pod 
 }
 
 // RunPostFilterPlugins runs the PostFilter plugins until one succeeds.
+// When none does, the result is the last non-nil one a plugin returned
+// with its rejection (an empty NominatedNodeName there tells the
+// scheduler to clear the pod's nomination, as Kubernetes' ModeOverride).
 func (f *Framework) RunPostFilterPlugins(ctx context.Context, state *CycleState, pod *PodInfo, nodes []*NodeInfo, filtered NodeToStatus) (*PostFilterResult, *Status) {
 	state.nodes, state.filter = nodes, f.runFilters
 	defer func() { state.nodes, state.filter = nil, nil }()
 	var last *Status
+	var result *PostFilterResult
 	for _, p := range f.postFilter {
 		r, st := p.PostFilter(ctx, state, pod, nodes, filtered)
 		if st.IsSuccess() {
@@ -264,11 +273,14 @@ func (f *Framework) RunPostFilterPlugins(ctx context.Context, state *CycleState,
 			return nil, st.WithPlugin(p.Name())
 		}
 		last = st.WithPlugin(p.Name())
+		if r != nil {
+			result = r
+		}
 	}
 	if last == nil {
 		last = NewStatus(Unschedulable, "no PostFilter plugin")
 	}
-	return nil, last
+	return result, last
 }
 
 // RunReservePlugins runs Reserve; on failure it unreserves the plugins

@@ -201,6 +201,10 @@ func Describe(w io.Writer, obj *kplanev1.Object, rel Related, now time.Time) err
 
 func (d *describer) pod(p *kplanev1.Pod) {
 	spec, st := p.GetSpec(), p.GetStatus()
+	d.line(0, "Priority", "%d", spec.GetPriority())
+	if spec.GetPriorityClassName() != "" {
+		d.line(0, "Priority Class Name", "%s", spec.GetPriorityClassName())
+	}
 	d.line(0, "Service Account", "%s", cols.OrNone(spec.GetServiceAccountName()))
 	node := cols.OrNone(spec.GetNodeName())
 	if st.GetHostIp() != "" {
@@ -216,6 +220,9 @@ func (d *describer) pod(p *kplanev1.Pod) {
 		d.line(0, "Message", "%s", st.GetMessage())
 	}
 	d.line(0, "IP", "%s", cols.OrNone(st.GetPodIp()))
+	if st.GetNominatedNodeName() != "" {
+		d.line(0, "NominatedNodeName", "%s", st.GetNominatedNodeName())
+	}
 	statuses := map[string]*kplanev1.ContainerStatus{}
 	for _, cs := range append(st.GetInitContainerStatuses(), st.GetContainerStatuses()...) {
 		statuses[cs.GetName()] = cs
@@ -271,6 +278,61 @@ func (d *describer) pod(p *kplanev1.Pod) {
 		tols = append(tols, s)
 	}
 	d.multi(0, "Tolerations", tols)
+	if a := affinitySummary(spec.GetAffinity()); len(a) > 0 {
+		d.multi(0, "Affinity", a)
+	}
+}
+
+// affinitySummary is one line per affinity rule of a pod (kubectl
+// describe does not show affinity; the scheduler's reasons refer to it).
+func affinitySummary(a *kplanev1.Affinity) []string {
+	var out []string
+	terms := func(ts []*kplanev1.NodeSelectorTerm) string {
+		var parts []string
+		for _, t := range ts {
+			parts = append(parts, nodeTerm(t))
+		}
+		return strings.Join(parts, " or ")
+	}
+	na := a.GetNodeAffinity()
+	if req := na.GetRequiredDuringSchedulingIgnoredDuringExecution(); req != nil {
+		out = append(out, "node, required: "+terms(req.GetNodeSelectorTerms()))
+	}
+	for _, p := range na.GetPreferredDuringSchedulingIgnoredDuringExecution() {
+		out = append(out, fmt.Sprintf("node, preferred (weight %d): %s", p.GetWeight(), nodeTerm(p.GetPreference())))
+	}
+	pod := func(kind string, req []*kplanev1.PodAffinityTerm, pref []*kplanev1.WeightedPodAffinityTerm) {
+		for _, t := range req {
+			out = append(out, fmt.Sprintf("%s, required: %s", kind, podTerm(t)))
+		}
+		for _, w := range pref {
+			out = append(out, fmt.Sprintf("%s, preferred (weight %d): %s", kind, w.GetWeight(), podTerm(w.GetPodAffinityTerm())))
+		}
+	}
+	pa, anti := a.GetPodAffinity(), a.GetPodAntiAffinity()
+	pod("pod affinity", pa.GetRequiredDuringSchedulingIgnoredDuringExecution(), pa.GetPreferredDuringSchedulingIgnoredDuringExecution())
+	pod("pod anti-affinity", anti.GetRequiredDuringSchedulingIgnoredDuringExecution(), anti.GetPreferredDuringSchedulingIgnoredDuringExecution())
+	return out
+}
+
+func nodeTerm(t *kplanev1.NodeSelectorTerm) string {
+	var parts []string
+	for _, r := range append(t.GetMatchExpressions(), t.GetMatchFields()...) {
+		s := r.GetKey() + " " + r.GetOperator()
+		if len(r.GetValues()) > 0 {
+			s += " [" + strings.Join(r.GetValues(), " ") + "]"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func podTerm(t *kplanev1.PodAffinityTerm) string {
+	s := fmt.Sprintf("pods %s by %s", cols.LabelSelector(t.GetLabelSelector()), t.GetTopologyKey())
+	if len(t.GetNamespaces()) > 0 {
+		s += " in " + strings.Join(t.GetNamespaces(), ",")
+	}
+	return s
 }
 
 func (d *describer) container(level int, c *kplanev1.Container, cs *kplanev1.ContainerStatus) {

@@ -33,6 +33,16 @@ func TestDescribe(t *testing.T) {
 	p.Spec.Volumes = []*kplanev1.Volume{{Name: "data", PersistentVolumeClaim: &kplanev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}
 	p.Spec.Tolerations = []*kplanev1.Toleration{{Key: "node.kubernetes.io/unreachable", Operator: "Exists", Effect: "NoExecute", TolerationSeconds: ptr[int64](300)}}
 	p.Spec.ServiceAccountName = "default"
+	p.Spec.Priority = 1000
+	p.Spec.PriorityClassName = "high"
+	p.Status.NominatedNodeName = "node-2"
+	p.Spec.NodeSelector = map[string]string{"disk": "ssd"}
+	p.Spec.Affinity = &kplanev1.Affinity{
+		NodeAffinity: &kplanev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &kplanev1.NodeSelector{NodeSelectorTerms: []*kplanev1.NodeSelectorTerm{
+			{MatchExpressions: []*kplanev1.NodeSelectorRequirement{{Key: "topology.kubernetes.io/zone", Operator: "In", Values: []string{"a", "b"}}}}}}},
+		PodAntiAffinity: &kplanev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []*kplanev1.PodAffinityTerm{
+			{TopologyKey: "kubernetes.io/hostname", LabelSelector: &kplanev1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}},
+	}
 	p.Status.HostIp = "192.168.1.10"
 	p.Status.StartTime = ago(3 * time.Hour)
 	p.Status.Conditions = []*kplanev1.Condition{

@@ -34,7 +34,21 @@ const (
 // domain's count exceed the smallest by more than maxSkew (the smallest
 // is 0 while there are fewer domains than minDomains); ScheduleAnyway
 // constraints prefer the domains with fewer matching pods.
-type PodTopologySpread struct{}
+//
+// A pod without constraints of its own gets the default constraints
+// (args defaultingType: System, the default, or List; see
+// NewPodTopologySpread) with its owners' selector, when it has owners.
+type PodTopologySpread struct {
+	// defaults are the default constraints (no selector); none when nil.
+	defaults []*kplanev1.TopologySpreadConstraint
+	// defaultSelector returns the selector of a pod's Services and
+	// controller (empty when it has none).
+	defaultSelector func(*kplanev1.Pod) labels.Selector
+	// systemDefaults: the defaults are the system ones, under which a
+	// node missing one of the keys still counts for the others (as in
+	// Kubernetes, so clusters without zone labels still spread by node).
+	systemDefaults bool
+}
 
 // Name implements framework.Plugin.
 func (PodTopologySpread) Name() string { return PodTopologySpreadName }
@@ -46,6 +60,9 @@ type spreadConstraint struct {
 	minDomains   int
 	honorAffinty bool
 	honorTaints  bool
+	// optionalKey: a node without key is left out of this constraint
+	// only, rather than of all (system default constraints).
+	optionalKey bool
 }
 
 type spreadState struct {
@@ -57,10 +74,30 @@ type spreadState struct {
 	self []int64
 }
 
-func parseConstraints(pod *framework.PodInfo, when string) []spreadConstraint {
+// constraintsOf returns the pod's own constraints or, when it has none,
+// the default ones with the selector of its owners (nil when it has
+// none: the defaults do not apply), as Kubernetes' PodTopologySpread.
+func (pl PodTopologySpread) constraintsOf(pod *framework.PodInfo) ([]*kplanev1.TopologySpreadConstraint, labels.Selector) {
+	if own := pod.Pod.GetSpec().GetTopologySpreadConstraints(); len(own) > 0 || len(pl.defaults) == 0 || pl.defaultSelector == nil {
+		return own, nil
+	}
+	sel := pl.defaultSelector(pod.Pod)
+	if sel.Empty() {
+		return nil, nil
+	}
+	return pl.defaults, sel
+}
+
+func (pl PodTopologySpread) parseConstraints(pod *framework.PodInfo, when string) []spreadConstraint {
 	var out []spreadConstraint
-	for _, c := range pod.Pod.GetSpec().GetTopologySpreadConstraints() {
+	list, defaultSel := pl.constraintsOf(pod)
+	for _, c := range list {
 		if c.GetWhenUnsatisfiable() != when {
+			continue
+		}
+		if defaultSel != nil {
+			out = append(out, spreadConstraint{maxSkew: int64(c.GetMaxSkew()), key: c.GetTopologyKey(), selector: defaultSel,
+				minDomains: 1, honorAffinty: true, optionalKey: pl.systemDefaults})
 			continue
 		}
 		ls := c.GetLabelSelector()
@@ -109,7 +146,7 @@ func count(pod *framework.PodInfo, constraints []spreadConstraint, nodes []*fram
 		}
 		hasKeys := true
 		for _, c := range constraints {
-			if _, ok := n.Labels[c.key]; !ok {
+			if _, ok := n.Labels[c.key]; !ok && !c.optionalKey {
 				hasKeys = false
 				break
 			}
@@ -118,6 +155,9 @@ func count(pod *framework.PodInfo, constraints []spreadConstraint, nodes []*fram
 			continue
 		}
 		for i, c := range constraints {
+			if _, ok := n.Labels[c.key]; !ok {
+				continue // an optional key (see hasKeys)
+			}
 			if c.honorAffinty && !RequiredNodeAffinityMatches(pod.Pod, n.Name, n.Labels) {
 				continue
 			}
@@ -140,8 +180,9 @@ func count(pod *framework.PodInfo, constraints []spreadConstraint, nodes []*fram
 
 // PreFilter implements framework.PreFilterPlugin: a pod without
 // DoNotSchedule constraints skips the Filter.
-func (PodTopologySpread) PreFilter(_ context.Context, _ *framework.CycleState, pod *framework.PodInfo) *framework.Status {
-	for _, c := range pod.Pod.GetSpec().GetTopologySpreadConstraints() {
+func (pl PodTopologySpread) PreFilter(_ context.Context, _ *framework.CycleState, pod *framework.PodInfo) *framework.Status {
+	list, _ := pl.constraintsOf(pod)
+	for _, c := range list {
 		if c.GetWhenUnsatisfiable() == DoNotSchedule {
 			return nil
 		}
@@ -150,12 +191,12 @@ func (PodTopologySpread) PreFilter(_ context.Context, _ *framework.CycleState, p
 }
 
 // Filter implements framework.FilterPlugin.
-func (PodTopologySpread) Filter(_ context.Context, state *framework.CycleState, pod *framework.PodInfo, node *framework.NodeInfo) *framework.Status {
+func (pl PodTopologySpread) Filter(_ context.Context, state *framework.CycleState, pod *framework.PodInfo, node *framework.NodeInfo) *framework.Status {
 	var s *spreadState
 	if v, ok := state.Read(spreadFilterKey); ok {
 		s = v.(*spreadState)
 	} else {
-		cs := parseConstraints(pod, DoNotSchedule)
+		cs := pl.parseConstraints(pod, DoNotSchedule)
 		if len(cs) > 0 {
 			s = count(pod, cs, state.Nodes())
 		}
@@ -187,8 +228,8 @@ func (PodTopologySpread) Filter(_ context.Context, state *framework.CycleState, 
 
 // PreScore implements framework.PreScorePlugin: it counts for the
 // ScheduleAnyway constraints, or skips when there are none.
-func (PodTopologySpread) PreScore(_ context.Context, state *framework.CycleState, pod *framework.PodInfo, _ []*framework.NodeInfo) *framework.Status {
-	cs := parseConstraints(pod, ScheduleAnyway)
+func (pl PodTopologySpread) PreScore(_ context.Context, state *framework.CycleState, pod *framework.PodInfo, _ []*framework.NodeInfo) *framework.Status {
+	cs := pl.parseConstraints(pod, ScheduleAnyway)
 	if len(cs) == 0 {
 		return framework.NewStatus(framework.Skip)
 	}
@@ -208,6 +249,9 @@ func (PodTopologySpread) Score(_ context.Context, state *framework.CycleState, _
 	for i, c := range s.constraints {
 		d, ok := node.Labels[c.key]
 		if !ok {
+			if c.optionalKey {
+				continue
+			}
 			return -1, nil
 		}
 		sum += s.counts[i][d]

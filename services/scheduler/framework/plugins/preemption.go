@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -31,17 +32,19 @@ const (
 // DefaultPreemption is Kubernetes' DefaultPreemption PostFilter plugin:
 // when a pod fits no node, it looks for the node where evicting pods of
 // lower priority makes it fit, evicting as few and as unimportant ones as
-// possible: on each node that failed for a reason eviction can fix, every
-// lower-priority pod is removed in simulation and the filters run again;
-// then the victims are given back one by one, most important first, as
-// long as the pod still fits. Among the nodes, the one whose most
-// important victim is least important wins, then the smallest sum of
-// victim priorities, then the fewest victims. The pod gets
-// status.nominatedNodeName; each victim gets the DisruptionTarget
-// condition and an Event and is deleted gracefully; the pod is scheduled
-// once they are gone (their deletion is a cluster event that retries
-// it). Pods of equal or higher priority are never victims, and a pod
-// with preemptionPolicy Never preempts nothing.
+// possible: on each node that failed for a reason eviction can fix (not
+// UnschedulableAndUnresolvable), every lower-priority pod is removed in
+// simulation and the filters run again; then the victims are given back
+// one by one, most important first, as long as the pod still fits. Among
+// the nodes, the one whose most important victim is least important
+// wins, then the smallest sum of victim priorities, then the fewest
+// victims. The pod is nominated to the node at once (the scheduler sets
+// status.nominatedNodeName); the victims are handled off the scheduling
+// cycle, as Kubernetes' asynchronous preemption does: each gets the
+// DisruptionTarget condition, is deleted gracefully and gets a Preempted
+// Event. The pod is scheduled once they are gone (their deletion is a
+// cluster event that retries it). Pods of equal or higher priority are
+// never victims, and a pod with preemptionPolicy Never preempts nothing.
 //
 // PodDisruptionBudgets are honoured as in Kubernetes: on a node, the
 // victims whose deletion would violate a budget are given back first, and
@@ -52,12 +55,19 @@ type DefaultPreemption struct {
 	h framework.Handle
 	// pdbs is the PodDisruptionBudget informer; nil without a handle.
 	pdbs *informer.Informer
+
+	mu sync.Mutex
+	// running are the preemptors whose victims are being evicted, by
+	// uid: until that is done they do not preempt again (the victims'
+	// deletion timestamps are not in the cache yet, so a new attempt
+	// would pick more victims).
+	running map[string]bool
 }
 
-// NewDefaultPreemption returns the plugin; budgets come from h's
-// PodDisruptionBudget informer.
+// NewDefaultPreemption returns the plugin using h's client, logger,
+// Events, goroutines and PodDisruptionBudget informer.
 func NewDefaultPreemption(h framework.Handle) *DefaultPreemption {
-	p := &DefaultPreemption{h: h}
+	p := &DefaultPreemption{h: h, running: map[string]bool{}}
 	if h != nil {
 		p.pdbs = h.Informer("PodDisruptionBudget")
 	}
@@ -87,39 +97,15 @@ type candidate struct {
 	violations int
 }
 
-// PostFilter implements framework.PostFilterPlugin.
+// PostFilter implements framework.PostFilterPlugin. When no node can be
+// helped it returns an empty PostFilterResult with the Unschedulable
+// status: the pod's earlier nomination, if any, no longer holds and the
+// scheduler clears it. When the pod is not eligible (preemptionPolicy
+// Never, or its earlier preemption is still under way) the result is nil
+// and a nomination stays.
 func (p *DefaultPreemption) PostFilter(ctx context.Context, state *framework.CycleState, pod *framework.PodInfo, nodes []*framework.NodeInfo, filtered framework.NodeToStatus) (*framework.PostFilterResult, *framework.Status) {
-	spec := pod.Pod.GetSpec()
-	if spec.GetPreemptionPolicy() == kplanev1.PreemptNever {
-		return nil, framework.NewStatus(framework.Unschedulable, "not eligible due to preemptionPolicy=Never.")
-	}
-	prio := spec.GetPriority()
-	// A pod whose earlier preemption is still under way waits for it.
-	// The nomination is in the cache at once; the status may lag.
-	nominated := pod.Pod.GetStatus().GetNominatedNodeName()
-	for _, n := range nodes {
-		n.NominatedPods(func(q *framework.PodInfo) {
-			if q.UID == pod.UID {
-				nominated = n.Name
-			}
-		})
-	}
-	if nominated != "" {
-		for _, n := range nodes {
-			if n.Name != nominated {
-				continue
-			}
-			terminating := false
-			n.Pods(func(e *framework.PodInfo) bool {
-				if e.Pod.GetMetadata().GetDeletionTimestamp() != nil && e.Pod.GetSpec().GetPriority() < prio {
-					terminating = true
-				}
-				return !terminating
-			})
-			if terminating {
-				return nil, framework.NewStatus(framework.Unschedulable, "not eligible due to a terminating pod on the nominated node.")
-			}
-		}
+	if msg := p.notEligible(pod, nodes, filtered); msg != "" {
+		return nil, framework.NewStatus(framework.Unschedulable, msg)
 	}
 	// Whether fits must recount pods across nodes for each simulation
 	// (the pod or a placed pod has pod affinity terms, or the pod spreads).
@@ -155,12 +141,59 @@ func (p *DefaultPreemption) PostFilter(ctx context.Context, state *framework.Cyc
 		if notHelpful > 0 {
 			fit.Reasons[ReasonPreemptionNotHelps] = notHelpful
 		}
-		return nil, framework.NewStatus(framework.Unschedulable, fit.Error())
+		return &framework.PostFilterResult{}, framework.NewStatus(framework.Unschedulable, fit.Error())
 	}
-	if err := p.evict(ctx, pod, best); err != nil {
-		return nil, framework.AsStatus(err)
-	}
+	p.evictAsync(pod, best)
 	return &framework.PostFilterResult{NominatedNodeName: best.node}, nil
+}
+
+// notEligible says why pod may not preempt now ("" when it may), as
+// Kubernetes' PodEligibleToPreemptOthers: preemptionPolicy Never; its
+// victims are still being evicted; or it is nominated to a node that
+// still fits it in principle and where lower-priority pods are
+// terminating (it waits for them rather than evicting more).
+func (p *DefaultPreemption) notEligible(pod *framework.PodInfo, nodes []*framework.NodeInfo, filtered framework.NodeToStatus) string {
+	spec := pod.Pod.GetSpec()
+	if spec.GetPreemptionPolicy() == kplanev1.PreemptNever {
+		return "not eligible due to preemptionPolicy=Never."
+	}
+	p.mu.Lock()
+	running := p.running[pod.UID]
+	p.mu.Unlock()
+	if running {
+		return "not eligible: evicting the victims of its earlier preemption."
+	}
+	prio := spec.GetPriority()
+	// The nomination is in the cache at once; the status may lag.
+	nominated := pod.Pod.GetStatus().GetNominatedNodeName()
+	for _, n := range nodes {
+		n.NominatedPods(func(q *framework.PodInfo) {
+			if q.UID == pod.UID {
+				nominated = n.Name
+			}
+		})
+	}
+	if nominated == "" || filtered[nominated].Code() == framework.UnschedulableAndUnresolvable {
+		// A nominated node that can no longer take the pod whatever is
+		// evicted is given up: preempt elsewhere.
+		return ""
+	}
+	for _, n := range nodes {
+		if n.Name != nominated {
+			continue
+		}
+		terminating := false
+		n.Pods(func(e *framework.PodInfo) bool {
+			if e.Pod.GetMetadata().GetDeletionTimestamp() != nil && e.Pod.GetSpec().GetPriority() < prio {
+				terminating = true
+			}
+			return !terminating
+		})
+		if terminating {
+			return "not eligible due to a terminating pod on the nominated node."
+		}
+	}
+	return ""
 }
 
 // rank orders candidates: lower is better (the PodDisruptionBudget
@@ -274,6 +307,30 @@ func splitByBudget(pods []*framework.PodInfo, pdbs []*kplanev1.PodDisruptionBudg
 	return violating, nonViolating
 }
 
+// evictAsync evicts c's victims in a goroutine of the scheduler's term
+// (Handle.Go): the scheduling cycle goes on with the next pod meanwhile.
+// Until it is done the preemptor is not eligible to preempt again.
+func (p *DefaultPreemption) evictAsync(preemptor *framework.PodInfo, c *candidate) {
+	p.mu.Lock()
+	if p.running == nil {
+		p.running = map[string]bool{}
+	}
+	p.running[preemptor.UID] = true
+	p.mu.Unlock()
+	p.h.Go(func(ctx context.Context) {
+		defer func() {
+			p.mu.Lock()
+			delete(p.running, preemptor.UID)
+			p.mu.Unlock()
+		}()
+		if err := p.evict(ctx, preemptor, c); err != nil {
+			// The preemptor is retried when the cluster changes or after
+			// its back-off; it may preempt again then.
+			p.h.Logger().Warn("preemption: evicting victims failed", "preemptor", preemptor.Key, "node", c.node, "error", err)
+		}
+	})
+}
+
 // evict marks each victim with the DisruptionTarget condition, deletes it
 // gracefully and records a Preempted Event; a victim already gone is
 // skipped.
@@ -284,6 +341,9 @@ func (p *DefaultPreemption) evict(ctx context.Context, preemptor *framework.PodI
 		sched = kplanev1.DefaultSchedulerName
 	}
 	for _, v := range c.victims {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("preempt %s: %w", v.Key, err)
+		}
 		victim := proto.Clone(v.Pod).(*kplanev1.Pod) // v.Pod is shared with the informer cache
 		_, _, err := controller.UpdateStatus(ctx, api, victim, func(cur *kplanev1.Pod) *kplanev1.Pod {
 			if cur.GetMetadata().GetUid() != v.UID || cur.GetMetadata().GetDeletionTimestamp() != nil {

@@ -38,7 +38,7 @@ func NewInTreeRegistry() framework.Registry {
 		NodeResourcesBalancedAllocationName: noArgs(func(framework.Handle) framework.Plugin { return BalancedAllocation{} }),
 		SelectorSpreadName:                  noArgs(func(framework.Handle) framework.Plugin { return SelectorSpread{} }),
 		InterPodAffinityName:                noArgs(func(h framework.Handle) framework.Plugin { return NewInterPodAffinity(h) }),
-		PodTopologySpreadName:               noArgs(func(framework.Handle) framework.Plugin { return PodTopologySpread{} }),
+		PodTopologySpreadName:               NewPodTopologySpread,
 		VolumeBindingName:                   noArgs(func(h framework.Handle) framework.Plugin { return NewVolumeBinding(h) }),
 		DefaultPreemptionName:               noArgs(func(h framework.Handle) framework.Plugin { return NewDefaultPreemption(h) }),
 		DefaultBinderName:                   noArgs(func(h framework.Handle) framework.Plugin { return DefaultBinder{h: h} }),

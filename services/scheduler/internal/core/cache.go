@@ -383,6 +383,35 @@ func (c *Cache) Nominate(pod *PodInfo, node string) {
 	c.nominations[pod.UID] = node
 }
 
+// NominatedNode returns the node pod uid is nominated to ("" for none).
+func (c *Cache) NominatedNode(uid string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nominations[uid]
+}
+
+// UnnominateBelow forgets the nominations to node of pods whose priority
+// is below prio (other than uid) and returns those pods: a more important
+// preemptor took the room made for them.
+func (c *Cache) UnnominateBelow(node, uid string, prio int32) []*PodInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.nodes[node]
+	if n == nil {
+		return nil
+	}
+	var out []*PodInfo
+	for id, p := range n.nominated {
+		if id != uid && p.Pod.GetSpec().GetPriority() < prio {
+			out = append(out, p)
+		}
+	}
+	for _, p := range out {
+		c.unnominateLocked(p.UID)
+	}
+	return out
+}
+
 // Unnominate forgets pod uid's nomination.
 func (c *Cache) Unnominate(uid string) {
 	c.mu.Lock()

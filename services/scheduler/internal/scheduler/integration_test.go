@@ -16,6 +16,7 @@ import (
 	"github.com/kplane/kplane/pkg/testutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 	"github.com/kplane/kplane/services/apiserver/testserver"
+	"github.com/kplane/kplane/services/scheduler/framework"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -50,10 +51,16 @@ func newFixture(t *testing.T) *fixture {
 // the returned stop function shuts it down (SIGTERM-like) and waits.
 func (f *fixture) startScheduler(id string, extra ...string) (stop func()) {
 	f.t.Helper()
+	return f.startSchedulerWith(id, nil, extra...)
+}
+
+// startSchedulerWith is startScheduler with out-of-tree plugins.
+func (f *fixture) startSchedulerWith(id string, registry framework.Registry, extra ...string) (stop func()) {
+	f.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- app.Run(ctx, NewService(nil), append([]string{
+		done <- app.Run(ctx, NewService(registry), append([]string{
 			"--apiserver", f.srv.Addr(), "--health-addr", "127.0.0.1:0", "--log-level", "warn", "--id", id,
 			"--leader-elect-lease-duration", "10s", "--leader-elect-renew-deadline", "8s",
 			"--leader-elect-retry-period", "200ms", "--shutdown-grace-period", "1s",

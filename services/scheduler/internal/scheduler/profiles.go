@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -87,6 +88,28 @@ func (s *Scheduler) profileFor(pod *kplanev1.Pod) *framework.Framework {
 // yet, not being deleted, not finished, and naming one of its profiles.
 func (s *Scheduler) needsScheduling(pod *kplanev1.Pod) bool {
 	return core.Unassigned(pod) && s.profileFor(pod) != nil
+}
+
+// Go runs fn on the current term (see framework.Handle.Go).
+func (h *handle) Go(fn func(ctx context.Context)) {
+	h.s.mu.Lock()
+	t := h.s.t
+	if t != nil {
+		t.bg.Add(1)
+	}
+	h.s.mu.Unlock()
+	if t == nil {
+		// Not leading (the term just ended): fn sees an ended context at
+		// once, so it can clean up what it set up for the work.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		fn(ctx)
+		return
+	}
+	go func() {
+		defer t.bg.Done()
+		fn(t.ctx)
+	}()
 }
 
 // Event hands an Event to the current term's writers (dropped while

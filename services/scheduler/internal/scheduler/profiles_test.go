@@ -111,3 +111,52 @@ func TestQueueOrdersByPriority(t *testing.T) {
 		return true
 	})
 }
+
+// PodTopologySpread's default constraints from --config (defaultingType
+// List): a pod with no constraints of its own that a Service selects is
+// spread by hostname with maxSkew 1 (its group fills n1, so it goes to
+// the smaller n2 that scoring alone would not pick); a pod no Service
+// selects is placed by scoring alone (n1).
+func TestPodTopologySpreadListDefaults(t *testing.T) {
+	f := newFixture(t)
+	cfg := filepath.Join(t.TempDir(), "sched.yaml")
+	if err := os.WriteFile(cfg, []byte(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  pluginConfig:
+  - name: PodTopologySpread
+    args:
+      defaultingType: List
+      defaultConstraints:
+      - maxSkew: 1
+        topologyKey: kubernetes.io/hostname
+        whenUnsatisfiable: DoNotSchedule
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.api.Create(f.ctx, &kplanev1.CreateRequest{Object: kplanev1.MustWrap(&kplanev1.Service{
+		Metadata: &kplanev1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: &kplanev1.ServiceSpec{Selector: map[string]string{"app": "web"},
+			Ports: []*kplanev1.ServicePort{{Port: 80, Protocol: "TCP"}}}})}); err != nil {
+		t.Fatal(err)
+	}
+	f.createNode("n1", "8", "16Gi", 110)
+	f.createNode("n2", "1", "2Gi", 110)
+	app := func(v string) func(*kplanev1.Pod) {
+		return func(p *kplanev1.Pod) { p.Metadata.Labels = map[string]string{"app": v} }
+	}
+	onN1 := func(p *kplanev1.Pod) { p.Spec.NodeName = "n1" }
+	f.createPod("web-0", "100m", "", app("web"), onN1)
+	f.createPod("web-1", "100m", "", app("web"), onN1)
+	f.startScheduler("s1", "--config", cfg)
+
+	f.createPod("web-2", "100m", "", app("web"))
+	if got := f.waitBound("web-2"); got != "n2" {
+		t.Fatalf("web-2 bound to %s, want n2 (hostname spread of the Service's pods)", got)
+	}
+	f.createPod("other", "100m", "", app("other"))
+	if got := f.waitBound("other"); got != "n1" {
+		t.Fatalf("other bound to %s, want n1 (no Service selects it: scoring alone)", got)
+	}
+}

@@ -33,6 +33,7 @@ const (
 // in flight (assumed pods whose binding was not written are forgotten).
 func (s *Scheduler) run(ctx context.Context, ac *app.Context) error {
 	t := &term{
+		ctx:    ctx,
 		queue:  newSchedulingQueue(s.queueLess(), s.now),
 		status: workqueue.New(workqueue.Config{Name: Name + "-status", MetricsProvider: s.qmp}),
 		binds:  make(chan bindTask, 4*s.cfg.BindWorkers),
@@ -92,6 +93,7 @@ func (s *Scheduler) run(ctx context.Context, ac *app.Context) error {
 	}
 	close(t.binds) // binders forget what they did not write
 	wg.Wait()
+	t.bg.Wait() // plugins' goroutines (preemption's evictions) end with ctx
 	s.log.Info("scheduling stopped")
 	return nil
 }
@@ -166,10 +168,20 @@ func (s *Scheduler) scheduleOne(ctx context.Context, t *term, key string) {
 			s.retryLater(t, key, uid)
 			return
 		}
+		// As in Kubernetes, a PreFilter rejection is every node's reason
+		// and preemption still runs: it skips the nodes where the
+		// rejection is UnschedulableAndUnresolvable.
 		s.m.attempts.WithLabelValues(resultUnschedulable).Inc()
-		s.unschedulable(t, obj, key, moves, fmt.Sprintf("0/%d nodes are available: %s.", s.knownNodes(), st.Message()))
+		snapshot := s.cache.Snapshot()
+		filtered := make(framework.NodeToStatus, len(snapshot))
+		for _, n := range snapshot {
+			filtered[n.Name] = st
+		}
+		msg := fmt.Sprintf("0/%d nodes are available: %s.", len(snapshot), st.Message())
+		s.preempt(ctx, t, fwk, state, obj, info, key, moves, msg, snapshot, filtered)
 		return
 	}
+	nominatedTo := s.cache.NominatedNode(uid)
 	start := time.Now()
 	var filtered framework.NodeToStatus
 	node, err := s.cache.Schedule(info, func(nodes []*core.NodeInfo) (*core.NodeInfo, error) {
@@ -183,23 +195,13 @@ func (s *Scheduler) scheduleOne(ctx context.Context, t *term, key string) {
 		switch {
 		case errors.As(err, &fit):
 			s.m.attempts.WithLabelValues(resultUnschedulable).Inc()
-			msg, nominated := fit.Error(), ""
+			// Preemption simulates on a copy of the cache, so it may call
+			// the apiserver without holding the cache's lock.
+			var snapshot []*core.NodeInfo
 			if fwk.HasPostFilter() {
-				// Preemption simulates on a copy of the cache, so it may
-				// call the apiserver without holding the cache's lock.
-				res, st := fwk.RunPostFilterPlugins(ctx, state, info, s.cache.Snapshot(), filtered)
-				switch {
-				case st.IsSuccess() && res != nil:
-					nominated = res.NominatedNodeName
-					s.cache.Nominate(info, nominated)
-					s.log.Debug("preemption nominated a node", "pod", key, "node", nominated)
-				case st.Code() == framework.Error:
-					s.log.Warn("preemption failed", "pod", key, "plugin", st.Plugin(), "error", st.AsError())
-				default:
-					msg += " preemption: " + st.Message()
-				}
+				snapshot = s.cache.Snapshot()
 			}
-			s.unschedulableNominated(t, obj, key, moves, msg, nominated)
+			s.preempt(ctx, t, fwk, state, obj, info, key, moves, fit.Error(), snapshot, filtered)
 		case errors.Is(err, core.ErrAlreadyAssigned):
 			// The watch confirmed a binding between our checks.
 			s.log.Debug("not scheduling", "pod", key, "error", err)
@@ -219,24 +221,61 @@ func (s *Scheduler) scheduleOne(ctx context.Context, t *term, key string) {
 	}
 	s.m.attempts.WithLabelValues(resultScheduled).Inc()
 	select {
-	case t.binds <- bindTask{obj: obj, info: info, node: node, fwk: fwk, state: state}:
+	case t.binds <- bindTask{obj: obj, info: info, node: node, fwk: fwk, state: state, nominated: nominatedTo}:
 	case <-ctx.Done():
 		fwk.RunUnreservePlugins(ctx, state, info, node)
 		s.cache.Forget(uid)
 	}
 }
 
+// preempt runs the PostFilter plugins (when the profile has any) for a
+// pod that fits no node, then parks it as unschedulable with msg. On a
+// nomination, the pod's room is kept in the cache and lower-priority pods
+// nominated to the same node lose theirs (Kubernetes clears their
+// nominatedNodeName); when preemption finds that it cannot help, the
+// pod's own nomination is cleared.
+func (s *Scheduler) preempt(ctx context.Context, t *term, fwk *framework.Framework, state *framework.CycleState, obj *kplanev1.Object,
+	info *core.PodInfo, key string, moves uint64, msg string, nodes []*core.NodeInfo, filtered framework.NodeToStatus) {
+	if !fwk.HasPostFilter() {
+		s.unschedulable(t, obj, key, moves, msg)
+		return
+	}
+	res, st := fwk.RunPostFilterPlugins(ctx, state, info, nodes, filtered)
+	w := statusWant{uid: info.UID, message: msg}
+	switch {
+	case st.IsSuccess() && res != nil && res.NominatedNodeName != "":
+		w.nominated = res.NominatedNodeName
+		s.cache.Nominate(info, w.nominated)
+		for _, lower := range s.cache.UnnominateBelow(w.nominated, info.UID, info.Pod.GetSpec().GetPriority()) {
+			s.log.Debug("nomination taken by a more important pod", "pod", lower.Key, "node", w.nominated, "by", key)
+			s.wantStatus(t, lower.Key, statusWant{uid: lower.UID, clearNominated: true, nominationOnly: true})
+		}
+		s.log.Debug("preemption nominated a node", "pod", key, "node", w.nominated)
+	case st.Code() == framework.Error:
+		s.log.Warn("preemption failed", "pod", key, "plugin", st.Plugin(), "error", st.AsError())
+	default:
+		w.message += " preemption: " + st.Message()
+		if res != nil && res.NominatedNodeName == "" {
+			// Preemption no longer helps: the room kept for the pod is
+			// given up.
+			s.cache.Unnominate(info.UID)
+			w.clearNominated = true
+		}
+	}
+	s.park(t, obj, key, moves, w)
+}
+
 // unschedulable parks a pod that fits nowhere until the cluster changes
 // (or retries it after its back-off if it changed while we decided), and
 // reports why on the pod and in an Event.
 func (s *Scheduler) unschedulable(t *term, obj *kplanev1.Object, key string, moves uint64, message string) {
-	s.unschedulableNominated(t, obj, key, moves, message, "")
+	s.park(t, obj, key, moves, statusWant{uid: obj.Meta().GetUid(), message: message})
 }
 
-// unschedulableNominated is unschedulable that also records the node
-// preemption nominated for the pod (status.nominatedNodeName).
-func (s *Scheduler) unschedulableNominated(t *term, obj *kplanev1.Object, key string, moves uint64, message, nominated string) {
-	uid := obj.Meta().GetUid()
+// park is unschedulable with the status to write (w.message is the
+// reason; w may also set or clear status.nominatedNodeName).
+func (s *Scheduler) park(t *term, obj *kplanev1.Object, key string, moves uint64, w statusWant) {
+	uid, message := w.uid, w.message
 	s.mu.Lock()
 	if p := s.pending[key]; p != nil && p.uid == uid {
 		if s.moves != moves {
@@ -247,7 +286,7 @@ func (s *Scheduler) unschedulableNominated(t *term, obj *kplanev1.Object, key st
 	}
 	s.mu.Unlock()
 	s.log.Debug("pod is unschedulable", "pod", key, "reason", message)
-	s.wantStatus(t, key, statusWant{uid: uid, message: message, nominated: nominated})
+	s.wantStatus(t, key, w)
 	s.event(t, obj, record.Warning, "FailedScheduling", message)
 }
 
@@ -287,8 +326,12 @@ func (s *Scheduler) bind(ctx context.Context, t *term, b bindTask) {
 		}
 		s.log.Trace("bound", "pod", key, "node", b.node)
 		s.event(t, b.obj, record.Normal, "Scheduled", fmt.Sprintf("Successfully assigned %s to %s", key, b.node))
-		if c := podScheduledCondition(b.obj.GetPod()); c != nil && c.GetStatus() != kplanev1.ConditionTrue {
-			s.wantStatus(t, key, statusWant{uid: uid, scheduled: true})
+		// PodScheduled=True and, when the pod was nominated elsewhere by
+		// preemption, the nomination cleared.
+		c := podScheduledCondition(b.obj.GetPod())
+		nominated := b.obj.GetPod().GetStatus().GetNominatedNodeName()
+		if (c != nil && c.GetStatus() != kplanev1.ConditionTrue) || (nominated != "" && nominated != b.node) || (b.nominated != "" && b.nominated != b.node) {
+			s.wantStatus(t, key, statusWant{uid: uid, scheduled: true, clearNominated: true, boundTo: b.node})
 		}
 		b.fwk.RunPostBindPlugins(ctx, b.state, b.info, b.node)
 		return
@@ -370,7 +413,8 @@ func (s *Scheduler) event(t *term, obj *kplanev1.Object, typ, reason, message st
 // condition; only the latest wish per pod is written.
 func (s *Scheduler) wantStatus(t *term, key string, w statusWant) {
 	s.mu.Lock()
-	s.statusWant[key] = w
+	old, ok := s.statusWant[key]
+	s.statusWant[key] = w.merge(old, ok)
 	s.mu.Unlock()
 	t.status.Add(key)
 }
@@ -389,7 +433,7 @@ func (s *Scheduler) writeStatus(ctx context.Context, key string) error {
 	var err error
 	if ok {
 		_, _, err = controller.UpdateStatus(ctx, s.api, obj.GetPod(), func(cur *kplanev1.Pod) *kplanev1.Pod {
-			if cur.GetMetadata().GetUid() != w.uid || (!w.scheduled && cur.GetSpec().GetNodeName() != "") {
+			if cur.GetMetadata().GetUid() != w.uid || (!w.scheduled && !w.nominationOnly && cur.GetSpec().GetNodeName() != "") {
 				return nil // gone, replaced, or bound meanwhile
 			}
 			pod := proto.Clone(cur).(*kplanev1.Pod)
@@ -428,9 +472,16 @@ func setPodScheduled(pod *kplanev1.Pod, w statusWant, now time.Time) bool {
 		pod.Status.Phase = kplanev1.PodPending
 	}
 	nominatedChanged := false
-	if w.nominated != "" && pod.Status.NominatedNodeName != w.nominated {
+	switch nn := pod.Status.NominatedNodeName; {
+	case w.nominated != "" && nn != w.nominated:
 		pod.Status.NominatedNodeName = w.nominated
 		nominatedChanged = true
+	case w.nominated == "" && w.clearNominated && nn != "" && (!w.scheduled || nn != w.boundTo):
+		pod.Status.NominatedNodeName = ""
+		nominatedChanged = true
+	}
+	if w.nominationOnly {
+		return nominatedChanged
 	}
 	c := podScheduledCondition(pod)
 	if c != nil && c.Status == want.Status && c.Reason == want.Reason && c.Message == want.Message {

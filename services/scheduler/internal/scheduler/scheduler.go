@@ -14,6 +14,7 @@
 package scheduler
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -174,6 +175,10 @@ type pendingPod struct {
 
 // term is what runs while this replica leads.
 type term struct {
+	// ctx ends with the term; bg are the goroutines plugins started on
+	// it (Handle.Go), waited for before the term ends.
+	ctx    context.Context
+	bg     sync.WaitGroup
 	queue  *schedulingQueue // pod keys to schedule
 	status *workqueue.Queue // pod keys whose PodScheduled condition to write
 	binds  chan bindTask
@@ -186,6 +191,9 @@ type bindTask struct {
 	node  string
 	fwk   *framework.Framework
 	state *framework.CycleState
+	// nominated is the node the pod was nominated to when it was decided
+	// ("" for none): bound elsewhere, the nomination is cleared.
+	nominated string
 }
 
 type eventTask struct {
@@ -197,8 +205,33 @@ type statusWant struct {
 	uid       string
 	scheduled bool
 	message   string
-	// nominated is the node preemption made room on ("" for none).
+	// nominated is the node preemption made room on, to set ("" for no
+	// change).
 	nominated string
+	// clearNominated clears status.nominatedNodeName: preemption no
+	// longer helps, or a more important pod took the room. With scheduled
+	// it is cleared only when it names another node than boundTo.
+	clearNominated bool
+	boundTo        string
+	// nominationOnly leaves PodScheduled alone.
+	nominationOnly bool
+}
+
+// merge returns the wish w, written after old was not yet: a wish about
+// the nomination only keeps old's PodScheduled; a clear is not lost to a
+// later wish that sets no nomination.
+func (w statusWant) merge(old statusWant, ok bool) statusWant {
+	if !ok || old.uid != w.uid {
+		return w
+	}
+	if w.nominationOnly {
+		old.nominated, old.clearNominated = w.nominated, w.clearNominated
+		return old
+	}
+	if w.nominated == "" && old.clearNominated && !w.clearNominated {
+		w.clearNominated = true
+	}
+	return w
 }
 
 // setup runs before the informers start: it builds the cache and hooks
@@ -248,8 +281,28 @@ func (s *Scheduler) onPodAdd(obj *kplanev1.Object) {
 		return
 	}
 	if s.needsScheduling(pod) {
+		if pod.GetStatus().GetNominatedNodeName() != "" {
+			s.syncNomination(pod)
+		}
 		s.addPending(obj.Key(), pod, false)
 	}
+}
+
+// syncNomination takes a pending pod's status.nominatedNodeName into the
+// cache (as Kubernetes' nominator does from its informer): after a
+// restart or a change of leader, the room preemption made is still kept
+// for the pod; a cleared one is given up.
+func (s *Scheduler) syncNomination(pod *kplanev1.Pod) {
+	nn := pod.GetStatus().GetNominatedNodeName()
+	if nn == "" {
+		s.cache.Unnominate(pod.GetMetadata().GetUid())
+		return
+	}
+	info, err := core.NewPodInfo(pod)
+	if err != nil {
+		return // it cannot be scheduled either; its attempt reports why
+	}
+	s.cache.Nominate(info, nn)
 }
 
 func (s *Scheduler) onPodUpdate(oldObj, newObj *kplanev1.Object) {
@@ -264,6 +317,9 @@ func (s *Scheduler) onPodUpdate(oldObj, newObj *kplanev1.Object) {
 			s.donePending(key, uid)
 		}
 	case s.needsScheduling(pod):
+		if nn := pod.GetStatus().GetNominatedNodeName(); nn != old.GetStatus().GetNominatedNodeName() {
+			s.syncNomination(pod)
+		}
 		// A changed spec (tolerations, say) or labels may fit now.
 		changed := oldObj != newObj && (old.GetMetadata().GetGeneration() != pod.GetMetadata().GetGeneration() ||
 			!proto.Equal(old.GetSpec(), pod.GetSpec()))

@@ -71,6 +71,10 @@ var controllerRules = map[string][]*kplanev1.PolicyRule{
 		rule(core, res("persistentvolumeclaims"), "get", "list", "watch", "update"),
 		readRule(storage, "storageclasses"),
 		readRule(policy, "poddisruptionbudgets"),
+		// PodTopologySpread's default constraints select a pod's group
+		// by its Services and controller.
+		readRule(core, "services", "replicationcontrollers"),
+		readRule(apps, "replicasets", "statefulsets"),
 		events,
 	},
 	"replicactl": {
