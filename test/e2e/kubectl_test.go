@@ -145,6 +145,14 @@ func TestKubectl(t *testing.T) {
 	}
 	k.must("delete", "rs", "typo")
 
+	// Server-side dry runs: validated and answered, nothing written.
+	k.file("rs.yaml", fmt.Sprintf(kubectlRS, 5))
+	k.expect(`^replicaset\.apps/web configured \(server dry run\)\n$`, "apply", "--dry-run=server", "-f", manifest)
+	k.expect(`^replicaset\.apps/web serverside-applied \(server dry run\)\n$`, "apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", manifest)
+	k.expect(`^replicaset\.apps "web" deleted \(server dry run\)\n$`, "delete", "rs", "web", "--dry-run=server")
+	k.expect(`^3$`, "get", "rs", "web", "-o", "jsonpath={.spec.replicas}")
+	k.file("rs.yaml", fmt.Sprintf(kubectlRS, 3))
+
 	// explain reads the OpenAPI v3 documents: kinds, field types and the
 	// proto comments as descriptions.
 	k.expect(`(?s)KIND:\s+Pod\nVERSION:\s+v1\n+FIELD: containers <\[\]Container>\n+DESCRIPTION:\n\s+Container is one process of a pod\.\n.*FIELDS:\n.*\n  image\s+<string>\n.*startupProbe\s+<Probe>\n\s+startupProbe holds the liveness and readiness probes back until it succeeds;\n\s+when it fails failureThreshold times`, "explain", "pod.spec.containers")

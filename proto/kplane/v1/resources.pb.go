@@ -551,8 +551,11 @@ func (*Object_ClusterRoleBinding) isObject_Kind() {}
 
 // CreateRequest carries the object to create.
 type CreateRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Object        *Object                `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Object *Object                `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	// dry_run validates and admits the write and answers the object as it
+	// would be stored, writing nothing (Kubernetes' dryRun=All).
+	DryRun        bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -592,6 +595,13 @@ func (x *CreateRequest) GetObject() *Object {
 		return x.Object
 	}
 	return nil
+}
+
+func (x *CreateRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
 }
 
 // CreateResponse returns the object as stored.
@@ -910,8 +920,11 @@ func (x *ListResponse) GetRemainingItemCount() int64 {
 
 // UpdateRequest carries the new spec and metadata.
 type UpdateRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Object        *Object                `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Object *Object                `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	// dry_run validates and admits the write and answers the object as it
+	// would be stored, writing nothing (Kubernetes' dryRun=All).
+	DryRun        bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -951,6 +964,13 @@ func (x *UpdateRequest) GetObject() *Object {
 		return x.Object
 	}
 	return nil
+}
+
+func (x *UpdateRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
 }
 
 // UpdateResponse returns the object as stored.
@@ -1000,8 +1020,11 @@ func (x *UpdateResponse) GetObject() *Object {
 
 // UpdateStatusRequest carries the new status.
 type UpdateStatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Object        *Object                `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Object *Object                `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	// dry_run validates and admits the write and answers the object as it
+	// would be stored, writing nothing (Kubernetes' dryRun=All).
+	DryRun        bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1041,6 +1064,13 @@ func (x *UpdateStatusRequest) GetObject() *Object {
 		return x.Object
 	}
 	return nil
+}
+
+func (x *UpdateStatusRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
 }
 
 // UpdateStatusResponse returns the object as stored.
@@ -1153,8 +1183,11 @@ type DeleteRequest struct {
 	// grace_period_seconds overrides a pod's termination grace period; 0
 	// deletes at once (force).
 	GracePeriodSeconds *int64 `protobuf:"varint,6,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// dry_run validates and admits the write and answers the object as it
+	// would be stored, writing nothing (Kubernetes' dryRun=All).
+	DryRun        bool `protobuf:"varint,7,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeleteRequest) Reset() {
@@ -1227,6 +1260,13 @@ func (x *DeleteRequest) GetGracePeriodSeconds() int64 {
 		return *x.GracePeriodSeconds
 	}
 	return 0
+}
+
+func (x *DeleteRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
 }
 
 // DeleteResponse returns the object: deleted, or marked for deletion.
@@ -2157,9 +2197,10 @@ const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\fcluster_role\x18) \x01(\v2\x16.kplane.v1.ClusterRoleH\x00R\vclusterRole\x12;\n" +
 	"\frole_binding\x18* \x01(\v2\x16.kplane.v1.RoleBindingH\x00R\vroleBinding\x12Q\n" +
 	"\x14cluster_role_binding\x18+ \x01(\v2\x1d.kplane.v1.ClusterRoleBindingH\x00R\x12clusterRoleBindingB\x06\n" +
-	"\x04kind\":\n" +
+	"\x04kind\"S\n" +
 	"\rCreateRequest\x12)\n" +
-	"\x06object\x18\x01 \x01(\v2\x11.kplane.v1.ObjectR\x06object\";\n" +
+	"\x06object\x18\x01 \x01(\v2\x11.kplane.v1.ObjectR\x06object\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\";\n" +
 	"\x0eCreateResponse\x12)\n" +
 	"\x06object\x18\x01 \x01(\v2\x11.kplane.v1.ObjectR\x06object\"R\n" +
 	"\n" +
@@ -2180,25 +2221,28 @@ const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\x05items\x18\x01 \x03(\v2\x11.kplane.v1.ObjectR\x05items\x12)\n" +
 	"\x10resource_version\x18\x02 \x01(\tR\x0fresourceVersion\x12\x1a\n" +
 	"\bcontinue\x18\x03 \x01(\tR\bcontinue\x120\n" +
-	"\x14remaining_item_count\x18\x04 \x01(\x03R\x12remainingItemCount\":\n" +
+	"\x14remaining_item_count\x18\x04 \x01(\x03R\x12remainingItemCount\"S\n" +
 	"\rUpdateRequest\x12)\n" +
-	"\x06object\x18\x01 \x01(\v2\x11.kplane.v1.ObjectR\x06object\";\n" +
+	"\x06object\x18\x01 \x01(\v2\x11.kplane.v1.ObjectR\x06object\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\";\n" +
 	"\x0eUpdateResponse\x12)\n" +
-	"\x06object\x18\x01 \x01(\v2\x11.kplane.v1.ObjectR\x06object\"@\n" +
+	"\x06object\x18\x01 \x01(\v2\x11.kplane.v1.ObjectR\x06object\"Y\n" +
 	"\x13UpdateStatusRequest\x12)\n" +
-	"\x06object\x18\x01 \x01(\v2\x11.kplane.v1.ObjectR\x06object\"A\n" +
+	"\x06object\x18\x01 \x01(\v2\x11.kplane.v1.ObjectR\x06object\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\"A\n" +
 	"\x14UpdateStatusResponse\x12)\n" +
 	"\x06object\x18\x01 \x01(\v2\x11.kplane.v1.ObjectR\x06object\"L\n" +
 	"\rPreconditions\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12)\n" +
-	"\x10resource_version\x18\x02 \x01(\tR\x0fresourceVersion\"\x94\x02\n" +
+	"\x10resource_version\x18\x02 \x01(\tR\x0fresourceVersion\"\xad\x02\n" +
 	"\rDeleteRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12>\n" +
 	"\rpreconditions\x18\x04 \x01(\v2\x18.kplane.v1.PreconditionsR\rpreconditions\x12-\n" +
 	"\x12propagation_policy\x18\x05 \x01(\tR\x11propagationPolicy\x125\n" +
-	"\x14grace_period_seconds\x18\x06 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01B\x17\n" +
+	"\x14grace_period_seconds\x18\x06 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01\x12\x17\n" +
+	"\adry_run\x18\a \x01(\bR\x06dryRunB\x17\n" +
 	"\x15_grace_period_seconds\";\n" +
 	"\x0eDeleteResponse\x12)\n" +
 	"\x06object\x18\x01 \x01(\v2\x11.kplane.v1.ObjectR\x06object\"\xe2\x01\n" +

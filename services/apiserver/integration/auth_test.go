@@ -335,7 +335,7 @@ func TestAuthenticationREST(t *testing.T) {
 	}
 	adminCfg := tlsConfig(t, f.dir, f.dir, "admin")
 	resp, body := do(adminCfg, http.MethodGet, "/api/v1/namespaces/default/pods", "", "")
-	if resp.StatusCode != http.StatusOK || resp.Proto != "HTTP/1.1" || resp.TLS.NegotiatedProtocol != "http/1.1" {
+	if resp.StatusCode != http.StatusOK || resp.Proto != "HTTP/2.0" || resp.TLS.NegotiatedProtocol != "h2" {
 		t.Fatalf("admin list: %s %s %q: %s", resp.Status, resp.Proto, resp.TLS.NegotiatedProtocol, body)
 	}
 	pod := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"%s"},"spec":{"containers":[{"name":"c","image":"busybox"}]}}`

@@ -181,8 +181,8 @@ func TestRESTCRUD(t *testing.T) {
 	if u := c.do("POST", coll+"?fieldValidation=Warn", "application/json", unknown); u.code != 201 || !strings.Contains(u.header.Get("Warning"), "spec.replica") {
 		t.Errorf("unknown field, Warn: %d %v %s", u.code, u.header, u.raw)
 	}
-	if dr := c.do("POST", coll+"?dryRun=All", "application/json", webRS(1)); dr.code != 400 {
-		t.Errorf("dryRun: %d %s, want 400 (not supported, nothing written)", dr.code, dr.raw)
+	if dr := c.do("POST", coll+"?dryRun=All", "application/json", webRS(1)); dr.code != 409 || dr.str("reason") != "AlreadyExists" {
+		t.Errorf("dry-run create of an existing name: %d %s, want 409 (TestRESTDryRun covers dry runs)", dr.code, dr.raw)
 	}
 
 	list := c.do("GET", coll+"?labelSelector=app%3Dweb&limit=1", "", nil)

@@ -333,9 +333,11 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	}), proxy.WithAuthorizer(resources.AuthorizeSubresource))
 	a.proxy.Register(a.httpMux)
 	// Every request on the HTTP side (REST and the proxy) is authenticated first.
-	a.httpAPI = newHTTPServer(chain.Middleware(a.httpMux, func(w http.ResponseWriter, msg string) {
+	// gRPC requests on the HTTP server's HTTP/2 connections (TLS only) go
+	// to the gRPC server, which authenticates on its own.
+	a.httpAPI = newHTTPServer(grpcOverHTTP2(func() http.Handler { return a.grpc }, chain.Middleware(a.httpMux, func(w http.ResponseWriter, msg string) {
 		proxy.WriteStatus(w, http.StatusUnauthorized, "Unauthorized", msg)
-	}), httpCtx)
+	})), httpCtx)
 	a.grpc = grpc.NewServer(append(grpcCreds,
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),

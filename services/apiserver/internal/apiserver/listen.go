@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,15 +34,20 @@ import (
 // server, which answers 415.
 //
 // With TLS (--tls-cert-file) the split is ALPN's, decided during the
-// handshake (tlsSplitListener): a client that offers "http/1.1" (kubectl,
-// client-go, curl, browsers; they offer h2 too) is given http/1.1 and
-// goes to the HTTP server; one that offers only "h2" (grpc-go, grpcurl:
-// gRPC clients offer nothing else) is given h2 and goes to the
-// grpc.Server; one that offers no ALPN at all is an HTTP/1 client. So
-// the choice needs no peeking at bytes, and a REST client never speaks
-// HTTP/2 to us: the HTTP side stays HTTP/1.1, which every Kubernetes
-// client speaks, and whose upgrades (exec, port-forward, the proxy's
-// websockets) need no HTTP/2 extended CONNECT.
+// handshake (tlsSplitListener): a client that offers only "h2" (grpc-go,
+// grpcurl: gRPC clients offer nothing else) is given h2 and goes to the
+// grpc.Server, served natively; one that offers "h2" and "http/1.1"
+// (kubectl, client-go, curl, browsers) is given h2 and goes to the HTTP
+// server, which speaks HTTP/2 to it (Go's net/http does for a *tls.Conn
+// that negotiated h2), as Kubernetes' apiserver does; one that offers
+// only "http/1.1" or no ALPN at all (client-go's SPDY and websocket
+// dialers for exec and port-forward, whose upgrades need HTTP/1.1) goes
+// to the HTTP server over HTTP/1.1. A gRPC request that arrives on an
+// HTTP/2 connection of the HTTP server (content-type application/grpc:
+// a gRPC client that offered http/1.1 too) is handed to
+// grpc.Server.ServeHTTP (grpcOverHTTP2), so both kinds of client work
+// whatever they offer. Plaintext stays split by the first bytes above:
+// HTTP/1.1 is REST, HTTP/2 is gRPC.
 
 // matchTimeout bounds how long a new connection may take to send its
 // first bytes (every client sends them at once).
@@ -110,28 +116,48 @@ const (
 )
 
 // alpnConfig returns base with GetConfigForClient choosing the protocol
-// per connection from what the client offers (see the comment at the top).
-func alpnConfig(base *tls.Config) *tls.Config {
+// from what the client offers (see the comment at the top); toGRPC, when
+// set, learns whether the connection belongs to the gRPC server.
+func alpnConfig(base *tls.Config, toGRPC *bool) *tls.Config {
 	cfg := base.Clone()
 	cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 		c := base.Clone()
+		h2 := slices.Contains(hello.SupportedProtos, protoH2)
+		h1 := slices.Contains(hello.SupportedProtos, protoHTTP1)
 		switch {
-		case slices.Contains(hello.SupportedProtos, protoHTTP1):
-			c.NextProtos = []string{protoHTTP1}
-		case slices.Contains(hello.SupportedProtos, protoH2):
+		case h2:
 			c.NextProtos = []string{protoH2}
+		case h1:
+			c.NextProtos = []string{protoHTTP1}
 		default:
 			c.NextProtos = nil
+		}
+		if toGRPC != nil {
+			*toGRPC = h2 && !h1
 		}
 		return c, nil
 	}
 	return cfg
 }
 
+// grpcOverHTTP2 sends gRPC requests that reached the HTTP server over
+// HTTP/2 to grpcServer's ServeHTTP (it authenticates them itself, by the
+// connection's certificates or the request's token) and everything else
+// to next.
+func grpcOverHTTP2(grpcServer func() http.Handler, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+			grpcServer().ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // tlsSplitListener accepts TLS connections, completes each handshake in
 // its own goroutine (bounded by matchTimeout, so a silent client holds
-// nothing for long) and hands the connection to the gRPC listener when h2
-// was negotiated, to the HTTP listener otherwise.
+// nothing for long) and hands the connection to the gRPC listener when
+// the client offered only h2, to the HTTP listener otherwise.
 type tlsSplitListener struct {
 	root  net.Listener
 	cfg   *tls.Config
@@ -144,7 +170,7 @@ type tlsSplitListener struct {
 }
 
 func newTLSSplitListener(lis net.Listener, cfg *tls.Config, onErr func(error)) *tlsSplitListener {
-	s := &tlsSplitListener{root: lis, cfg: alpnConfig(cfg), done: make(chan struct{}), onErr: onErr}
+	s := &tlsSplitListener{root: lis, cfg: cfg, done: make(chan struct{}), onErr: onErr}
 	s.grpc = newChanListener(lis.Addr(), s.done)
 	s.http = newChanListener(lis.Addr(), s.done)
 	return s
@@ -177,7 +203,8 @@ func (s *tlsSplitListener) serve() error {
 }
 
 func (s *tlsSplitListener) handshake(raw net.Conn) {
-	conn := tls.Server(raw, s.cfg)
+	var toGRPC bool
+	conn := tls.Server(raw, alpnConfig(s.cfg, &toGRPC))
 	ctx, cancel := context.WithTimeout(context.Background(), matchTimeout)
 	defer cancel()
 	go func() {
@@ -196,7 +223,7 @@ func (s *tlsSplitListener) handshake(raw net.Conn) {
 		return
 	}
 	target := s.http
-	if conn.ConnectionState().NegotiatedProtocol == protoH2 {
+	if toGRPC {
 		target = s.grpc
 	}
 	select {

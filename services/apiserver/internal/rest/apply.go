@@ -216,7 +216,7 @@ func (h *Handler) apply(w http.ResponseWriter, r *http.Request, req request) {
 			return
 		}
 		if !exists {
-			resp, err := h.api.Create(r.Context(), &kplanev1.CreateRequest{Object: obj})
+			resp, err := h.api.Create(r.Context(), &kplanev1.CreateRequest{Object: obj, DryRun: isDryRun(r)})
 			if status.Code(err) == codes.AlreadyExists && attempt < patchAttempts {
 				continue // created meanwhile: apply to it
 			}

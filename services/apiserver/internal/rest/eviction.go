@@ -48,7 +48,7 @@ func readPosted(w http.ResponseWriter, r *http.Request, req request, obj postedO
 		writeStatus(w, methodNotAllowed(r))
 		return false
 	}
-	if s := checkWriteParams(r); s != nil {
+	if s := checkWriteParams(r, false); s != nil {
 		writeStatus(w, s)
 		return false
 	}

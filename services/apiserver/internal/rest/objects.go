@@ -92,7 +92,7 @@ func intParam(v, name string) (int64, *metav1.Status) {
 }
 
 func (h *Handler) create(w http.ResponseWriter, r *http.Request, req request) {
-	if s := checkWriteParams(r); s != nil {
+	if s := checkWriteParams(r, true); s != nil {
 		writeStatus(w, s)
 		return
 	}
@@ -102,7 +102,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, req request) {
 		return
 	}
 	obj = h.trackUpdate(r, req, nil, obj)
-	resp, err := h.api.Create(r.Context(), &kplanev1.CreateRequest{Object: obj})
+	resp, err := h.api.Create(r.Context(), &kplanev1.CreateRequest{Object: obj, DryRun: isDryRun(r)})
 	if err != nil {
 		writeStatus(w, statusFor(err, req))
 		return
@@ -112,7 +112,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, req request) {
 }
 
 func (h *Handler) update(w http.ResponseWriter, r *http.Request, req request) {
-	if s := checkWriteParams(r); s != nil {
+	if s := checkWriteParams(r, true); s != nil {
 		writeStatus(w, s)
 		return
 	}
@@ -141,22 +141,28 @@ func (h *Handler) update(w http.ResponseWriter, r *http.Request, req request) {
 	h.writeObject(w, r, http.StatusOK, out)
 }
 
-// put writes obj through Update, or UpdateStatus for the status subresource.
+// put writes obj through Update, or UpdateStatus for the status
+// subresource, as a dry run when the request asks for one.
 func (h *Handler) put(r *http.Request, req request, obj *kplanev1.Object) (*kplanev1.Object, error) {
 	if req.subresource == "status" {
-		resp, err := h.api.UpdateStatus(r.Context(), &kplanev1.UpdateStatusRequest{Object: obj})
+		resp, err := h.api.UpdateStatus(r.Context(), &kplanev1.UpdateStatusRequest{Object: obj, DryRun: isDryRun(r)})
 		return resp.GetObject(), err
 	}
-	resp, err := h.api.Update(r.Context(), &kplanev1.UpdateRequest{Object: obj})
+	resp, err := h.api.Update(r.Context(), &kplanev1.UpdateRequest{Object: obj, DryRun: isDryRun(r)})
 	return resp.GetObject(), err
 }
 
-// checkWriteParams refuses the write options the store cannot honour
-// rather than ignoring them: a dry run would otherwise be a real write.
-func checkWriteParams(r *http.Request) *metav1.Status {
+// checkWriteParams refuses the write options the request cannot honour
+// rather than ignoring them. dryRun=All is honoured where dryRunnable
+// (the object writes, whose Resources requests carry dry_run); elsewhere
+// a dry run would be a real write, so it is refused.
+func checkWriteParams(r *http.Request, dryRunnable bool) *metav1.Status {
 	q := r.URL.Query()
-	if v := q["dryRun"]; len(v) > 0 {
-		return badRequest("dryRun: Unsupported value: %q: kplane does not support dry runs", strings.Join(v, ","))
+	if s := checkDryRun(q["dryRun"], "dryRun"); s != nil {
+		return s
+	}
+	if len(q["dryRun"]) > 0 && !dryRunnable {
+		return badRequest("dryRun: Unsupported value: %q: this subresource does not support dry runs", strings.Join(q["dryRun"], ","))
 	}
 	if fm := q.Get("fieldManager"); len(fm) > 128 {
 		return badRequest("fieldManager: Too long: may not be more than 128 bytes")
@@ -169,13 +175,28 @@ func checkWriteParams(r *http.Request) *metav1.Status {
 	return nil
 }
 
+// checkDryRun accepts Kubernetes' one dry-run value, All, as
+// Kubernetes' ValidateDryRun does.
+func checkDryRun(values []string, field string) *metav1.Status {
+	for _, v := range values {
+		if v != metav1.DryRunAll {
+			return badRequest("%s: Unsupported value: %q: supported values: %q", field, strings.Join(values, ","), metav1.DryRunAll)
+		}
+	}
+	return nil
+}
+
+// isDryRun tells whether a request checked by checkWriteParams asks for a
+// dry run.
+func isDryRun(r *http.Request) bool { return len(r.URL.Query()["dryRun"]) > 0 }
+
 func (h *Handler) delete(w http.ResponseWriter, r *http.Request, req request) {
 	opts, s := deleteOptions(r)
 	if s != nil {
 		writeStatus(w, s)
 		return
 	}
-	dr := &kplanev1.DeleteRequest{Kind: req.res.Kind, Namespace: req.namespace, Name: req.name, GracePeriodSeconds: opts.GracePeriodSeconds}
+	dr := &kplanev1.DeleteRequest{Kind: req.res.Kind, Namespace: req.namespace, Name: req.name, GracePeriodSeconds: opts.GracePeriodSeconds, DryRun: len(opts.DryRun) > 0}
 	if opts.PropagationPolicy != nil {
 		dr.PropagationPolicy = string(*opts.PropagationPolicy)
 	}
@@ -197,7 +218,8 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, req request) {
 }
 
 // deleteOptions reads DeleteOptions from the body (kubectl sends one) and
-// the query (gracePeriodSeconds, propagationPolicy), the query winning.
+// the query (gracePeriodSeconds, propagationPolicy, dryRun), the query
+// winning.
 func deleteOptions(r *http.Request) (*metav1.DeleteOptions, *metav1.Status) {
 	opts := &metav1.DeleteOptions{}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes))
@@ -228,8 +250,14 @@ func deleteOptions(r *http.Request) (*metav1.DeleteOptions, *metav1.Status) {
 		p := metav1.DeletionPropagation(v)
 		opts.PropagationPolicy = &p
 	}
-	if len(opts.DryRun) > 0 || len(q["dryRun"]) > 0 {
-		return nil, badRequest("dryRun: Unsupported value: kplane does not support dry runs")
+	if s := checkDryRun(opts.DryRun, "dryRun"); s != nil {
+		return nil, s
+	}
+	if s := checkDryRun(q["dryRun"], "dryRun"); s != nil {
+		return nil, s
+	}
+	if len(q["dryRun"]) > 0 {
+		opts.DryRun = q["dryRun"] // the query wins, as for the others
 	}
 	return opts, nil
 }
@@ -255,7 +283,7 @@ func (h *Handler) deleteCollection(w http.ResponseWriter, r *http.Request, req r
 	out := &kplanev1.ListResponse{ResourceVersion: resp.GetResourceVersion()}
 	for _, it := range resp.GetItems() {
 		m := it.Meta()
-		dr := &kplanev1.DeleteRequest{Kind: req.res.Kind, Namespace: m.GetNamespace(), Name: m.GetName(), GracePeriodSeconds: opts.GracePeriodSeconds}
+		dr := &kplanev1.DeleteRequest{Kind: req.res.Kind, Namespace: m.GetNamespace(), Name: m.GetName(), GracePeriodSeconds: opts.GracePeriodSeconds, DryRun: len(opts.DryRun) > 0}
 		if opts.PropagationPolicy != nil {
 			dr.PropagationPolicy = string(*opts.PropagationPolicy)
 		}

@@ -103,7 +103,7 @@ var (
 	paramName      = pathParam("name", "name of the object")
 	paramPretty    = queryParam("pretty", "string", "If 'true', then the output is pretty printed.")
 	writeParams    = []any{
-		queryParam("dryRun", "string", "When present, indicates that modifications should not be persisted. kplane refuses dry runs with 400 rather than write."),
+		queryParam("dryRun", "string", "When present, indicates that modifications should not be persisted. The only value is All: the request is validated and admitted and answered with the object as it would be, and nothing is written."),
 		queryParam("fieldManager", "string", "fieldManager is a name associated with the actor or entity that is making these changes (at most 128 characters)."),
 		queryParam("force", "boolean", "force takes the fields of a server-side apply from their other managers instead of failing with a conflict; only for apply patches."),
 		queryParam("fieldValidation", "string", "fieldValidation instructs the server on how to handle objects in the request containing unknown fields: Ignore drops them, Warn drops them with a Warning header per field, Strict (the default) fails the request with BadRequest naming them."),
@@ -120,7 +120,7 @@ var (
 		queryParam("watch", "boolean", "Watch for changes to the described resources and return them as a stream of add, update, and remove notifications."),
 	}
 	deleteParams = []any{
-		queryParam("dryRun", "string", "When present, indicates that modifications should not be persisted. kplane refuses dry runs with 400 rather than write."),
+		queryParam("dryRun", "string", "When present, indicates that modifications should not be persisted. The only value is All: the request is validated and admitted and answered with the object as it would be, and nothing is written."),
 		queryParam("gracePeriodSeconds", "integer", "The duration in seconds before the object should be deleted."),
 		queryParam("propagationPolicy", "string", "Whether and how garbage collection will be performed: Orphan, Background or Foreground."),
 	}

@@ -55,7 +55,7 @@ var kubeTypes = func() *runtime.Scheme {
 // patch is applied again to the newer object, unless the patch itself
 // names a resourceVersion: then the conflict is the client's to see.
 func (h *Handler) patch(w http.ResponseWriter, r *http.Request, req request) {
-	if s := checkWriteParams(r); s != nil {
+	if s := checkWriteParams(r, true); s != nil {
 		writeStatus(w, s)
 		return
 	}

@@ -37,7 +37,7 @@ func (h *Handler) serveScale(w http.ResponseWriter, r *http.Request, req request
 		}
 		writeJSON(w, http.StatusOK, toKubeScale(resp.GetScale()))
 	case http.MethodPut:
-		if s := checkWriteParams(r); s != nil {
+		if s := checkWriteParams(r, false); s != nil {
 			writeStatus(w, s)
 			return
 		}
@@ -65,7 +65,7 @@ func (h *Handler) serveScale(w http.ResponseWriter, r *http.Request, req request
 // replicas to a newer object after losing a race (a replicas patch means
 // "this many", whatever else changed).
 func (h *Handler) patchScale(w http.ResponseWriter, r *http.Request, req request) {
-	if s := checkWriteParams(r); s != nil {
+	if s := checkWriteParams(r, false); s != nil {
 		writeStatus(w, s)
 		return
 	}

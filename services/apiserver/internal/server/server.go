@@ -125,6 +125,14 @@ func (s *Server) admitPod(ctx context.Context, obj *kplanev1.Object) error {
 	return nil
 }
 
+// dryRun marks ctx for a dry run when the request asks for one.
+func dryRun(ctx context.Context, dry bool) context.Context {
+	if dry {
+		return store.WithDryRun(ctx)
+	}
+	return ctx
+}
+
 func requireObject(obj *kplanev1.Object) error {
 	if obj == nil {
 		return status.Error(codes.InvalidArgument, "object: required")
@@ -140,7 +148,7 @@ func (s *Server) Create(ctx context.Context, req *kplanev1.CreateRequest) (*kpla
 	if err := s.admitPod(ctx, req.GetObject()); err != nil {
 		return nil, err
 	}
-	obj, err := s.store.Create(ctx, req.GetObject())
+	obj, err := s.store.Create(dryRun(ctx, req.GetDryRun()), req.GetObject())
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +189,7 @@ func (s *Server) Update(ctx context.Context, req *kplanev1.UpdateRequest) (*kpla
 	if err := requireObject(req.GetObject()); err != nil {
 		return nil, err
 	}
-	obj, err := s.store.Update(ctx, req.GetObject())
+	obj, err := s.store.Update(dryRun(ctx, req.GetDryRun()), req.GetObject())
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +201,7 @@ func (s *Server) UpdateStatus(ctx context.Context, req *kplanev1.UpdateStatusReq
 	if err := requireObject(req.GetObject()); err != nil {
 		return nil, err
 	}
-	obj, err := s.store.UpdateStatus(ctx, req.GetObject())
+	obj, err := s.store.UpdateStatus(dryRun(ctx, req.GetDryRun()), req.GetObject())
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +210,7 @@ func (s *Server) UpdateStatus(ctx context.Context, req *kplanev1.UpdateStatusReq
 
 // Delete implements kplanev1.ResourcesServer.
 func (s *Server) Delete(ctx context.Context, req *kplanev1.DeleteRequest) (*kplanev1.DeleteResponse, error) {
-	obj, err := s.store.Delete(ctx, req.GetKind(), req.GetNamespace(), req.GetName(), store.DeleteOptions{
+	obj, err := s.store.Delete(dryRun(ctx, req.GetDryRun()), req.GetKind(), req.GetNamespace(), req.GetName(), store.DeleteOptions{
 		Preconditions:      req.GetPreconditions(),
 		Propagation:        req.GetPropagationPolicy(),
 		GracePeriodSeconds: req.GracePeriodSeconds,

@@ -178,14 +178,16 @@ func (s *Store) deleteNamespace(ctx context.Context, nsKind *kplanev1.KindInfo, 
 		holders = append(holders, k)
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(prefix), "=", 0).WithPrefix())
 	}
-	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	resp, err := s.commit(ctx, cmps, ops, nil)
 	if err != nil {
 		return nil, backendError(ctx, "delete namespace", err)
 	}
 	if resp.Succeeded {
 		// Report the deletion's revision, as the watch's DELETED event does.
 		out := proto.Clone(ns).(*kplanev1.Object)
-		out.Meta().ResourceVersion = FormatRevision(resp.Header.Revision)
+		if !isDryRun(ctx) {
+			out.Meta().ResourceVersion = FormatRevision(resp.Header.Revision)
+		}
 		return out, nil
 	}
 	counts, err := s.countIn(ctx, holders, name)

@@ -215,8 +215,8 @@ func (s *Store) createOnce(ctx context.Context, k *kplanev1.KindInfo, obj *kplan
 	// The values the object holds are reserved in the same transaction.
 	claims := newClaimTxn(claimsOf(k, obj), nil, holderOf(obj))
 	cmps = append(cmps, claims.cmps...)
-	resp, err := s.cli.Txn(ctx).If(cmps...).Then(append([]clientv3.Op{clientv3.OpPut(key, string(value), putOpts...)}, claims.ops...)...).
-		Else(append([]clientv3.Op{clientv3.OpGet(key, clientv3.WithCountOnly())}, claims.checks...)...).Commit()
+	resp, err := s.commit(ctx, cmps, append([]clientv3.Op{clientv3.OpPut(key, string(value), putOpts...)}, claims.ops...),
+		append([]clientv3.Op{clientv3.OpGet(key, clientv3.WithCountOnly())}, claims.checks...))
 	if err != nil {
 		return nil, backendError(ctx, "create", err)
 	}
@@ -229,6 +229,9 @@ func (s *Store) createOnce(ctx context.Context, k *kplanev1.KindInfo, obj *kplan
 		}
 		return nil, status.Errorf(codes.NotFound, "namespace %q not found", meta.Namespace)
 	}
+	if isDryRun(ctx) {
+		return obj, nil // never stored: no resourceVersion
+	}
 	meta.ResourceVersion = FormatRevision(resp.Header.Revision)
 	return obj, nil
 }
@@ -237,8 +240,8 @@ func (s *Store) createOnce(ctx context.Context, k *kplanev1.KindInfo, obj *kplan
 // (strategy.Expirer).
 func (s *Store) putOptions(ctx context.Context, k *kplanev1.KindInfo, obj *kplanev1.Object) ([]clientv3.OpOption, error) {
 	exp, ok := strategy.For(k.Name).(strategy.Expirer)
-	if !ok {
-		return nil, nil
+	if !ok || isDryRun(ctx) {
+		return nil, nil // a dry run stores nothing to expire
 	}
 	ttl := exp.TTL(obj, s.opts.Lifecycle)
 	if ttl <= 0 {
@@ -467,9 +470,7 @@ func (s *Store) commitUpdate(ctx context.Context, k *kplanev1.KindInfo, next, cu
 	add, drop := diffClaims(claimsOf(k, next), held)
 	claims := newClaimTxn(add, drop, holderOf(next))
 	cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", curRev)}, claims.cmps...)
-	resp, err := s.cli.Txn(ctx).If(cmps...).
-		Then(append([]clientv3.Op{clientv3.OpPut(key, string(value), putOpts...)}, claims.ops...)...).
-		Else(claims.checks...).Commit()
+	resp, err := s.commit(ctx, cmps, append([]clientv3.Op{clientv3.OpPut(key, string(value), putOpts...)}, claims.ops...), claims.checks)
 	if err != nil {
 		return nil, backendError(ctx, "update", err)
 	}
@@ -478,6 +479,10 @@ func (s *Store) commitUpdate(ctx context.Context, k *kplanev1.KindInfo, next, cu
 			return nil, err
 		}
 		return nil, conflict(k.Name, meta.Name, "the object has been modified")
+	}
+	if isDryRun(ctx) {
+		meta.ResourceVersion = FormatRevision(curRev) // still the stored one
+		return next, nil
 	}
 	meta.ResourceVersion = FormatRevision(resp.Header.Revision)
 	return next, nil
@@ -494,17 +499,19 @@ func (s *Store) deleteAt(ctx context.Context, k *kplanev1.KindInfo, last *kplane
 	for _, c := range held {
 		ops = append(ops, releaseOp(claimKey(c), holderOf(last)))
 	}
-	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
-		Then(ops...).Commit()
+	resp, err := s.commit(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)}, ops, nil)
 	if err != nil {
 		return nil, backendError(ctx, "delete", err)
 	}
 	if !resp.Succeeded {
 		return nil, conflict(k.Name, meta.Name, "the object has been modified")
 	}
-	// Report the deletion's revision, as the watch's DELETED event does.
+	// Report the deletion's revision, as the watch's DELETED event does
+	// (a dry run's object keeps its stored one).
 	out := proto.Clone(last).(*kplanev1.Object)
-	out.Meta().ResourceVersion = FormatRevision(resp.Header.Revision)
+	if !isDryRun(ctx) {
+		out.Meta().ResourceVersion = FormatRevision(resp.Header.Revision)
+	}
 	return out, nil
 }
 

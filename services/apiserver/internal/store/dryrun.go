@@ -1,0 +1,34 @@
+package store
+
+import (
+	"context"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+type dryRunKey struct{}
+
+// WithDryRun marks the writes made with ctx as dry runs (Kubernetes'
+// dryRun=All, the write requests' dry_run): defaulting, validation,
+// admission, allocation and the transaction's conditions all run as for
+// the real write, but nothing is stored.
+func WithDryRun(ctx context.Context) context.Context {
+	return context.WithValue(ctx, dryRunKey{}, true)
+}
+
+func isDryRun(ctx context.Context) bool {
+	dry, _ := ctx.Value(dryRunKey{}).(bool)
+	return dry
+}
+
+// commit runs a write transaction. In a dry run the Then operations (the
+// writes) are dropped: etcd still evaluates the comparisons (the object's
+// existence or revision, the namespace, the claimed values), so the
+// answer is the real write's, while the transaction is a read that
+// writes nothing and does not move the revision.
+func (s *Store) commit(ctx context.Context, cmps []clientv3.Cmp, then, els []clientv3.Op) (*clientv3.TxnResponse, error) {
+	if isDryRun(ctx) {
+		then = nil
+	}
+	return s.cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+}
