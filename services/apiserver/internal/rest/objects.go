@@ -352,8 +352,11 @@ func objectFromMap(m map[string]any, req request, fieldValidation string) (*kpla
 	}
 	meta := obj.Meta()
 	switch {
-	case !req.res.info.Namespaced && meta.GetNamespace() != "":
-		return nil, nil, badRequest("metadata.namespace: Forbidden: %s is cluster-scoped", req.res.Kind)
+	case !req.res.info.Namespaced:
+		// Kubernetes clears a cluster-scoped object's namespace rather
+		// than refusing it (rest.EnsureObjectNamespaceMatchesRequestNamespace),
+		// as the gRPC side ignores it.
+		meta.Namespace = ""
 	case req.res.info.Namespaced && meta.GetNamespace() == "":
 		meta.Namespace = req.namespace
 	case req.res.info.Namespaced && meta.GetNamespace() != req.namespace:
