@@ -162,6 +162,7 @@ func FuzzRESTPatch(f *testing.F) {
 		{2, `{"spec":{"$setElementOrder/containers":[{"name":"app"}]}}`},
 		{2, `{"metadata":{"labels":{"$patch":"delete"}}}`},
 		{2, `{"spec":{"containers":[{"$patch":"replace"}]}}`},
+		{2, `{"spec":{"containers":[{"name":[]}]}}`}, // panicked in strategicpatch
 		{3, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  labels:\n    owner: fuzz\n"},
 		{3, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    image: nginx:1.28\n"},
 		{3, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: other\n"},

@@ -143,8 +143,14 @@ func (h *Handler) patch(w http.ResponseWriter, r *http.Request, req request) {
 
 // applyPatch applies one patch document with the library Kubernetes uses
 // for its type.
-func applyPatch(mt string, original, patch []byte, dataStruct runtime.Object) ([]byte, *metav1.Status) {
-	var out []byte
+func applyPatch(mt string, original, patch []byte, dataStruct runtime.Object) (out []byte, st *metav1.Status) {
+	// strategicpatch panics on some malformed patches (a merge key that is
+	// not a scalar, found by FuzzRESTPatch); that is the client's bad input.
+	defer func() {
+		if p := recover(); p != nil {
+			out, st = nil, badRequest("the %s patch cannot be applied: %v", mt, p)
+		}
+	}()
 	var err error
 	switch mt {
 	case mergePatch:
