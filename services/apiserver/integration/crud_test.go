@@ -10,10 +10,13 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+
+	"github.com/kplane/kplane/services/apiserver/testserver"
 )
 
-func TestCreateSetsServerFields(t *testing.T) {
-	_, c := start(t)
+func TestCreateSetsServerFields(t *testing.T) { transports(t, testCreateSetsServerFields) }
+
+func testCreateSetsServerFields(t *testing.T, _ *testserver.Server, c kplanev1.ResourcesClient) {
 	ctx := testCtx(t)
 
 	in := newPod("default", "web", map[string]string{"app": "web"})
@@ -61,7 +64,7 @@ func TestCreateSetsServerFields(t *testing.T) {
 
 	// A second create of the same name collides.
 	_, err := c.Create(ctx, &kplanev1.CreateRequest{Object: newPod("default", "web", nil)})
-	requireCode(t, err, codes.AlreadyExists, `Pod "default/web" already exists`)
+	requireCode(t, err, codes.AlreadyExists, wording(c, `Pod "default/web" already exists`, `pods "web" already exists`))
 	// The same name in another namespace is a different object.
 	create(t, c, newNamespace("other"))
 	if o := create(t, c, newPod("other", "web", nil)); o.Meta().GetUid() == om.GetUid() {
@@ -69,14 +72,18 @@ func TestCreateSetsServerFields(t *testing.T) {
 	}
 }
 
-func TestGetNotFoundAndScope(t *testing.T) {
-	_, c := start(t)
+func TestGetNotFoundAndScope(t *testing.T) { transports(t, testGetNotFoundAndScope) }
+
+func testGetNotFoundAndScope(t *testing.T, _ *testserver.Server, c kplanev1.ResourcesClient) {
 	ctx := testCtx(t)
 
 	_, err := c.Get(ctx, &kplanev1.GetRequest{Kind: "Pod", Namespace: "default", Name: "absent"})
-	requireCode(t, err, codes.NotFound, `Pod "absent" not found in namespace "default"`)
+	requireCode(t, err, codes.NotFound, wording(c, `Pod "absent" not found in namespace "default"`, `pods "absent" not found`))
 	_, err = c.Get(ctx, &kplanev1.GetRequest{Kind: "Node", Name: "absent"})
-	requireCode(t, err, codes.NotFound, `Node "absent" not found`)
+	requireCode(t, err, codes.NotFound, wording(c, `Node "absent" not found`, `nodes "absent" not found`))
+	if viaREST(c) {
+		return // a REST URL carries the scope: there is no request shape to refuse
+	}
 	_, err = c.Get(ctx, &kplanev1.GetRequest{Kind: "Pod", Name: "web"})
 	requireCode(t, err, codes.InvalidArgument, "namespace: required for namespaced kind Pod")
 	_, err = c.Get(ctx, &kplanev1.GetRequest{Kind: "Node", Namespace: "default", Name: "n1"})
@@ -92,8 +99,9 @@ func TestSystemNamespacesExist(t *testing.T) {
 	}
 }
 
-func TestGenerateName(t *testing.T) {
-	_, c := start(t)
+func TestGenerateName(t *testing.T) { transports(t, testGenerateName) }
+
+func testGenerateName(t *testing.T, _ *testserver.Server, c kplanev1.ResourcesClient) {
 	in := newPod("default", "", nil)
 	in.Meta().GenerateName = "web-"
 	a := create(t, c, in)
@@ -113,17 +121,21 @@ func TestGenerateName(t *testing.T) {
 	}
 }
 
-func TestCreateIntoMissingNamespace(t *testing.T) {
-	_, c := start(t)
+func TestCreateIntoMissingNamespace(t *testing.T) { transports(t, testCreateIntoMissingNamespace) }
+
+func testCreateIntoMissingNamespace(t *testing.T, _ *testserver.Server, c kplanev1.ResourcesClient) {
 	_, err := c.Create(testCtx(t), &kplanev1.CreateRequest{Object: newPod("nope", "web", nil)})
-	requireCode(t, err, codes.NotFound, `namespace "nope" not found`)
+	requireCode(t, err, codes.NotFound, wording(c, `namespace "nope" not found`, `namespaces "nope" not found`))
 	if n := len(list(t, c, &kplanev1.ListRequest{Kind: "Pod"}).GetItems()); n != 0 {
 		t.Fatalf("%d pods stored after a failed create", n)
 	}
 }
 
 func TestClusterScopedKindIgnoresNamespace(t *testing.T) {
-	_, c := start(t)
+	transports(t, testClusterScopedKindIgnoresNamespace)
+}
+
+func testClusterScopedKindIgnoresNamespace(t *testing.T, _ *testserver.Server, c kplanev1.ResourcesClient) {
 	in := newNode("node-1")
 	in.Meta().Namespace = "default" // ignored, as Kubernetes does
 	out := create(t, c, in)
@@ -147,8 +159,9 @@ func TestClusterScopedKindIgnoresNamespace(t *testing.T) {
 	}
 }
 
-func TestUpdateGeneration(t *testing.T) {
-	_, c := start(t)
+func TestUpdateGeneration(t *testing.T) { transports(t, testUpdateGeneration) }
+
+func testUpdateGeneration(t *testing.T, _ *testserver.Server, c kplanev1.ResourcesClient) {
 	p := create(t, c, newPod("default", "web", nil))
 
 	// Metadata-only change: new resourceVersion, same generation.
@@ -185,8 +198,9 @@ func TestUpdateGeneration(t *testing.T) {
 	}
 }
 
-func TestUpdateAndStatusSeparation(t *testing.T) {
-	_, c := start(t)
+func TestUpdateAndStatusSeparation(t *testing.T) { transports(t, testUpdateAndStatusSeparation) }
+
+func testUpdateAndStatusSeparation(t *testing.T, _ *testserver.Server, c kplanev1.ResourcesClient) {
 	ctx := testCtx(t)
 	p := create(t, c, newPod("default", "web", nil))
 
@@ -244,14 +258,22 @@ func TestUpdateAndStatusSeparation(t *testing.T) {
 	// And fails for kinds without a status.
 	sec := create(t, c, newSecret("default", "s", nil))
 	_, err = c.UpdateStatus(ctx, &kplanev1.UpdateStatusRequest{Object: sec})
-	requireCode(t, err, codes.InvalidArgument, "kind Secret has no status")
+	if viaREST(c) {
+		// Kubernetes serves no status subresource for such a kind: 404.
+		requireCode(t, err, codes.NotFound, "the server could not find the requested resource")
+	} else {
+		requireCode(t, err, codes.InvalidArgument, "kind Secret has no status")
+	}
 	// And for absent objects.
 	_, err = c.UpdateStatus(ctx, &kplanev1.UpdateStatusRequest{Object: newPod("default", "absent", nil)})
-	requireCode(t, err, codes.NotFound, `Pod "absent" not found`)
+	requireCode(t, err, codes.NotFound, wording(c, `Pod "absent" not found`, `pods "absent" not found`))
 }
 
 func TestNoopUpdateKeepsResourceVersion(t *testing.T) {
-	_, c := start(t)
+	transports(t, testNoopUpdateKeepsResourceVersion)
+}
+
+func testNoopUpdateKeepsResourceVersion(t *testing.T, _ *testserver.Server, c kplanev1.ResourcesClient) {
 	p := create(t, c, newPod("default", "web", map[string]string{"app": "web"}))
 	before := list(t, c, &kplanev1.ListRequest{Kind: "Pod"}).GetResourceVersion()
 
@@ -271,8 +293,9 @@ func TestNoopUpdateKeepsResourceVersion(t *testing.T) {
 	}
 }
 
-func TestUpdateConflicts(t *testing.T) {
-	_, c := start(t)
+func TestUpdateConflicts(t *testing.T) { transports(t, testUpdateConflicts) }
+
+func testUpdateConflicts(t *testing.T, _ *testserver.Server, c kplanev1.ResourcesClient) {
 	ctx := testCtx(t)
 	p := create(t, c, newPod("default", "web", nil))
 	fresh := proto.Clone(p).(*kplanev1.Object)
@@ -291,7 +314,7 @@ func TestUpdateConflicts(t *testing.T) {
 	requireCode(t, err, codes.Aborted, "uid not-the-uid does not match")
 
 	_, err = c.Update(ctx, &kplanev1.UpdateRequest{Object: newPod("default", "absent", nil)})
-	requireCode(t, err, codes.NotFound, `Pod "absent" not found`)
+	requireCode(t, err, codes.NotFound, wording(c, `Pod "absent" not found`, `pods "absent" not found`))
 
 	if got := get(t, c, "Pod", "default", "web"); got.Meta().GetLabels()["v"] != "1" {
 		t.Fatalf("labels = %v after refused updates, want v=1", got.Meta().GetLabels())
@@ -317,8 +340,9 @@ func TestUnknownKind(t *testing.T) {
 	requireCode(t, err, codes.InvalidArgument, "exactly one kind must be set", wantKinds)
 }
 
-func TestEveryKindRoundTrips(t *testing.T) {
-	_, c := start(t)
+func TestEveryKindRoundTrips(t *testing.T) { transports(t, testEveryKindRoundTrips) }
+
+func testEveryKindRoundTrips(t *testing.T, _ *testserver.Server, c kplanev1.ResourcesClient) {
 	objs := []*kplanev1.Object{
 		newNamespace("team"),
 		newNode("node-1"),

@@ -7,10 +7,13 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+
+	"github.com/kplane/kplane/services/apiserver/testserver"
 )
 
-func TestDeleteRemovesObject(t *testing.T) {
-	_, c := start(t)
+func TestDeleteRemovesObject(t *testing.T) { transports(t, testDeleteRemovesObject) }
+
+func testDeleteRemovesObject(t *testing.T, _ *testserver.Server, c kplanev1.ResourcesClient) {
 	ctx := testCtx(t)
 	p := create(t, c, newPod("default", "web", nil))
 
@@ -21,7 +24,7 @@ func TestDeleteRemovesObject(t *testing.T) {
 	}
 	requireNotFound(t, c, "Pod", "default", "web")
 	_, err = c.Delete(ctx, &kplanev1.DeleteRequest{Kind: "Pod", Namespace: "default", Name: "web"})
-	requireCode(t, err, codes.NotFound, `Pod "web" not found in namespace "default"`)
+	requireCode(t, err, codes.NotFound, wording(c, `Pod "web" not found in namespace "default"`, `pods "web" not found`))
 
 	// The name is free again: a new object gets a new uid.
 	again := create(t, c, newPod("default", "web", nil))
@@ -30,8 +33,9 @@ func TestDeleteRemovesObject(t *testing.T) {
 	}
 }
 
-func TestDeletePreconditions(t *testing.T) {
-	_, c := start(t)
+func TestDeletePreconditions(t *testing.T) { transports(t, testDeletePreconditions) }
+
+func testDeletePreconditions(t *testing.T, _ *testserver.Server, c kplanev1.ResourcesClient) {
 	ctx := testCtx(t)
 	p := create(t, c, newPod("default", "web", nil))
 	p.Meta().Labels = map[string]string{"v": "2"}

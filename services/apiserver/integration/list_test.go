@@ -9,10 +9,13 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+
+	"github.com/kplane/kplane/services/apiserver/testserver"
 )
 
-func TestListSelectors(t *testing.T) {
-	_, c := start(t)
+func TestListSelectors(t *testing.T) { transports(t, testListSelectors) }
+
+func testListSelectors(t *testing.T, _ *testserver.Server, c kplanev1.ResourcesClient) {
 	create(t, c, newNamespace("other"))
 	mk := func(ns, name, node string, labels map[string]string) {
 		p := newPod(ns, name, labels)
@@ -54,8 +57,9 @@ func TestListSelectors(t *testing.T) {
 	}
 }
 
-func TestListPaginationIsConsistent(t *testing.T) {
-	_, c := start(t)
+func TestListPaginationIsConsistent(t *testing.T) { transports(t, testListPaginationIsConsistent) }
+
+func testListPaginationIsConsistent(t *testing.T, _ *testserver.Server, c kplanev1.ResourcesClient) {
 	ctx := testCtx(t)
 	const n = 25
 	orig := map[string]*kplanev1.Object{}

@@ -26,8 +26,9 @@ const (
 	bookmark = kplanev1.EventType_EVENT_TYPE_BOOKMARK
 )
 
-func TestWatchInitialEvents(t *testing.T) {
-	_, c := start(t)
+func TestWatchInitialEvents(t *testing.T) { transports(t, testWatchInitialEvents) }
+
+func testWatchInitialEvents(t *testing.T, _ *testserver.Server, c kplanev1.ResourcesClient) {
 	create(t, c, newNamespace("other"))
 	var created []*kplanev1.Object
 	for _, k := range [][2]string{{"default", "c"}, {"default", "a"}, {"other", "b"}} {
@@ -66,7 +67,10 @@ func TestWatchInitialEvents(t *testing.T) {
 }
 
 func TestWatchFromRevisionAndEventTypes(t *testing.T) {
-	_, c := start(t)
+	transports(t, testWatchFromRevisionAndEventTypes)
+}
+
+func testWatchFromRevisionAndEventTypes(t *testing.T, _ *testserver.Server, c kplanev1.ResourcesClient) {
 	ctx := testCtx(t)
 	a := create(t, c, newPod("default", "a", nil))
 	from := a.Meta().GetResourceVersion()
@@ -97,8 +101,9 @@ func TestWatchFromRevisionAndEventTypes(t *testing.T) {
 	w.expect(added, c2.Key())
 }
 
-func TestWatchSelectorsTransitions(t *testing.T) {
-	_, c := start(t)
+func TestWatchSelectorsTransitions(t *testing.T) { transports(t, testWatchSelectorsTransitions) }
+
+func testWatchSelectorsTransitions(t *testing.T, _ *testserver.Server, c kplanev1.ResourcesClient) {
 	rv := list(t, c, &kplanev1.ListRequest{Kind: "Pod"}).GetResourceVersion()
 	lw := watch(t, c, &kplanev1.WatchRequest{Kind: "Pod", ResourceVersion: rv, LabelSelector: "app=web"})
 	fw := watch(t, c, &kplanev1.WatchRequest{Kind: "Pod", ResourceVersion: rv, FieldSelector: "spec.nodeName=n1"})
@@ -197,8 +202,9 @@ func TestWatchEndsWithUnavailableOnShutdown(t *testing.T) {
 // 1000 writes while the stream is broken and resumed several times from
 // the last resourceVersion received; every write arrives exactly once, in
 // order. Compaction then makes the old revision OutOfRange.
-func TestWatchResumeExactlyOnce(t *testing.T) {
-	srv, c := start(t)
+func TestWatchResumeExactlyOnce(t *testing.T) { transports(t, testWatchResumeExactlyOnce) }
+
+func testWatchResumeExactlyOnce(t *testing.T, srv *testserver.Server, c kplanev1.ResourcesClient) {
 	ctx := testCtx(t)
 	const total = 1000
 	const objects = 100

@@ -10,7 +10,11 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -277,28 +281,12 @@ func (h *Handler) trackUpdate(r *http.Request, req request, live, obj *kplanev1.
 	if manager == "" {
 		manager, _, _ = strings.Cut(r.UserAgent(), "/")
 	}
-	toUnstructured := func(o *kplanev1.Object) (*unstructured.Unstructured, error) {
-		u := &unstructured.Unstructured{}
-		if o != nil {
-			m, err := objectMap(o)
-			if err != nil {
-				return nil, err
-			}
-			raw, err := json.Marshal(m)
-			if err != nil {
-				return nil, fmt.Errorf("encode %s: %w", req.res.Kind, err)
-			}
-			u.Object = cloneMap(raw)
-		}
-		u.SetGroupVersionKind(gvk)
-		return u, nil
-	}
-	liveU, err := toUnstructured(live)
+	liveU, err := unstructuredOf(live, gvk)
 	if err != nil {
 		h.log.Warn("managedFields not updated", "kind", req.res.Kind, "name", req.name, "error", err)
 		return obj
 	}
-	newU, err := toUnstructured(obj)
+	newU, err := unstructuredOf(obj, gvk)
 	if err != nil {
 		h.log.Warn("managedFields not updated", "kind", req.res.Kind, "name", req.name, "error", err)
 		return obj
@@ -308,20 +296,110 @@ func (h *Handler) trackUpdate(r *http.Request, req request, live, obj *kplanev1.
 		h.log.Warn("managedFields not updated", "kind", req.res.Kind, "name", req.name, "error", err)
 		return obj
 	}
-	raw, err := json.Marshal(tracked)
+	// The field manager changes only metadata.managedFields, so only they
+	// are carried back onto (a copy of) the object, rather than decoding
+	// the whole result again.
+	acc, err := apimeta.Accessor(tracked)
 	if err != nil {
 		h.log.Warn("managedFields not updated", "kind", req.res.Kind, "name", req.name, "error", err)
 		return obj
 	}
-	m, s := decodeMap(raw)
-	if s != nil {
-		h.log.Warn("managedFields not updated", "kind", req.res.Kind, "name", req.name, "error", s.Message)
+	entries, err := managedFieldsProto(acc.GetManagedFields())
+	if err != nil {
+		h.log.Warn("managedFields not updated", "kind", req.res.Kind, "name", req.name, "error", err)
 		return obj
 	}
-	out, _, s := objectFromMap(m, req, "Ignore")
-	if s != nil {
-		h.log.Warn("managedFields not updated", "kind", req.res.Kind, "name", req.name, "error", s.Message)
-		return obj
-	}
+	out := proto.Clone(obj).(*kplanev1.Object)
+	out.Meta().ManagedFields = entries
 	return out
+}
+
+// unstructuredOf is o (nil: an empty object) as the unstructured object
+// the field manager works on. The map pkg/apijson renders is used as it
+// is, its json.Numbers turned into the int64 and float64 values
+// unstructured objects hold, instead of encoding it to JSON and decoding
+// that again (which was most of what tracking a write cost).
+func unstructuredOf(o *kplanev1.Object, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	if o != nil {
+		m, err := objectMap(o)
+		if err != nil {
+			return nil, err
+		}
+		if err := unstructuredNumbers(m); err != nil {
+			return nil, fmt.Errorf("%s: %w", gvk.Kind, err)
+		}
+		u.Object = m
+	}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
+}
+
+// unstructuredNumbers replaces every json.Number in v (a decoded JSON
+// object or array, changed in place) by int64, or float64 when it is not
+// an integer, as k8s.io/apimachinery's JSON decoder would have made it.
+func unstructuredNumbers(v any) error {
+	conv := func(x any) (any, error) {
+		n, ok := x.(json.Number)
+		if !ok {
+			return x, unstructuredNumbers(x)
+		}
+		if i, err := n.Int64(); err == nil {
+			return i, nil
+		}
+		f, err := n.Float64()
+		if err != nil {
+			return nil, fmt.Errorf("number %q: %w", n, err)
+		}
+		return f, nil
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			c, err := conv(e)
+			if err != nil {
+				return err
+			}
+			t[k] = c
+		}
+	case []any:
+		for i, e := range t {
+			c, err := conv(e)
+			if err != nil {
+				return err
+			}
+			t[i] = c
+		}
+	}
+	return nil
+}
+
+// managedFieldsProto converts the field manager's entries to the
+// object's own (fieldsV1 as the JSON object it is).
+func managedFieldsProto(in []metav1.ManagedFieldsEntry) ([]*kplanev1.ManagedFieldsEntry, error) {
+	out := make([]*kplanev1.ManagedFieldsEntry, 0, len(in))
+	for _, e := range in {
+		pe := &kplanev1.ManagedFieldsEntry{
+			Manager: e.Manager, Operation: string(e.Operation), ApiVersion: e.APIVersion,
+			FieldsType: e.FieldsType, Subresource: e.Subresource,
+		}
+		if e.Time != nil {
+			pe.Time = timestamppb.New(e.Time.Time)
+		}
+		if e.FieldsV1 != nil {
+			// encoding/json then structpb is a third of protojson's cost
+			// for this deeply nested, key-only document.
+			var m map[string]any
+			if err := json.Unmarshal(e.FieldsV1.Raw, &m); err != nil {
+				return nil, fmt.Errorf("managedFields of %s: fieldsV1: %w", e.Manager, err)
+			}
+			fv, err := structpb.NewStruct(m)
+			if err != nil {
+				return nil, fmt.Errorf("managedFields of %s: fieldsV1: %w", e.Manager, err)
+			}
+			pe.FieldsV1 = fv
+		}
+		out = append(out, pe)
+	}
+	return out, nil
 }

@@ -380,8 +380,11 @@ func objectFromMap(m map[string]any, req request, fieldValidation string) (*kpla
 	}
 	meta := obj.Meta()
 	switch {
-	case !req.res.info.Namespaced && meta.GetNamespace() != "":
-		return nil, nil, badRequest("metadata.namespace: Forbidden: %s is cluster-scoped", req.res.Kind)
+	case !req.res.info.Namespaced:
+		// Kubernetes clears a cluster-scoped object's namespace rather
+		// than refusing it (rest.EnsureObjectNamespaceMatchesRequestNamespace),
+		// as the gRPC side ignores it.
+		meta.Namespace = ""
 	case req.res.info.Namespaced && meta.GetNamespace() == "":
 		meta.Namespace = req.namespace
 	case req.res.info.Namespaced && meta.GetNamespace() != req.namespace:
@@ -397,13 +400,44 @@ func isProtobuf(contentType string) bool {
 
 var protobufCodec = protobuf.NewSerializer(kubeTypes, kubeTypes)
 
-// protobufToJSON converts a Kubernetes protobuf object to its JSON.
+// protobufToJSON converts a Kubernetes protobuf object to its JSON. A
+// status holding only empty objects is dropped: Kubernetes' Go types
+// marshal struct fields that are never omitted, so `kubectl create
+// service` sends "status":{"loadBalancer":{}} although it wrote no status,
+// and a field kplane lacks must not fail a request that did not set it.
 func protobufToJSON(body []byte) ([]byte, error) {
 	obj, _, err := protobufCodec.Decode(body, nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(obj)
+	js, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(js, &m) != nil || m["status"] == nil || !emptyJSON(m["status"]) {
+		return js, nil
+	}
+	delete(m, "status")
+	return json.Marshal(m)
+}
+
+// emptyJSON tells whether a JSON value holds nothing: null, or objects
+// whose every value is empty.
+func emptyJSON(raw json.RawMessage) bool {
+	if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return true
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return false
+	}
+	for _, v := range m {
+		if !emptyJSON(v) {
+			return false
+		}
+	}
+	return true
 }
 
 func isYAML(contentType string) bool {

@@ -15,7 +15,9 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -41,7 +43,7 @@ const patchAttempts = 5
 // struct tags, so lists merge exactly as they do on Kubernetes.
 var kubeTypes = func() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, storagev1.AddToScheme, coordinationv1.AddToScheme, rbacv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, storagev1.AddToScheme, coordinationv1.AddToScheme, rbacv1.AddToScheme, schedulingv1.AddToScheme, policyv1.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(fmt.Sprintf("rest: register Kubernetes types: %v", err)) // static registrations cannot fail
 		}
@@ -141,8 +143,14 @@ func (h *Handler) patch(w http.ResponseWriter, r *http.Request, req request) {
 
 // applyPatch applies one patch document with the library Kubernetes uses
 // for its type.
-func applyPatch(mt string, original, patch []byte, dataStruct runtime.Object) ([]byte, *metav1.Status) {
-	var out []byte
+func applyPatch(mt string, original, patch []byte, dataStruct runtime.Object) (out []byte, st *metav1.Status) {
+	// strategicpatch panics on some malformed patches (a merge key that is
+	// not a scalar, found by FuzzRESTPatch); that is the client's bad input.
+	defer func() {
+		if p := recover(); p != nil {
+			out, st = nil, badRequest("the %s patch cannot be applied: %v", mt, p)
+		}
+	}()
 	var err error
 	switch mt {
 	case mergePatch:
