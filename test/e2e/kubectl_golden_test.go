@@ -166,6 +166,7 @@ func TestKubectlGolden(t *testing.T) {
 	k.must("create", "job", "j", "--image=busybox")
 	k.must("create", "cronjob", "cj", "--image=busybox", "--schedule=*/5 * * * *")
 	k.must("create", "priorityclass", "pc", "--value=10")
+	k.must("create", "poddisruptionbudget", "pdb", "--selector=app=web", "--min-available=1")
 	k.must("apply", "-f", k.file("more.yaml", goldenObjects))
 	var heads strings.Builder
 	for _, res := range strings.Fields(k.must("api-resources", "--verbs=list", "-o", "name")) {
