@@ -121,7 +121,7 @@ func TestDisruptionController(t *testing.T) {
 	if _, err := api.Delete(ctx, &kplanev1.DeleteRequest{Kind: "Pod", Namespace: "default", Name: "web-0"}); err != nil {
 		t.Fatal(err)
 	}
-	b = waitStatus("web-0 gone", 4, 2, 2, 0, "InsufficientPods")
+	waitStatus("web-0 gone", 4, 2, 2, 0, "InsufficientPods")
 	testutil.Eventually(t, wait, "disruptedPods emptied", func() bool { return len(get().GetStatus().GetDisruptedPods()) == 0 })
 
 	// A selected pod with no controller: the scale is unknown, nothing may go.
