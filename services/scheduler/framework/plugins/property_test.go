@@ -95,6 +95,7 @@ func TestPropertyRequiredRulesHold(t *testing.T) {
 			if err != nil {
 				continue
 			}
+			checkSpread(t, nodes, bound, pi, best)
 			for _, n := range nodes {
 				if n.Name == best.Name {
 					n.AddPod(pi)
@@ -147,6 +148,38 @@ func TestPropertyRequiredRulesHold(t *testing.T) {
 			}
 		}
 	})
+}
+
+// checkSpread checks a DoNotSchedule constraint at the moment its pod is
+// placed (later pods without one may skew the domains legally): the
+// chosen zone's count of matching pods, plus this one, exceeds the
+// emptiest zone's by at most maxSkew. Every node is eligible here (no
+// taints, no node affinity on spread pods), so every zone counts.
+func checkSpread(t *rapid.T, nodes []*framework.NodeInfo, bound map[string][]*framework.PodInfo, p *framework.PodInfo, on *framework.NodeInfo) {
+	for _, c := range p.Pod.GetSpec().GetTopologySpreadConstraints() {
+		if c.GetWhenUnsatisfiable() != DoNotSchedule {
+			continue
+		}
+		counts := map[string]int{}
+		for _, n := range nodes {
+			zone := n.Labels[c.GetTopologyKey()]
+			counts[zone] += 0
+			for _, q := range bound[n.Name] {
+				if q.Pod.GetMetadata().GetLabels()["app"] == c.GetLabelSelector().GetMatchLabels()["app"] {
+					counts[zone]++
+				}
+			}
+		}
+		least := -1
+		for _, n := range counts {
+			if least < 0 || n < least {
+				least = n
+			}
+		}
+		if skew := counts[on.Labels[c.GetTopologyKey()]] + 1 - least; skew > int(c.GetMaxSkew()) {
+			t.Fatalf("%s on %s makes skew %d over %s (counts %v), above maxSkew %d", p.Key, on.Name, skew, c.GetTopologyKey(), counts, c.GetMaxSkew())
+		}
+	}
 }
 
 func check(t *rapid.T, nodes []*framework.NodeInfo, bound map[string][]*framework.PodInfo) {
