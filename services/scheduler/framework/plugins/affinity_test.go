@@ -236,6 +236,24 @@ func TestPodTopologySpread(t *testing.T) {
 	if ok, _ := newCluster(t, placed, false).feasible(PodTopologySpread{}, pod("p", labelled("app", "web"), sel, spread(zone, DoNotSchedule, 1, ignore))); ok != "c" {
 		t.Errorf("Ignore: feasible %q, want c", ok)
 	}
+	// nodeTaintsPolicy: Ignore (the default) counts zone-2 behind a taint
+	// the pod does not tolerate as an empty domain, holding zone-1 back;
+	// Honor leaves it out, so zone-1 may grow (TaintToleration removes c).
+	tainted := &cluster{t: t}
+	for _, n := range []string{"a", "b", "c"} {
+		node := nodeObj(n, nodeLabels("kubernetes.io/hostname", n, zone, map[string]string{"a": "zone-1", "b": "zone-1", "c": "zone-2"}[n]))
+		if n == "c" {
+			node.Spec.Taints = []*kplanev1.Taint{{Key: "dedicated", Value: "gpu", Effect: kplanev1.TaintEffectNoSchedule}}
+		}
+		tainted.nodes = append(tainted.nodes, nodeInfo(t, node, placed[n]...))
+	}
+	if ok, _ := tainted.feasible(PodTopologySpread{}, pod("p", labelled("app", "web"), spread(zone, DoNotSchedule, 1))); ok != "c" {
+		t.Errorf("nodeTaintsPolicy Ignore: feasible %q, want c", ok)
+	}
+	honorTaints := func(c *kplanev1.TopologySpreadConstraint) { c.NodeTaintsPolicy = PolicyHonor }
+	if ok, _ := tainted.feasible(PodTopologySpread{}, pod("p", labelled("app", "web"), spread(zone, DoNotSchedule, 1, honorTaints))); ok != "abc" {
+		t.Errorf("nodeTaintsPolicy Honor: feasible %q, want abc", ok)
+	}
 	// ScheduleAnyway scores: the emptier zone best, a node without the key worst.
 	got := newCluster(t, map[string][]*kplanev1.Pod{"a": {web(0), web(1)}}, true).scores(PodTopologySpread{}, pod("p", labelled("app", "web"), spread(zone, ScheduleAnyway, 1)))
 	if got["c"] != 100 || got["a"] != 0 || got["b"] != 0 || got["d"] != 0 {
