@@ -198,6 +198,9 @@ func TestPodTopologySpread(t *testing.T) {
 	}
 	web := func(i int) *kplanev1.Pod { return pod(fmt.Sprint("w", i), labelled("app", "web")) }
 	zone := "topology.kubernetes.io/zone"
+	minDomains := func(n int32) func(*kplanev1.TopologySpreadConstraint) {
+		return func(c *kplanev1.TopologySpreadConstraint) { c.MinDomains = &n }
+	}
 	for _, tc := range []struct {
 		name   string
 		placed map[string][]*kplanev1.Pod
@@ -214,6 +217,12 @@ func TestPodTopologySpread(t *testing.T) {
 		{"by hostname", map[string][]*kplanev1.Pod{"a": {web(0)}, "b": {web(1)}}, false, pod("p", labelled("app", "web"), spread("kubernetes.io/hostname", DoNotSchedule, 1)), "c", ReasonTopologySpread},
 		{"minDomains 3 with 2 zones: min is 0", map[string][]*kplanev1.Pod{"a": {web(0)}, "c": {web(1)}}, false,
 			pod("p", labelled("app", "web"), spread(zone, DoNotSchedule, 1, func(c *kplanev1.TopologySpreadConstraint) { c.MinDomains = new(int32(3)) })), "", ReasonTopologySpread},
+		{"minDomains 2 with 2 zones: the real minimum", map[string][]*kplanev1.Pod{"a": {web(0)}, "c": {web(1)}}, false,
+			pod("p", labelled("app", "web"), spread(zone, DoNotSchedule, 1, minDomains(2))), "abc", ""},
+		{"minDomains 3 with 2 zones, maxSkew 2", map[string][]*kplanev1.Pod{"a": {web(0)}, "c": {web(1)}}, false,
+			pod("p", labelled("app", "web"), spread(zone, DoNotSchedule, 2, minDomains(3))), "abc", ""},
+		{"minDomains 3 with 2 zones, maxSkew 2, zone-1 full", map[string][]*kplanev1.Pod{"a": {web(0)}, "b": {web(2)}, "c": {web(1)}}, false,
+			pod("p", labelled("app", "web"), spread(zone, DoNotSchedule, 2, minDomains(3))), "c", ReasonTopologySpread},
 		{"other apps do not count", map[string][]*kplanev1.Pod{"a": {pod("x", labelled("app", "db")), pod("y", labelled("app", "db"))}}, false, pod("p", labelled("app", "web"), spread(zone, DoNotSchedule, 1)), "abc", ""},
 		{"ScheduleAnyway never filters", map[string][]*kplanev1.Pod{"a": {web(0), web(1)}}, false, pod("p", labelled("app", "web"), spread(zone, ScheduleAnyway, 1)), "abc", ""},
 	} {
