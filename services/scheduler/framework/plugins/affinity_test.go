@@ -152,6 +152,35 @@ func TestInterPodAffinityFilter(t *testing.T) {
 	}
 }
 
+// Any label is a topology: racks here, a label Kubernetes gives no
+// meaning to.
+func TestInterPodAffinityAnyTopologyKey(t *testing.T) {
+	const rackKey = "example.com/rack"
+	racks := map[string]string{"a": "r1", "b": "r1", "c": "r2"}
+	mk := func(placed map[string][]*kplanev1.Pod) *cluster {
+		c := &cluster{t: t}
+		for _, n := range []string{"a", "b", "c"} {
+			c.nodes = append(c.nodes, nodeInfo(t, nodeObj(n, nodeLabels("kubernetes.io/hostname", n, rackKey, racks[n])), placed[n]...))
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name   string
+		placed map[string][]*kplanev1.Pod
+		pod    *kplanev1.Pod
+		want   string
+	}{
+		{"anti-affinity by rack", map[string][]*kplanev1.Pod{"a": {pod("w0", labelled("app", "web"))}}, pod("w1", labelled("app", "web"), antiAffinity(term(rackKey, "web"))), "c"},
+		{"affinity by rack", map[string][]*kplanev1.Pod{"b": {pod("d0", labelled("app", "db"))}}, pod("w1", labelled("app", "web"), affinity(term(rackKey, "db"))), "ab"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if ok, _ := mk(tc.placed).feasible(NewInterPodAffinity(nil), tc.pod); ok != tc.want {
+				t.Fatalf("feasible %q, want %q", ok, tc.want)
+			}
+		})
+	}
+}
+
 func TestInterPodAffinityScore(t *testing.T) {
 	pref := func(anti bool, w int32, key, app string) func(*kplanev1.Pod) {
 		return func(p *kplanev1.Pod) {

@@ -194,3 +194,30 @@ func TestReverseNormalize(t *testing.T) {
 		t.Fatalf("all equal: got %v", same)
 	}
 }
+
+// TaintToleration scores by untolerated PreferNoSchedule taints: fewer is
+// better (reversed onto 0..100); a pod that tolerates them sees no
+// difference.
+func TestTaintTolerationScore(t *testing.T) {
+	prefer := func(keys ...string) func(*kplanev1.Node) {
+		return func(n *kplanev1.Node) {
+			for _, k := range keys {
+				n.Spec.Taints = append(n.Spec.Taints, &kplanev1.Taint{Key: k, Effect: "PreferNoSchedule"})
+			}
+		}
+	}
+	c := &cluster{t: t, nodes: []*framework.NodeInfo{
+		nodeInfo(t, nodeObj("a", prefer("x", "y"))),
+		nodeInfo(t, nodeObj("b", prefer("x"))),
+		nodeInfo(t, nodeObj("c")),
+	}}
+	if got := c.scores(TaintToleration{}, pod("p")); got["a"] != 0 || got["b"] != 50 || got["c"] != 100 {
+		t.Errorf("untolerated: scores %v, want a 0, b 50, c 100", got)
+	}
+	tolerant := pod("p", func(p *kplanev1.Pod) {
+		p.Spec.Tolerations = []*kplanev1.Toleration{{Operator: "Exists", Effect: "PreferNoSchedule"}}
+	})
+	if got := c.scores(TaintToleration{}, tolerant); got["a"] != 100 || got["b"] != 100 || got["c"] != 100 {
+		t.Errorf("tolerated: scores %v, want 100 each", got)
+	}
+}
