@@ -23,15 +23,16 @@ func init() {
 // TestScheduling runs the apiserver, the example custom scheduler binary
 // (bin/scheduler-plugin: every in-tree plugin plus NodeLabelPreference,
 // profiles default-scheduler and ssd-scheduler from
-// examples/scheduler-plugin/config.yaml) and a fake node agent with four
-// 4-cpu nodes, as processes. node-0 and node-1 are in zone-a, node-2 and
-// node-3 in zone-b; node-0..2 are in pool "web"; node-3 has disktype=ssd.
+// examples/scheduler-plugin/config.yaml), replicactl and a fake node
+// agent with four 4-cpu nodes, as processes. node-0 and node-1 are in
+// zone-a, node-2 and node-3 in zone-b; node-0..2 are in pool "web";
+// node-3 has disktype=ssd.
 func TestScheduling(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	s, err := stack.Start(ctx, stack.Options{
 		BinDir: binDir, DataDir: t.TempDir(), Nodes: 4, NoProxy: true, Runtime: stack.RuntimeFake,
-		Controllers: []string{"scheduler-plugin", "ipamctl"},
+		Controllers: []string{"scheduler-plugin", "ipamctl", "replicactl"},
 		Args: map[string][]string{
 			"ipamctl": {"--cluster-cidr", fmt.Sprintf("127.%d.0.0/16", 150+os.Getpid()%50)},
 			"scheduler-plugin": {"--config", filepath.Join("..", "..", "examples", "scheduler-plugin", "config.yaml"),
@@ -134,6 +135,58 @@ func TestScheduling(t *testing.T) {
 		if p := c.pod("web-3"); p.GetSpec().GetNodeName() != "" || p.GetStatus().GetPhase() != kplanev1.PodPending {
 			t.Fatalf("web-3 on %q phase %q", p.GetSpec().GetNodeName(), p.GetStatus().GetPhase())
 		}
+	}
+
+	// The same with a ReplicaSet of 4 replicas: 3 run on the 3 pool
+	// nodes, one each, and the 4th stays Pending with the reason.
+	{
+		labels := map[string]string{"app": "replicas"}
+		c.create(kplanev1.MustWrap(&kplanev1.ReplicaSet{
+			Metadata: &kplanev1.ObjectMeta{Name: "replicas", Namespace: "default"},
+			Spec: &kplanev1.ReplicaSetSpec{
+				Replicas: proto.Int32(4),
+				Selector: &kplanev1.LabelSelector{MatchLabels: labels},
+				Template: &kplanev1.PodTemplateSpec{
+					Metadata: &kplanev1.ObjectMeta{Labels: labels},
+					Spec: &kplanev1.PodSpec{
+						TerminationGracePeriodSeconds: proto.Int64(1),
+						NodeSelector:                  map[string]string{"pool": "web"},
+						Affinity: &kplanev1.Affinity{PodAntiAffinity: &kplanev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []*kplanev1.PodAffinityTerm{{
+							TopologyKey: kplanev1.LabelHostname, LabelSelector: &kplanev1.LabelSelector{MatchLabels: labels}}}}},
+						Containers: []*kplanev1.Container{{Name: "c", Image: "busybox",
+							Resources: &kplanev1.ResourceRequirements{Requests: map[string]string{"cpu": "100m"}}}},
+					},
+				},
+			},
+		}))
+		want := "0/4 nodes are available: 3 node(s) didn't match pod anti-affinity rules, 1 node(s) didn't match Pod's node affinity/selector."
+		c.eventually("3 replicas Running on 3 nodes, the 4th Pending with the reason", func() string {
+			ctx, opt := call(t)
+			resp, err := c.api.List(ctx, &kplanev1.ListRequest{Kind: "Pod", Namespace: "default", LabelSelector: "app=replicas"}, opt)
+			if err != nil {
+				return err.Error()
+			}
+			nodes, pending := map[string]bool{}, 0
+			var state []string
+			for _, o := range resp.GetItems() {
+				p := o.GetPod()
+				state = append(state, fmt.Sprintf("%s node=%q phase=%s", p.GetMetadata().GetName(), p.GetSpec().GetNodeName(), p.GetStatus().GetPhase()))
+				switch {
+				case p.GetStatus().GetPhase() == kplanev1.PodRunning:
+					nodes[p.GetSpec().GetNodeName()] = true
+				case p.GetSpec().GetNodeName() == "":
+					for _, cond := range p.GetStatus().GetConditions() {
+						if cond.GetType() == kplanev1.PodScheduled && cond.GetStatus() == "False" && strings.HasPrefix(cond.GetMessage(), want) {
+							pending++
+						}
+					}
+				}
+			}
+			if len(resp.GetItems()) != 4 || len(nodes) != 3 || pending != 1 {
+				return fmt.Sprintf("%d pods, Running on %d distinct nodes, %d Pending with the reason: %v", len(resp.GetItems()), len(nodes), pending, state)
+			}
+			return ""
+		})
 	}
 
 	// topology spread across zones.
