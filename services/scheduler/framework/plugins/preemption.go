@@ -107,6 +107,18 @@ func (p *DefaultPreemption) PostFilter(ctx context.Context, state *framework.Cyc
 	if msg := p.notEligible(pod, nodes, filtered); msg != "" {
 		return nil, framework.NewStatus(framework.Unschedulable, msg)
 	}
+	best, fit := p.selectCandidate(ctx, state, pod, nodes, filtered)
+	if best == nil {
+		return &framework.PostFilterResult{}, framework.NewStatus(framework.Unschedulable, fit.Error())
+	}
+	p.evictAsync(pod, best)
+	return &framework.PostFilterResult{NominatedNodeName: best.node}, nil
+}
+
+// selectCandidate returns the node and victims preemption settles on, or
+// nil and why no node can be helped.
+func (p *DefaultPreemption) selectCandidate(ctx context.Context, state *framework.CycleState, pod *framework.PodInfo, nodes []*framework.NodeInfo,
+	filtered framework.NodeToStatus) (*candidate, *framework.FitError) {
 	// Whether fits must recount pods across nodes for each simulation
 	// (the pod or a placed pod has pod affinity terms, or the pod spreads).
 	aware := pod.HasPodAffinity() || len(pod.Pod.GetSpec().GetTopologySpreadConstraints()) > 0
@@ -141,10 +153,9 @@ func (p *DefaultPreemption) PostFilter(ctx context.Context, state *framework.Cyc
 		if notHelpful > 0 {
 			fit.Reasons[ReasonPreemptionNotHelps] = notHelpful
 		}
-		return &framework.PostFilterResult{}, framework.NewStatus(framework.Unschedulable, fit.Error())
+		return nil, fit
 	}
-	p.evictAsync(pod, best)
-	return &framework.PostFilterResult{NominatedNodeName: best.node}, nil
+	return best, nil
 }
 
 // notEligible says why pod may not preempt now ("" when it may), as

@@ -60,9 +60,12 @@ func genPod(t *rapid.T, i int) *kplanev1.Pod {
 // TestPropertyRequiredRulesHold places random pods on random nodes with
 // the default profile, one decision at a time as the scheduler does, and
 // checks every bound pod against every required rule and the nodes'
-// capacity; then preempts for random high-priority pods and checks no
-// victim is of equal or higher priority and that the pod fits once the
-// victims are gone.
+// capacity; then preempts for a random pod (of random priority, now and
+// then with preemptionPolicy Never) and checks that DefaultPreemption's
+// chosen victims, and those it would take on any node, are all of lower
+// priority and make the pod fit once gone, that PostFilter nominates the
+// chosen node and starts one eviction, and that a pod with
+// preemptionPolicy Never preempts nothing.
 func TestPropertyRequiredRulesHold(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		fwk := defaultProfile(t)
@@ -111,16 +114,47 @@ func TestPropertyRequiredRulesHold(t *testing.T) {
 			t.Fatal(err)
 		}
 		high.Pod.Spec.Priority = int32(rapid.IntRange(0, 4).Draw(t, "preemptor"))
+		never := rapid.IntRange(0, 4).Draw(t, "never") == 0
+		if never {
+			high.Pod.Spec.PreemptionPolicy = new(kplanev1.PreemptNever)
+		}
 		state := framework.NewCycleState()
 		if !fwk.RunPreFilterPlugins(ctx, state, high).IsSuccess() {
 			return
 		}
-		if _, _, err := fwk.SelectNode(ctx, state, high, nodes); err == nil {
+		_, filtered, err := fwk.SelectNode(ctx, state, high, nodes)
+		if err == nil {
 			return // fits without preemption
 		}
-		pre := &DefaultPreemption{}
+		h := &goHandle{}
+		pre := NewDefaultPreemption(h)
 		state.SetNodes(nodes)
 		fwk.UseFilters(state)
+
+		// What PostFilter settles on: victims only of lower priority,
+		// the pod nominated where they are, one eviction started; and
+		// nothing at all for preemptionPolicy Never.
+		best, _ := pre.selectCandidate(ctx, state, high, nodes, filtered)
+		for _, v := range best.victimList() {
+			if v.Pod.GetSpec().GetPriority() >= high.Pod.GetSpec().GetPriority() {
+				t.Fatalf("chosen victim %s of priority %d for a pod of priority %d", v.Key, v.Pod.GetSpec().GetPriority(), high.Pod.GetSpec().GetPriority())
+			}
+		}
+		res, st := pre.PostFilter(ctx, state, high, nodes, filtered)
+		switch {
+		case never:
+			if res != nil || st.IsSuccess() || len(h.started) != 0 {
+				t.Fatalf("preemptionPolicy Never: PostFilter = %+v, %v, %d evictions started", res, st, len(h.started))
+			}
+		case best == nil:
+			if st.IsSuccess() || res == nil || res.NominatedNodeName != "" || len(h.started) != 0 {
+				t.Fatalf("no candidate: PostFilter = %+v, %v, %d evictions started", res, st, len(h.started))
+			}
+		default:
+			if !st.IsSuccess() || res == nil || res.NominatedNodeName != best.node || len(h.started) != 1 {
+				t.Fatalf("candidate %s: PostFilter = %+v, %v, %d evictions started", best.node, res, st, len(h.started))
+			}
+		}
 		aware := true // the pods drawn may have any rule: always recount
 		for _, n := range nodes {
 			c := pre.victimsOn(ctx, state, high, n, nodes, aware, nil)
@@ -148,6 +182,13 @@ func TestPropertyRequiredRulesHold(t *testing.T) {
 			}
 		}
 	})
+}
+
+func (c *candidate) victimList() []*framework.PodInfo {
+	if c == nil {
+		return nil
+	}
+	return c.victims
 }
 
 // checkSpread checks a DoNotSchedule constraint at the moment its pod is
