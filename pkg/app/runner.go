@@ -33,7 +33,7 @@ type runner struct {
 	opts       *options
 	log        hclog.Logger
 	proc       *process
-	own        bool             // the runner owns proc: a binary of its own
+	own        bool              // the runner owns proc: a binary of its own
 	factory    *informer.Factory // proc's factory, or a Scoped view of it when hosted
 	onFail     func(error)       // hosted: stops the whole process
 	reconciler Reconciler
