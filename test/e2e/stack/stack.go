@@ -25,6 +25,16 @@ import (
 // order they start; each holds the Lease kplane-system/<name>.
 var Controllers = []string{"tokenctl", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "jobctl", "cronjobctl", "pvctl", "deploymentctl", "statefulsetctl", "daemonsetctl", "disruptionctl"}
 
+// KCM is the binary that hosts several controllers in one process
+// (services/kcm, kube-controller-manager's shape).
+const KCM = "kcm"
+
+// KCMHosts reports whether kcm can host controller: every one of
+// Controllers but the scheduler (which Kubernetes also runs apart).
+func KCMHosts(controller string) bool {
+	return controller != "scheduler" && slices.Contains(Controllers, controller)
+}
+
 // Runtime names of the node agent.
 const (
 	RuntimeExec = "exec"
@@ -48,6 +58,11 @@ type Options struct {
 	Controllers []string
 	// Replicas of each controller (at least 1).
 	Replicas int
+	// Mono runs the controllers kcm can host (KCMHosts) as Replicas kcm
+	// processes, each with --controllers=<those controllers>, instead of
+	// one process per controller. Args of a hosted controller are given
+	// to kcm (its flags keep their names there); Args["kcm"] too.
+	Mono bool
 	// ControllerArgs are added to every controller's command line (e.g.
 	// short leader-election timings).
 	ControllerArgs []string
@@ -84,9 +99,15 @@ type Service struct {
 	HealthAddr string
 	// RootDir is a node agent's --root-dir (empty for other binaries).
 	RootDir string
+	// Hosts are the controllers the process runs: a controller's own
+	// binary runs itself, a kcm several (nil for other binaries).
+	Hosts []string
 
 	proc *launcher.Process
 }
+
+// Runs reports whether the process runs controller's loop.
+func (s *Service) Runs(controller string) bool { return slices.Contains(s.Hosts, controller) }
 
 // Process is the launcher's handle on the process (kill, restart, logs).
 func (s *Service) Process() *launcher.Process { return s.proc }
@@ -130,7 +151,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := s.services[0].WaitReady(ctx); err != nil {
 		return nil, err
 	}
-	for _, c := range opts.Controllers {
+	separate, hosted := opts.split()
+	if err := s.startKCM(hosted); err != nil {
+		return nil, err
+	}
+	for _, c := range separate {
 		for i := 1; i <= opts.Replicas; i++ {
 			health, err := launcher.FreeAddr()
 			if err != nil {
@@ -146,9 +171,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 				// same host, see them at the same path.
 				args = append(args, "--storage-root", opts.StorageRoot())
 			}
-			if _, err := s.add(fmt.Sprintf("%s-%d", c, i), c, health, "", args, ""); err != nil {
+			svc, err := s.add(fmt.Sprintf("%s-%d", c, i), c, health, "", args, "")
+			if err != nil {
 				return nil, err
 			}
+			svc.Hosts = []string{c}
 		}
 	}
 	if err := s.startNodeAgents(); err != nil {
@@ -170,6 +197,54 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}
 	return s, nil
+}
+
+// split divides the controllers into those run as binaries of their own
+// and those a kcm hosts (none unless Mono).
+func (o Options) split() (separate, hosted []string) {
+	if !o.Mono {
+		return o.Controllers, nil
+	}
+	for _, c := range o.Controllers {
+		if KCMHosts(c) {
+			hosted = append(hosted, c)
+		} else {
+			separate = append(separate, c)
+		}
+	}
+	return separate, hosted
+}
+
+// startKCM starts Replicas kcm processes hosting the controllers in
+// hosted (none when it is empty), as kcm-1, kcm-2, ...
+func (s *Stack) startKCM(hosted []string) error {
+	if len(hosted) == 0 {
+		return nil
+	}
+	o := s.opts
+	for i := 1; i <= o.Replicas; i++ {
+		health, err := launcher.FreeAddr()
+		if err != nil {
+			return err
+		}
+		args := append([]string{"--apiserver", o.APIAddr, "--health-addr", health, "--controllers", strings.Join(hosted, ",")}, o.ControllerArgs...)
+		args = append(args, o.identityArgs(KCM)...)
+		if slices.Contains(hosted, "tokenctl") {
+			args = append(args, o.tokenctlArgs()...)
+		}
+		if slices.Contains(hosted, "pvctl") {
+			args = append(args, "--storage-root", o.StorageRoot())
+		}
+		for _, c := range hosted {
+			args = append(args, o.Args[c]...)
+		}
+		svc, err := s.add(fmt.Sprintf("%s-%d", KCM, i), KCM, health, "", args, "")
+		if err != nil {
+			return err
+		}
+		svc.Hosts = hosted
+	}
+	return nil
 }
 
 // StorageRoot is pvctl's --storage-root: DataDir/storage.
@@ -219,7 +294,11 @@ func (o *Options) complete() error {
 	if o.Nodes < 1 {
 		o.Nodes = 3
 	}
-	bins := append([]string{"apiserver", "nodeagent"}, o.Controllers...)
+	separate, hosted := o.split()
+	bins := append([]string{"apiserver", "nodeagent"}, separate...)
+	if len(hosted) > 0 {
+		bins = append(bins, KCM)
+	}
 	if !o.NoProxy {
 		bins = append(bins, "proxy")
 	}
