@@ -58,10 +58,13 @@ type Options struct {
 	Controllers []string
 	// Replicas of each controller (at least 1).
 	Replicas int
-	// Mono runs the controllers kcm can host (KCMHosts) as Replicas kcm
-	// processes, each with --controllers=<those controllers>, instead of
-	// one process per controller. Args of a hosted controller are given
-	// to kcm (its flags keep their names there); Args["kcm"] too.
+	// KCM are controllers (of Controllers, each KCMHosts) run as Replicas
+	// kcm processes, each with --controllers=<them>, instead of one
+	// process per controller. Args of a hosted controller are given to
+	// kcm (its flags keep their names there); Args["kcm"] too.
+	KCM []string
+	// Mono puts every controller of Controllers that kcm can host into
+	// KCM (the mono shape).
 	Mono bool
 	// ControllerArgs are added to every controller's command line (e.g.
 	// short leader-election timings).
@@ -200,13 +203,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 }
 
 // split divides the controllers into those run as binaries of their own
-// and those a kcm hosts (none unless Mono).
+// and those a kcm hosts (KCM, or every hostable one when Mono).
 func (o Options) split() (separate, hosted []string) {
-	if !o.Mono {
-		return o.Controllers, nil
-	}
 	for _, c := range o.Controllers {
-		if KCMHosts(c) {
+		if (o.Mono && KCMHosts(c)) || slices.Contains(o.KCM, c) {
 			hosted = append(hosted, c)
 		} else {
 			separate = append(separate, c)
@@ -221,30 +221,64 @@ func (s *Stack) startKCM(hosted []string) error {
 	if len(hosted) == 0 {
 		return nil
 	}
-	o := s.opts
-	for i := 1; i <= o.Replicas; i++ {
-		health, err := launcher.FreeAddr()
-		if err != nil {
+	for i := 1; i <= s.opts.Replicas; i++ {
+		if _, err := s.addKCM(hosted); err != nil {
 			return err
 		}
-		args := append([]string{"--apiserver", o.APIAddr, "--health-addr", health, "--controllers", strings.Join(hosted, ",")}, o.ControllerArgs...)
-		args = append(args, o.identityArgs(KCM)...)
-		if slices.Contains(hosted, "tokenctl") {
-			args = append(args, o.tokenctlArgs()...)
-		}
-		if slices.Contains(hosted, "pvctl") {
-			args = append(args, "--storage-root", o.StorageRoot())
-		}
-		for _, c := range hosted {
-			args = append(args, o.Args[c]...)
-		}
-		svc, err := s.add(fmt.Sprintf("%s-%d", KCM, i), KCM, health, "", args, "")
-		if err != nil {
-			return err
-		}
-		svc.Hosts = hosted
 	}
 	return nil
+}
+
+// addKCM starts one more kcm process hosting hosted, named kcm-<n>.
+func (s *Stack) addKCM(hosted []string) (*Service, error) {
+	o := s.opts
+	n := 1
+	for _, svc := range s.services {
+		if svc.Binary == KCM {
+			n++
+		}
+	}
+	health, err := launcher.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"--apiserver", o.APIAddr, "--health-addr", health, "--controllers", strings.Join(hosted, ",")}, o.ControllerArgs...)
+	args = append(args, o.identityArgs(KCM)...)
+	if slices.Contains(hosted, "tokenctl") {
+		args = append(args, o.tokenctlArgs()...)
+	}
+	if slices.Contains(hosted, "pvctl") {
+		args = append(args, "--storage-root", o.StorageRoot())
+	}
+	for _, c := range hosted {
+		args = append(args, o.Args[c]...)
+	}
+	svc, err := s.add(fmt.Sprintf("%s-%d", KCM, n), KCM, health, "", args, "")
+	if err != nil {
+		return nil, err
+	}
+	svc.Hosts = hosted
+	return svc, nil
+}
+
+// StartKCM starts one more kcm process, hosting controllers (each one
+// kcm can host), with the stack's flags, and waits until it is ready. It
+// may host loops that other processes of the stack run too: each loop's
+// Lease lets one of them lead. Stop stops it with the rest.
+func (s *Stack) StartKCM(ctx context.Context, controllers []string) (*Service, error) {
+	for _, c := range controllers {
+		if !KCMHosts(c) {
+			return nil, fmt.Errorf("stack: kcm cannot host %q", c)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(s.opts.BinDir, KCM)); err != nil {
+		return nil, fmt.Errorf("stack: binary %s: %w (run make build)", KCM, err)
+	}
+	svc, err := s.addKCM(controllers)
+	if err != nil {
+		return nil, err
+	}
+	return svc, svc.WaitReady(ctx)
 }
 
 // StorageRoot is pvctl's --storage-root: DataDir/storage.
@@ -293,6 +327,11 @@ func (o *Options) complete() error {
 	}
 	if o.Nodes < 1 {
 		o.Nodes = 3
+	}
+	for _, c := range o.KCM {
+		if !KCMHosts(c) || !slices.Contains(o.Controllers, c) {
+			return fmt.Errorf("stack: KCM lists %q, which is not a controller of the stack that kcm can host", c)
+		}
 	}
 	separate, hosted := o.split()
 	bins := append([]string{"apiserver", "nodeagent"}, separate...)
