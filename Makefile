@@ -175,6 +175,13 @@ certs:
 bench-rest:
 	cd services/apiserver && $(GO) test -run '^$$' -bench BenchmarkRESTvsGRPC -benchtime 1x -timeout 10m ./bench/
 
+# One process or many (docs/architecture.md): the same workload against
+# one process per controller and against kcm, in one run, printed as a
+# table (tiny by default; KPLANE_BENCH_MONO=full for the larger run).
+KPLANE_BENCH_MONO ?= tiny
+bench-mono: build
+	cd test/e2e && KPLANE_BIN=$(BIN) KPLANE_BENCH_MONO=$(KPLANE_BENCH_MONO) $(GO) test -run '^$$' -bench BenchmarkShapes -benchtime 1x -timeout 30m .
+
 .PHONY: bench-replicas
 bench-replicas:
 	cd test/e2e && $(GO) test -run '^$$' -bench BenchmarkReplicaSet1000 -benchtime 1x -timeout 30m .

@@ -66,6 +66,9 @@ type Options struct {
 	// Mono puts every controller of Controllers that kcm can host into
 	// KCM (the mono shape).
 	Mono bool
+	// KCMBinary is the kcm binary's path (BinDir/kcm when empty), e.g. a
+	// test build that hosts a loop of its own too.
+	KCMBinary string
 	// ControllerArgs are added to every controller's command line (e.g.
 	// short leader-election timings).
 	ControllerArgs []string
@@ -335,7 +338,7 @@ func (o *Options) complete() error {
 	}
 	separate, hosted := o.split()
 	bins := append([]string{"apiserver", "nodeagent"}, separate...)
-	if len(hosted) > 0 {
+	if len(hosted) > 0 && o.KCMBinary == "" {
 		bins = append(bins, KCM)
 	}
 	if !o.NoProxy {
@@ -412,7 +415,11 @@ func (s *Stack) add(name, binary, health, root string, args []string, grpcHealth
 			return nil, fmt.Errorf("stack: %s root dir: %w", name, err)
 		}
 	}
-	cfg := launcher.Config{Name: name, Binary: filepath.Join(o.BinDir, binary), Args: args, LogDir: o.LogDir}
+	bin := filepath.Join(o.BinDir, binary)
+	if binary == KCM && o.KCMBinary != "" {
+		bin = o.KCMBinary
+	}
+	cfg := launcher.Config{Name: name, Binary: bin, Args: args, LogDir: o.LogDir}
 	if grpcHealth != "" {
 		cfg.HealthAddr = grpcHealth
 	} else {
