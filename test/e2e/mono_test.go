@@ -252,7 +252,7 @@ func TestKCMWithSeparateNodectl(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	s := startStack(ctx, t, stack.Options{BinDir: binDir, DataDir: t.TempDir(), Runtime: stack.RuntimeFake, Nodes: 2, NoProxy: true,
-		Controllers: []string{"scheduler", "replicactl", "nodectl"}, KCM: []string{"replicactl"}, ControllerArgs: monoLeaseFlags,
+		Controllers: []string{"scheduler", "ipamctl", "replicactl", "nodectl"}, KCM: []string{"replicactl"}, ControllerArgs: monoLeaseFlags,
 		Args: map[string][]string{"nodectl": {"--pod-eviction-timeout", "1s", "--node-monitor-period", "1s"}}})
 	kcm, nodectl := s.Service("kcm-1"), s.Service("nodectl-1")
 	if kcm == nil || nodectl == nil || s.Service("replicactl-1") != nil {
@@ -329,7 +329,7 @@ func TestMoveReplicactlIntoKCM(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	s := startStack(ctx, t, stack.Options{BinDir: binDir, DataDir: t.TempDir(), Runtime: stack.RuntimeFake, Nodes: 2, NoProxy: true,
-		Controllers: []string{"scheduler", "replicactl"}, ControllerArgs: monoLeaseFlags})
+		Controllers: []string{"scheduler", "ipamctl", "replicactl"}, ControllerArgs: monoLeaseFlags})
 	c := dialStack(ctx, t, s)
 	ns := namespaceWithAccount(ctx, t, c, "move")
 	const sets = 4
