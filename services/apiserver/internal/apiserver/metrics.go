@@ -97,6 +97,9 @@ type countingStream struct {
 	sent   prometheus.Counter // of method and kind, once the request named the kind
 }
 
+// wireSized is a message sent in pre-encoded form.
+type wireSized interface{ WireSize() int }
+
 func requestKind(req any) string {
 	if k, ok := req.(kindOf); ok {
 		return k.GetKind()
@@ -107,13 +110,23 @@ func requestKind(req any) string {
 // SendMsg counts the bytes of each message sent (a watch's events).
 func (s *countingStream) SendMsg(msg any) error {
 	err := s.ServerStream.SendMsg(msg)
-	if pm, ok := msg.(proto.Message); ok && err == nil {
+	if err != nil {
+		return err
+	}
+	size := -1
+	switch m := msg.(type) {
+	case wireSized: // a watch event encoded once for every watcher
+		size = m.WireSize()
+	case proto.Message:
+		size = proto.Size(m)
+	}
+	if size >= 0 {
 		if s.sent == nil {
 			s.sent = s.m.sent.WithLabelValues(s.method, s.kind)
 		}
-		s.sent.Add(float64(proto.Size(pm)))
+		s.sent.Add(float64(size))
 	}
-	return err
+	return nil
 }
 
 func (s *countingStream) RecvMsg(msg any) error {
