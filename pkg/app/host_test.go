@@ -212,14 +212,16 @@ func TestHostMixesWithOwnBinary(t *testing.T) {
 	c := dial(t, srv)
 	alone := make(chan *app.Context, 1)
 	soloCtx, stopSolo := context.WithCancel(context.Background())
-	soloDone := make(chan error, 1)
+	soloExited := make(chan struct{})
+	var soloErr error
 	go func() {
-		soloDone <- app.Run(soloCtx, hosted("actl", newRecorder(), alone),
+		defer close(soloExited)
+		soloErr = app.Run(soloCtx, hosted("actl", newRecorder(), alone),
 			append([]string{"--apiserver", srv.Addr(), "--health-addr", "", "--id", "solo"}, fastElection...))
 	}()
 	defer func() {
 		stopSolo()
-		<-soloDone
+		<-soloExited
 	}()
 	solo := <-alone
 	eventually(t, 20*time.Second, "the binary of its own to lead actl", func() bool { return solo.IsLeader() })
@@ -239,10 +241,10 @@ func TestHostMixesWithOwnBinary(t *testing.T) {
 		time.Sleep(200 * time.Millisecond) // spacing the observations, not synchronising
 	}
 	stopSolo()
-	if err := <-soloDone; err != nil {
-		t.Fatalf("solo actl: %v", err)
+	<-soloExited
+	if soloErr != nil {
+		t.Fatalf("solo actl: %v", soloErr)
 	}
-	soloDone <- nil // for the deferred receive
 	eventually(t, 20*time.Second, "the host to take actl over", func() bool { return got["actl"].IsLeader() })
 	if h := holder(t, c, "actl"); h != "kcm-1" {
 		t.Fatalf("actl's lease held by %q after the handover", h)
