@@ -24,7 +24,7 @@ GOLANGCI_LINT_VERSION      := v2.15.0
 # grpcurl for the README's examples and the quick-start smoke (make tools).
 GRPCURL_VERSION            := v1.9.3
 
-.PHONY: busybox all build test lint proto proto-check tools up down dev chaos images bench-apiserver bench-scheduler bench-endpoints clean
+.PHONY: busybox all build test lint proto proto-check tools up up-mono down dev chaos chaos-mono bench-mono images bench-apiserver bench-scheduler bench-endpoints clean
 
 all: build
 
@@ -111,10 +111,20 @@ up: images
 	@echo "export KUBECONFIG=$(CERTS_DIR)/admin.kubeconfig"
 	@echo "Then try: bin/kpctl get nodes; bin/kpctl get leases -n kplane-system"
 
+# The same stack in the mono shape: two kcm replicas (every controller
+# loop but the scheduler's in one process) instead of two replicas of each
+# controller (compose profile mono; docs/architecture.md, "One process or
+# many"). make down stops either shape.
+up-mono: images
+	$(BIN)/kpctl certs --server 127.0.0.1:$(KPLANE_API_PORT) --dir $(CERTS_DIR) --nodes $(CERTS_NODES) $(if $(CERTS_HOSTS),--hosts $(CERTS_HOSTS))
+	KPLANE_CERTS=$(CERTS_DIR) KPLANE_API_PORT=$(KPLANE_API_PORT) KPLANE_CONTROLLER_REPLICAS=0 COMPOSE_PROFILES=mono $(COMPOSE) up -d
+	@echo "kplane (mono: kcm) is up: apiserver on https://127.0.0.1:$(KPLANE_API_PORT) (TLS, client certificates)."
+	@echo "export KUBECONFIG=$(CERTS_DIR)/admin.kubeconfig"
+
 # Stop and remove the containers; the volumes (etcd data, node root dirs)
 # stay for the next `make up` (docker-compose down -v removes them too).
 down:
-	KPLANE_CERTS=$(CERTS_DIR) $(COMPOSE) down --remove-orphans
+	KPLANE_CERTS=$(CERTS_DIR) COMPOSE_PROFILES=mono $(COMPOSE) down --remove-orphans
 
 # The same set as local processes (no Docker): data under ./data, logs in
 # ./data/logs, Ctrl-C stops everything.
@@ -131,6 +141,11 @@ CHAOS_TARGET   ?= local
 CHAOS_FLAGS    ?=
 chaos: build
 	cd test/chaos && $(GO) run . --bin $(BIN) --target $(CHAOS_TARGET) --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) $(if $(filter compose,$(CHAOS_TARGET)),--certs $(CERTS_DIR)) $(CHAOS_FLAGS)
+
+# The chaos harness against the mono shape: kcm processes (local target),
+# or, with CHAOS_TARGET=compose, the stack `make up-mono` started.
+chaos-mono: build
+	cd test/chaos && $(GO) run . --bin $(BIN) --target $(CHAOS_TARGET) --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) $(if $(filter compose,$(CHAOS_TARGET)),--certs $(CERTS_DIR),--mono) $(CHAOS_FLAGS)
 
 bench-apiserver:
 	cd services/apiserver && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/... ./internal/apiserver/
@@ -159,6 +174,13 @@ certs:
 .PHONY: bench-rest
 bench-rest:
 	cd services/apiserver && $(GO) test -run '^$$' -bench BenchmarkRESTvsGRPC -benchtime 1x -timeout 10m ./bench/
+
+# One process or many (docs/architecture.md): the same workload against
+# one process per controller and against kcm, in one run, printed as a
+# table (tiny by default; KPLANE_BENCH_MONO=full for the larger run).
+KPLANE_BENCH_MONO ?= tiny
+bench-mono: build
+	cd test/e2e && KPLANE_BIN=$(BIN) KPLANE_BENCH_MONO=$(KPLANE_BENCH_MONO) $(GO) test -run '^$$' -bench BenchmarkShapes -benchtime 1x -timeout 30m .
 
 .PHONY: bench-replicas
 bench-replicas:

@@ -41,7 +41,7 @@ func TestTermCatchUp(t *testing.T) {
 		}
 		inf := f.ForKind("Namespace") // the built-in namespaces exist: revision > 0
 		logs := &testutil.SyncBuffer{}
-		r := &runner{svc: Service{Name: "catchup", RequireCatchUp: strict}, client: c, factory: f,
+		r := &runner{svc: Service{Name: "catchup", RequireCatchUp: strict}, proc: &process{client: c}, factory: f,
 			log: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})}
 		done := make(chan struct{})
 		go func() {

@@ -37,63 +37,95 @@ func (e *usageError) Unwrap() error { return e.err }
 func parseFlags(svc Service, args []string) (*options, error) {
 	o := &options{logOutput: os.Stderr}
 	fs := flag.NewFlagSet(svc.Name, flag.ContinueOnError)
-	o.client.AddFlags(fs)
-	o.logging.AddFlags(fs)
-	fs.StringVar(&o.healthAddr, "health-addr", svc.HealthAddr, "address of the HTTP server for /healthz, /readyz and /metrics (empty disables it)")
-	o.profiling.AddFlag(fs)
-	resync := svc.ResyncPeriod
-	if resync == 0 {
-		resync = DefaultResyncPeriod
-	}
-	fs.DurationVar(&o.resyncPeriod, "resync-period", resync, "how often informers re-deliver every cached object (0 disables)")
-	workers := svc.Workers
-	if workers <= 0 {
-		workers = 1
-	}
-	fs.IntVar(&o.workers, "workers", workers, "number of concurrent reconciles")
-	fs.DurationVar(&o.shutdownGrace, flagShutdownGrace, DefaultShutdownGrace,
-		"on SIGTERM, how long in-flight reconciles may run before they are cancelled (the default shrinks to fit a short leader-election lease)")
-	if svc.LeaderElected {
-		o.leader.AddFlags(fs)
-	}
+	o.addCommonFlags(fs, svc.HealthAddr, svc.ResyncPeriod, svc.LeaderElected)
+	fs.IntVar(&o.workers, "workers", defaultWorkers(svc), "number of concurrent reconciles")
 	if svc.AddFlags != nil {
 		svc.AddFlags(fs)
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return nil, err
-		}
-		return nil, &usageError{err}
+	if err := parseArgs(fs, args); err != nil {
+		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, &usageError{fmt.Errorf("unexpected arguments: %v", fs.Args())}
-	}
-	if err := o.logging.Validate(); err != nil {
-		return nil, &usageError{err}
+	if err := o.check(fs, svc.LeaderElected); err != nil {
+		return nil, err
 	}
 	if svc.CheckFlags != nil {
 		if err := svc.CheckFlags(); err != nil {
 			return nil, &usageError{err}
 		}
 	}
-	if o.workers < 1 {
-		return nil, &usageError{fmt.Errorf("--workers must be at least 1, not %d", o.workers)}
+	if err := checkWorkers("--workers", o.workers); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// addCommonFlags registers the flags every binary has (a process hosting
+// several services has them once).
+func (o *options) addCommonFlags(fs *flag.FlagSet, healthAddr string, resync time.Duration, leaderElected bool) {
+	o.client.AddFlags(fs)
+	o.logging.AddFlags(fs)
+	fs.StringVar(&o.healthAddr, "health-addr", healthAddr, "address of the HTTP server for /healthz, /readyz and /metrics (empty disables it)")
+	o.profiling.AddFlag(fs)
+	if resync == 0 {
+		resync = DefaultResyncPeriod
+	}
+	fs.DurationVar(&o.resyncPeriod, "resync-period", resync, "how often informers re-deliver every cached object (0 disables)")
+	fs.DurationVar(&o.shutdownGrace, flagShutdownGrace, DefaultShutdownGrace,
+		"on SIGTERM, how long in-flight reconciles may run before they are cancelled (the default shrinks to fit a short leader-election lease)")
+	if leaderElected {
+		o.leader.AddFlags(fs)
+	}
+}
+
+func defaultWorkers(svc Service) int {
+	if svc.Workers <= 0 {
+		return 1
+	}
+	return svc.Workers
+}
+
+// parseArgs parses args, turning errors into usage errors.
+func parseArgs(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return err
+		}
+		return &usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return &usageError{fmt.Errorf("unexpected arguments: %v", fs.Args())}
+	}
+	return nil
+}
+
+// check validates the parsed common flags and completes the leader
+// election ones.
+func (o *options) check(fs *flag.FlagSet, leaderElected bool) error {
+	if err := o.logging.Validate(); err != nil {
+		return &usageError{err}
 	}
 	if o.resyncPeriod < 0 {
-		return nil, &usageError{fmt.Errorf("--resync-period must not be negative")}
+		return &usageError{fmt.Errorf("--resync-period must not be negative")}
 	}
 	if o.shutdownGrace < 0 {
-		return nil, &usageError{fmt.Errorf("--%s must not be negative", flagShutdownGrace)}
+		return &usageError{fmt.Errorf("--%s must not be negative", flagShutdownGrace)}
 	}
-	if !svc.LeaderElected {
+	if !leaderElected {
 		o.leader.LeaderElect = false
 	}
 	if o.leader.LeaderElect {
 		if err := o.completeLeaderFlags(fs); err != nil {
-			return nil, &usageError{err}
+			return &usageError{err}
 		}
 	}
-	return o, nil
+	return nil
+}
+
+func checkWorkers(flagName string, n int) error {
+	if n < 1 {
+		return &usageError{fmt.Errorf("%s must be at least 1, not %d", flagName, n)}
+	}
+	return nil
 }
 
 const flagShutdownGrace = "shutdown-grace-period"

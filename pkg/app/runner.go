@@ -10,12 +10,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/kplane/kplane/pkg/backoff"
 	"github.com/kplane/kplane/pkg/client"
-	"github.com/kplane/kplane/pkg/health"
 	"github.com/kplane/kplane/pkg/informer"
 	"github.com/kplane/kplane/pkg/leaderelection"
 	"github.com/kplane/kplane/pkg/workqueue"
@@ -29,19 +26,18 @@ var catchUpRetry = backoff.Backoff{Duration: 100 * time.Millisecond, Factor: 2, 
 // catchUpLimit is CatchUpLimit; tests shorten it.
 var catchUpLimit = CatchUpLimit
 
-// runner is one running service.
+// runner is one running service: its own binary's, or one of several in
+// a Host's process.
 type runner struct {
 	svc        Service
 	opts       *options
 	log        hclog.Logger
-	client     *client.Client
-	factory    *informer.Factory
-	registry   *prometheus.Registry
-	metrics    *reconcileMetrics
-	queueMP    workqueue.MetricsProvider
+	proc       *process
+	own        bool              // the runner owns proc: a binary of its own
+	factory    *informer.Factory // proc's factory, or a Scoped view of it when hosted
+	onFail     func(error)       // hosted: stops the whole process
 	reconciler Reconciler
 	elector    *leaderelection.Elector
-	health     *health.Server
 	appCtx     *Context
 	watched    []*informer.Informer
 	watches    []Watch
@@ -61,10 +57,31 @@ type runner struct {
 	shuttingDown atomic.Bool
 }
 
-// newRunner builds everything a service needs, in the order the pieces
-// depend on each other, and undoes it on error.
-func newRunner(ctx context.Context, svc Service, opts *options) (_ *runner, err error) {
-	r := &runner{svc: svc, opts: opts, log: opts.logger(svc.Name)}
+// newRunner builds a binary of its own: the process's shared parts, then
+// the service, and undoes it on error.
+func newRunner(ctx context.Context, svc Service, opts *options) (*runner, error) {
+	log := opts.logger(svc.Name)
+	rd := &readiness{}
+	proc, err := newProcess(ctx, svc.Name, opts, log, rd.ready, nil)
+	if err != nil {
+		return nil, err
+	}
+	r, err := newServiceRunner(ctx, svc, opts, proc, proc.factory, log, nil)
+	if err != nil {
+		proc.close()
+		return nil, err
+	}
+	r.own = true
+	rd.add(r)
+	return r, nil
+}
+
+// newServiceRunner builds one service on proc's shared parts: its
+// election, its watches and its Setup. factory is what the service's
+// Context hands out (a Scoped view when several services share proc).
+func newServiceRunner(ctx context.Context, svc Service, opts *options, proc *process, factory *informer.Factory,
+	log hclog.Logger, onFail func(error)) (_ *runner, err error) {
+	r := &runner{svc: svc, opts: opts, log: log, proc: proc, factory: factory, onFail: onFail}
 	r.rootCtx, r.cancel = context.WithCancel(ctx)
 	defer func() {
 		if err != nil {
@@ -72,40 +89,14 @@ func newRunner(ctx context.Context, svc Service, opts *options) (_ *runner, err 
 		}
 	}()
 
-	r.registry = prometheus.NewRegistry()
-	if err := r.registry.Register(collectors.NewGoCollector()); err != nil {
-		return nil, fmt.Errorf("app: register Go metrics: %w", err)
-	}
-	if err := r.registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
-		return nil, fmt.Errorf("app: register process metrics: %w", err)
-	}
-	if r.metrics, err = newReconcileMetrics(r.registry); err != nil {
-		return nil, err
-	}
-	if r.queueMP, err = workqueue.NewPrometheusProvider(r.registry); err != nil {
-		return nil, fmt.Errorf("app: work queue metrics: %w", err)
-	}
-
-	copts := opts.client
-	copts.Logger = r.log
-	copts.UserAgent = svc.Name
-	if r.client, err = client.Dial(ctx, copts); err != nil {
-		return nil, err
-	}
-	if r.factory, err = informer.NewFactory(r.client, informer.FactoryOptions{
-		ResyncPeriod: opts.resyncPeriod, Logger: r.log, Registerer: r.registry,
-	}); err != nil {
-		return nil, err
-	}
-
 	identity := ""
 	if opts.leader.LeaderElect {
-		lm, err := leaderelection.NewPrometheusMetrics(r.registry)
+		lm, err := proc.leaderMetrics()
 		if err != nil {
-			return nil, fmt.Errorf("app: leader election metrics: %w", err)
+			return nil, err
 		}
 		cfg := leaderelection.Config{
-			Client:          r.client,
+			Client:          proc.client,
 			Name:            svc.Name,
 			ReleaseOnCancel: true,
 			Logger:          r.log,
@@ -119,16 +110,9 @@ func newRunner(ctx context.Context, svc Service, opts *options) (_ *runner, err 
 		}
 	}
 
-	if opts.healthAddr != "" {
-		if r.health, err = health.Start(opts.healthAddr, r.registry, r.ready, r.log,
-			health.WithProfiling(opts.profiling.Enabled(opts.healthAddr))); err != nil {
-			return nil, err
-		}
-	}
-
 	r.appCtx = &Context{
-		Name: svc.Name, Logger: r.log, Client: r.client, Informers: r.factory,
-		Registry: r.registry, ResyncPeriod: opts.resyncPeriod, Identity: identity, r: r,
+		Name: svc.Name, Logger: r.log, Client: proc.client, Informers: r.factory,
+		Registry: proc.registry, ResyncPeriod: opts.resyncPeriod, Identity: identity, r: r,
 	}
 	for _, w := range svc.Watches {
 		inf, err := r.factory.For(informer.Selection{Kind: w.Kind, Namespace: w.Namespace, LabelSelector: w.LabelSelector, FieldSelector: w.FieldSelector})
@@ -167,9 +151,11 @@ func newRunner(ctx context.Context, svc Service, opts *options) (_ *runner, err 
 func (r *runner) run() error {
 	defer r.close()
 	ctx := r.rootCtx
-	r.log.Info("starting", "apiserver", r.client.Address(), "health_addr", r.healthAddr(),
+	r.log.Info("starting", "apiserver", r.proc.client.Address(), "health_addr", r.healthAddr(),
 		"leader_elect", r.elector != nil, "workers", r.opts.workers)
-	r.factory.Start(ctx)
+	if r.own {
+		r.factory.Start(ctx)
+	}
 
 	if r.elector != nil {
 		for ctx.Err() == nil {
@@ -180,7 +166,7 @@ func (r *runner) run() error {
 				break
 			}
 			if !errors.Is(err, leaderelection.ErrLeadershipLost) {
-				r.fail(fmt.Errorf("app: leader election: %w", err))
+				r.fail(fmt.Errorf("app: %s: leader election: %w", r.svc.Name, err))
 				break
 			}
 			// Work stopped the moment the lease was lost; stand again so
@@ -193,7 +179,9 @@ func (r *runner) run() error {
 
 	r.shuttingDown.Store(true)
 	r.cancel() // stops the informers when work ended for another reason
-	r.factory.Wait()
+	if r.own {
+		r.factory.Wait()
+	}
 	if err := r.failure(); err != nil {
 		r.log.Error("stopped after a fatal error", "error", err)
 		return err
@@ -210,6 +198,9 @@ func (r *runner) fail(err error) {
 	}
 	r.errMu.Unlock()
 	r.cancel()
+	if r.onFail != nil {
+		r.onFail(err)
+	}
 }
 
 func (r *runner) failure() error {
@@ -218,15 +209,13 @@ func (r *runner) failure() error {
 	return r.err
 }
 
-// close releases what newRunner acquired. It is safe on a partial runner.
+// close releases what newRunner acquired (the process's parts only when
+// the runner owns them). It is safe on a partial runner.
 func (r *runner) close() {
 	r.shuttingDown.Store(true)
 	r.cancel()
-	if r.health != nil {
-		r.health.Stop()
-	}
-	if r.client != nil {
-		_ = r.client.Close()
+	if r.own {
+		r.proc.close()
 	}
 }
 
@@ -244,7 +233,7 @@ func (r *runner) lead(ctx context.Context) {
 	if r.reconciler != nil {
 		// Events from now on are queued; the workers start once the cache
 		// has caught up, so nothing acts on a stale view.
-		q = workqueue.New(workqueue.Config{Name: r.svc.Name, MetricsProvider: r.queueMP})
+		q = workqueue.New(workqueue.Config{Name: r.svc.Name, MetricsProvider: r.proc.queueMP})
 		r.setQueue(q)
 		defer q.ShutDown()
 	}
@@ -313,7 +302,7 @@ func (r *runner) catchUp(ctx context.Context) {
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
 		cctx, cancel := context.WithTimeout(ctx, catchUpLimit)
-		err := informer.CatchUp(cctx, r.client, r.factory.Informers()...)
+		err := informer.CatchUp(cctx, r.proc.client, r.factory.Informers()...)
 		cancel()
 		switch {
 		case err == nil:
@@ -360,7 +349,7 @@ func (e *panicError) Error() string { return fmt.Sprintf("reconcile panicked: %v
 func (r *runner) process(ctx context.Context, name string, q *workqueue.Queue, rec Reconciler, key string) {
 	start := time.Now()
 	err := r.reconcile(ctx, name, rec, key)
-	r.metrics.observe(name, time.Since(start), err)
+	r.proc.metrics.observe(name, time.Since(start), err)
 	var again *requeueAfter
 	var panicked *panicError
 	switch {
@@ -382,7 +371,7 @@ func (r *runner) process(ctx context.Context, name string, q *workqueue.Queue, r
 func (r *runner) reconcile(ctx context.Context, name string, rec Reconciler, key string) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			r.metrics.panics.WithLabelValues(name).Inc()
+			r.proc.metrics.panics.WithLabelValues(name).Inc()
 			r.log.Error("reconcile panicked; will retry with backoff", "controller", name, "key", key, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			err = &panicError{value: p}
 		}
@@ -462,10 +451,10 @@ func (r *runner) isLeader() bool {
 }
 
 func (r *runner) healthAddr() string {
-	if r.health == nil {
+	if r.proc.health == nil {
 		return ""
 	}
-	return r.health.Addr()
+	return r.proc.health.Addr()
 }
 
 // ready is /readyz: caches synced and, for an elected service, taking part

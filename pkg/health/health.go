@@ -28,10 +28,34 @@ type Server struct {
 // Option adjusts the server.
 type Option func(*settings)
 
-type settings struct{ profiling bool }
+type settings struct {
+	profiling bool
+	checks    map[string]func() error
+}
 
 // WithProfiling serves Go's profiles under /debug/pprof/ when on.
 func WithProfiling(on bool) Option { return func(s *settings) { s.profiling = on } }
+
+// WithReadyChecks serves each named check on /readyz/<name> besides the
+// process-wide /readyz: a process hosting several loops tells which of
+// them is ready.
+func WithReadyChecks(checks map[string]func() error) Option {
+	return func(s *settings) { s.checks = checks }
+}
+
+// readyHandler answers 200 "ok" while ready returns nil, else 503 with
+// its error.
+func readyHandler(ready func() error) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := ready(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, "not ready: %v\n", err)
+			return
+		}
+		_, _ = fmt.Fprintln(w, "ok")
+	}
+}
 
 // Start listens on addr at once, so that a port in use fails the start
 // rather than going unnoticed, and serves in the background. /readyz
@@ -52,15 +76,10 @@ func Start(addr string, reg *prometheus.Registry, ready func() error, log hclog.
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if err := ready(); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = fmt.Fprintf(w, "not ready: %v\n", err)
-			return
-		}
-		_, _ = fmt.Fprintln(w, "ok")
-	})
+	mux.HandleFunc("/readyz", readyHandler(ready))
+	for name, check := range set.checks {
+		mux.HandleFunc("/readyz/"+name, readyHandler(check))
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	if set.profiling {
 		// pprof.Index serves the named profiles (heap, goroutine, ...)

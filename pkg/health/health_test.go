@@ -79,3 +79,25 @@ func TestPortInUseFailsStart(t *testing.T) {
 		t.Errorf("error %q names neither --health-addr nor the address", err)
 	}
 }
+
+func TestReadyChecks(t *testing.T) {
+	srv, err := Start("127.0.0.1:0", prometheus.NewRegistry(), func() error { return errors.New("b: not synced") }, hclog.NewNullLogger(),
+		WithReadyChecks(map[string]func() error{
+			"a": func() error { return nil },
+			"b": func() error { return errors.New("not synced") },
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	base := "http://" + srv.Addr()
+	if code, _ := get(t, base+"/readyz/a"); code != http.StatusOK {
+		t.Fatalf("/readyz/a: %d", code)
+	}
+	if code, body := get(t, base+"/readyz/b"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not synced") {
+		t.Fatalf("/readyz/b: %d %q", code, body)
+	}
+	if code, _ := get(t, base+"/readyz/c"); code != http.StatusNotFound {
+		t.Fatalf("/readyz/c of no check: %d, want 404", code)
+	}
+}

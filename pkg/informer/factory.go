@@ -34,6 +34,14 @@ type FactoryOptions struct {
 // watch and one cache per kind. Every informer gets the namespace index,
 // the owner-uid index and, for pods, the node-name index.
 type Factory struct {
+	*shared
+	// used is nil for a factory of its own; for a Scoped view, the
+	// selections asked for through it (guarded by shared.mu).
+	used map[Selection]bool
+}
+
+// shared is what a factory and its scoped views have in common.
+type shared struct {
 	api     kplanev1.ResourcesClient
 	opts    FactoryOptions
 	metrics *Metrics
@@ -53,12 +61,24 @@ func NewFactory(api kplanev1.ResourcesClient, opts FactoryOptions) (*Factory, er
 	if err != nil {
 		return nil, err
 	}
-	return &Factory{
+	return &Factory{shared: &shared{
 		api: api, opts: opts, metrics: m,
 		informers: map[Selection]*Informer{},
 		running:   map[Selection]bool{},
-	}, nil
+	}}, nil
 }
+
+// Scoped returns a view of f for one of several loops in a process: For
+// and ForKind hand out f's shared informers (one watch per selection for
+// the whole process), but Informers, HasSynced, WaitForCacheSync and
+// Start cover only the selections asked for through this view, so one
+// loop's readiness and catch-up do not wait on another loop's kinds.
+func (f *Factory) Scoped() *Factory {
+	return &Factory{shared: f.shared, used: map[Selection]bool{}}
+}
+
+// mine reports whether sel belongs to this factory or view (mu held).
+func (f *Factory) mine(sel Selection) bool { return f.used == nil || f.used[sel] }
 
 // ForKind returns the shared informer of kind in the factory's namespace.
 // It panics on a kind the API does not serve: kind names are constants in
@@ -85,6 +105,9 @@ func (f *Factory) For(sel Selection) (*Informer, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if inf, ok := f.informers[sel]; ok {
+		if f.used != nil {
+			f.used[sel] = true
+		}
 		return inf, nil
 	}
 	ix := Indexers{OwnerUIDIndex: IndexByOwnerUID}
@@ -104,16 +127,22 @@ func (f *Factory) For(sel Selection) (*Informer, error) {
 		return nil, err
 	}
 	f.informers[sel] = inf
+	if f.used != nil {
+		f.used[sel] = true
+	}
 	return inf, nil
 }
 
-// Informers returns every informer created so far.
+// Informers returns every informer created so far (through this view,
+// for a Scoped one).
 func (f *Factory) Informers() []*Informer {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := make([]*Informer, 0, len(f.informers))
-	for _, inf := range f.informers {
-		out = append(out, inf)
+	for sel, inf := range f.informers {
+		if f.mine(sel) {
+			out = append(out, inf)
+		}
 	}
 	return out
 }
@@ -124,7 +153,7 @@ func (f *Factory) Start(ctx context.Context) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for sel, inf := range f.informers {
-		if f.running[sel] {
+		if f.running[sel] || !f.mine(sel) {
 			continue
 		}
 		f.running[sel] = true
@@ -144,7 +173,7 @@ func (f *Factory) WaitForCacheSync(ctx context.Context) bool {
 	f.mu.Lock()
 	var infs []*Informer
 	for sel, inf := range f.informers {
-		if f.running[sel] {
+		if f.running[sel] && f.mine(sel) {
 			infs = append(infs, inf)
 		}
 	}
@@ -157,7 +186,7 @@ func (f *Factory) HasSynced() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for sel, inf := range f.informers {
-		if f.running[sel] && !inf.HasSynced() {
+		if f.running[sel] && f.mine(sel) && !inf.HasSynced() {
 			return false
 		}
 	}
@@ -165,5 +194,5 @@ func (f *Factory) HasSynced() bool {
 }
 
 // Wait blocks until every started informer has stopped (after the context
-// given to Start ended).
+// given to Start ended); for a Scoped view, every informer of the factory.
 func (f *Factory) Wait() { f.wg.Wait() }

@@ -389,3 +389,44 @@ func TestForKindPanicsOnUnknownKind(t *testing.T) {
 	}()
 	f.ForKind("Nope")
 }
+
+// TestScopedFactory: views share the factory's informers (one Pod watch
+// for every loop of a process) but each covers only what it asked for.
+func TestScopedFactory(t *testing.T) {
+	_, c := startServer(t)
+	f, err := informer.NewFactory(c, informer.FactoryOptions{Backoff: fastBackoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := f.Scoped(), f.Scoped()
+	podsA, podsB := a.ForKind("Pod"), b.ForKind("Pod")
+	if podsA != podsB || podsA != f.ForKind("Pod") {
+		t.Fatal("scoped views must share the factory's informer")
+	}
+	secrets := b.ForKind("Secret")
+	if got := len(a.Informers()); got != 1 {
+		t.Fatalf("view a has %d informers, want 1 (its Pod informer)", got)
+	}
+	if got := len(b.Informers()); got != 2 {
+		t.Fatalf("view b has %d informers, want 2", got)
+	}
+	if got := len(f.Informers()); got != 2 {
+		t.Fatalf("factory has %d informers, want 2 (one per selection)", got)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); f.Wait() }()
+	a.Start(ctx) // starts only a's selections
+	sctx, scancel := context.WithTimeout(ctx, 20*time.Second)
+	defer scancel()
+	if !a.WaitForCacheSync(sctx) || !a.HasSynced() {
+		t.Fatal("view a did not sync")
+	}
+	if secrets.HasSynced() {
+		t.Fatal("view a's Start started view b's Secret informer")
+	}
+	f.Start(ctx)
+	if !b.WaitForCacheSync(sctx) || !secrets.HasSynced() {
+		t.Fatal("the factory's Start must run every view's informers")
+	}
+}

@@ -45,7 +45,7 @@ const (
 // get a node identity instead).
 var Controllers = []string{
 	"cronjobctl", "daemonsetctl", "deploymentctl", "disruptionctl", "endpointsctl", "gcctl", "ipamctl", "jobctl",
-	"nodectl", "proxy", "pvctl", "replicactl", "scheduler", "statefulsetctl", "tokenctl",
+	"kcm", "nodectl", "proxy", "pvctl", "replicactl", "scheduler", "statefulsetctl", "tokenctl",
 }
 
 // DefaultHosts are always in the apiserver certificate's SANs.

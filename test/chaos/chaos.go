@@ -10,6 +10,8 @@ import (
 	"time"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+
+	"github.com/kplane/kplane/test/e2e/stack"
 )
 
 // killer kills random units at random intervals and starts them again
@@ -139,9 +141,12 @@ func (k *killer) killOne() {
 	// Is it the leader of its controller right now?
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var lease, identity string
-	if holder := k.holder(ctx, u.Service); holder != "" && k.isHolder(ctx, u, holder) {
-		lease, identity = u.Service, holder
+	// A kcm leads many loops, each through its own lease.
+	var held []pendingTakeover
+	for _, l := range leasesOf(u) {
+		if holder := k.holder(ctx, l); holder != "" && k.isHolder(ctx, u, l, holder) {
+			held = append(held, pendingTakeover{lease: l, unit: u.Name, identity: holder})
+		}
 	}
 	killedAt := time.Now()
 	k.mu.Lock()
@@ -150,12 +155,13 @@ func (k *killer) killOne() {
 	}
 	k.kills[u.Service][sig]++
 	k.lastKill = killedAt
-	if lease != "" {
-		k.pending = append(k.pending, pendingTakeover{lease: lease, unit: u.Name, identity: identity, killedAt: killedAt})
+	for _, p := range held {
+		p.killedAt = killedAt
+		k.pending = append(k.pending, p)
 	}
 	k.mu.Unlock()
 	role := ""
-	if lease != "" {
+	if len(held) > 0 {
 		role = " (leader)"
 	}
 	k.logf("kill %s%s with %s; back in %v", u.Name, role, sigName(sig), downtime.Round(time.Millisecond))
@@ -241,9 +247,24 @@ func (k *killer) holder(ctx context.Context, lease string) string {
 	return resp.GetObject().GetLease().GetSpec().GetHolderIdentity()
 }
 
-// isHolder reports whether identity is unit u's process.
-func (k *killer) isHolder(ctx context.Context, u unit, identity string) bool {
-	return k.t.LiveIdentity(ctx, u.Service, identity) && identityOf(k.t, u, identity)
+// isHolder reports whether identity, holding lease, is unit u's process.
+func (k *killer) isHolder(ctx context.Context, u unit, lease, identity string) bool {
+	return k.t.LiveIdentity(ctx, lease, identity) && identityOf(k.t, u, identity)
+}
+
+// leasesOf are the leases unit u's process may hold: its service's, or,
+// for a kcm, those of every loop it can host.
+func leasesOf(u unit) []string {
+	if u.Service != stack.KCM {
+		return []string{u.Service}
+	}
+	var out []string
+	for _, c := range stack.Controllers {
+		if stack.KCMHosts(c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // identityOf reports whether identity names unit u.

@@ -65,6 +65,7 @@ type config struct {
 	maxReplicas     int
 	nodes           int
 	replicas        int
+	mono            bool
 	convergeTimeout time.Duration
 	minInterval     time.Duration
 	maxInterval     time.Duration
@@ -88,6 +89,7 @@ func main() {
 	flag.IntVar(&c.maxReplicas, "max-replicas", 6, "largest replica count the workload sets")
 	flag.IntVar(&c.nodes, "nodes", 5, "local: fake nodes, all served by one node agent process")
 	flag.IntVar(&c.replicas, "replicas", 2, "local: replicas of every controller")
+	flag.BoolVar(&c.mono, "mono", false, "local: run the controllers as kcm processes (--replicas of them, each hosting every controller but the scheduler) instead of one process per controller")
 	flag.DurationVar(&c.convergeTimeout, "converge-timeout", 3*time.Minute, "how long the cluster may take to settle after the last kill")
 	flag.DurationVar(&c.minInterval, "min-interval", time.Second, "shortest time between two kills")
 	flag.DurationVar(&c.maxInterval, "max-interval", 4*time.Second, "longest time between two kills")
@@ -291,7 +293,7 @@ func run(ctx context.Context, c config) (int, error) {
 // timings so that failovers take seconds and the run converges fast.
 func localOptions(c config, bin, dir string) stack.Options {
 	return stack.Options{
-		BinDir: bin, DataDir: dir, Replicas: c.replicas, Runtime: stack.RuntimeFake, Nodes: c.nodes,
+		BinDir: bin, DataDir: dir, Replicas: c.replicas, Runtime: stack.RuntimeFake, Nodes: c.nodes, Mono: c.mono,
 		LogLevel: "info",
 		ControllerArgs: []string{"--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s",
 			"--leader-elect-retry-period", "500ms", "--shutdown-grace-period", "2s"},

@@ -139,7 +139,7 @@ func (t *localTarget) LiveIdentity(_ context.Context, controller, identity strin
 		return false
 	}
 	for _, svc := range t.s.Services() {
-		if svc.Binary == controller && svc.Process().Running() && svc.Process().Pid() == pid {
+		if svc.Runs(controller) && svc.Process().Running() && svc.Process().Pid() == pid {
 			return true
 		}
 	}
@@ -286,7 +286,8 @@ func (t *composeTarget) LiveIdentity(ctx context.Context, controller, identity s
 		return false
 	}
 	for _, u := range units {
-		if u.Service == controller && strings.HasPrefix(u.ID, host) {
+		runs := u.Service == controller || (u.Service == stack.KCM && stack.KCMHosts(controller))
+		if runs && strings.HasPrefix(u.ID, host) {
 			return t.Running(ctx, u)
 		}
 	}

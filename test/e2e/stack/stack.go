@@ -25,6 +25,16 @@ import (
 // order they start; each holds the Lease kplane-system/<name>.
 var Controllers = []string{"tokenctl", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "jobctl", "cronjobctl", "pvctl", "deploymentctl", "statefulsetctl", "daemonsetctl", "disruptionctl"}
 
+// KCM is the binary that hosts several controllers in one process
+// (services/kcm, kube-controller-manager's shape).
+const KCM = "kcm"
+
+// KCMHosts reports whether kcm can host controller: every one of
+// Controllers but the scheduler (which Kubernetes also runs apart).
+func KCMHosts(controller string) bool {
+	return controller != "scheduler" && slices.Contains(Controllers, controller)
+}
+
 // Runtime names of the node agent.
 const (
 	RuntimeExec = "exec"
@@ -48,6 +58,17 @@ type Options struct {
 	Controllers []string
 	// Replicas of each controller (at least 1).
 	Replicas int
+	// KCM are controllers (of Controllers, each KCMHosts) run as Replicas
+	// kcm processes, each with --controllers=<them>, instead of one
+	// process per controller. Args of a hosted controller are given to
+	// kcm (its flags keep their names there); Args["kcm"] too.
+	KCM []string
+	// Mono puts every controller of Controllers that kcm can host into
+	// KCM (the mono shape).
+	Mono bool
+	// KCMBinary is the kcm binary's path (BinDir/kcm when empty), e.g. a
+	// test build that hosts a loop of its own too.
+	KCMBinary string
 	// ControllerArgs are added to every controller's command line (e.g.
 	// short leader-election timings).
 	ControllerArgs []string
@@ -84,9 +105,15 @@ type Service struct {
 	HealthAddr string
 	// RootDir is a node agent's --root-dir (empty for other binaries).
 	RootDir string
+	// Hosts are the controllers the process runs: a controller's own
+	// binary runs itself, a kcm several (nil for other binaries).
+	Hosts []string
 
 	proc *launcher.Process
 }
+
+// Runs reports whether the process runs controller's loop.
+func (s *Service) Runs(controller string) bool { return slices.Contains(s.Hosts, controller) }
 
 // Process is the launcher's handle on the process (kill, restart, logs).
 func (s *Service) Process() *launcher.Process { return s.proc }
@@ -130,7 +157,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := s.services[0].WaitReady(ctx); err != nil {
 		return nil, err
 	}
-	for _, c := range opts.Controllers {
+	separate, hosted := opts.split()
+	if err := s.startKCM(hosted); err != nil {
+		return nil, err
+	}
+	for _, c := range separate {
 		for i := 1; i <= opts.Replicas; i++ {
 			health, err := launcher.FreeAddr()
 			if err != nil {
@@ -146,9 +177,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 				// same host, see them at the same path.
 				args = append(args, "--storage-root", opts.StorageRoot())
 			}
-			if _, err := s.add(fmt.Sprintf("%s-%d", c, i), c, health, "", args, ""); err != nil {
+			svc, err := s.add(fmt.Sprintf("%s-%d", c, i), c, health, "", args, "")
+			if err != nil {
 				return nil, err
 			}
+			svc.Hosts = []string{c}
 		}
 	}
 	if err := s.startNodeAgents(); err != nil {
@@ -170,6 +203,85 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}
 	return s, nil
+}
+
+// split divides the controllers into those run as binaries of their own
+// and those a kcm hosts (KCM, or every hostable one when Mono).
+func (o Options) split() (separate, hosted []string) {
+	for _, c := range o.Controllers {
+		if (o.Mono && KCMHosts(c)) || slices.Contains(o.KCM, c) {
+			hosted = append(hosted, c)
+		} else {
+			separate = append(separate, c)
+		}
+	}
+	return separate, hosted
+}
+
+// startKCM starts Replicas kcm processes hosting the controllers in
+// hosted (none when it is empty), as kcm-1, kcm-2, ...
+func (s *Stack) startKCM(hosted []string) error {
+	if len(hosted) == 0 {
+		return nil
+	}
+	for i := 1; i <= s.opts.Replicas; i++ {
+		if _, err := s.addKCM(hosted); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addKCM starts one more kcm process hosting hosted, named kcm-<n>.
+func (s *Stack) addKCM(hosted []string) (*Service, error) {
+	o := s.opts
+	n := 1
+	for _, svc := range s.services {
+		if svc.Binary == KCM {
+			n++
+		}
+	}
+	health, err := launcher.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"--apiserver", o.APIAddr, "--health-addr", health, "--controllers", strings.Join(hosted, ",")}, o.ControllerArgs...)
+	args = append(args, o.identityArgs(KCM)...)
+	if slices.Contains(hosted, "tokenctl") {
+		args = append(args, o.tokenctlArgs()...)
+	}
+	if slices.Contains(hosted, "pvctl") {
+		args = append(args, "--storage-root", o.StorageRoot())
+	}
+	for _, c := range hosted {
+		args = append(args, o.Args[c]...)
+	}
+	svc, err := s.add(fmt.Sprintf("%s-%d", KCM, n), KCM, health, "", args, "")
+	if err != nil {
+		return nil, err
+	}
+	svc.Hosts = hosted
+	return svc, nil
+}
+
+// StartKCM starts one more kcm process, hosting controllers (each one
+// kcm can host), with the stack's flags, and waits until it is ready. It
+// may host loops that other processes of the stack run too: each loop's
+// Lease lets one of them lead. Stop stops it with the rest.
+func (s *Stack) StartKCM(ctx context.Context, controllers []string) (*Service, error) {
+	for _, c := range controllers {
+		if !KCMHosts(c) {
+			return nil, fmt.Errorf("stack: kcm cannot host %q", c)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(s.opts.BinDir, KCM)); err != nil {
+		return nil, fmt.Errorf("stack: binary %s: %w (run make build)", KCM, err)
+	}
+	svc, err := s.addKCM(controllers)
+	if err != nil {
+		return nil, err
+	}
+	return svc, svc.WaitReady(ctx)
 }
 
 // StorageRoot is pvctl's --storage-root: DataDir/storage.
@@ -219,7 +331,16 @@ func (o *Options) complete() error {
 	if o.Nodes < 1 {
 		o.Nodes = 3
 	}
-	bins := append([]string{"apiserver", "nodeagent"}, o.Controllers...)
+	for _, c := range o.KCM {
+		if !KCMHosts(c) || !slices.Contains(o.Controllers, c) {
+			return fmt.Errorf("stack: KCM lists %q, which is not a controller of the stack that kcm can host", c)
+		}
+	}
+	separate, hosted := o.split()
+	bins := append([]string{"apiserver", "nodeagent"}, separate...)
+	if len(hosted) > 0 && o.KCMBinary == "" {
+		bins = append(bins, KCM)
+	}
 	if !o.NoProxy {
 		bins = append(bins, "proxy")
 	}
@@ -294,7 +415,11 @@ func (s *Stack) add(name, binary, health, root string, args []string, grpcHealth
 			return nil, fmt.Errorf("stack: %s root dir: %w", name, err)
 		}
 	}
-	cfg := launcher.Config{Name: name, Binary: filepath.Join(o.BinDir, binary), Args: args, LogDir: o.LogDir}
+	bin := filepath.Join(o.BinDir, binary)
+	if binary == KCM && o.KCMBinary != "" {
+		bin = o.KCMBinary
+	}
+	cfg := launcher.Config{Name: name, Binary: bin, Args: args, LogDir: o.LogDir}
 	if grpcHealth != "" {
 		cfg.HealthAddr = grpcHealth
 	} else {

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // metrics are the apiserver's own Prometheus series: requests by method
@@ -18,6 +19,10 @@ type metrics struct {
 	watchers *prometheus.GaugeVec
 	repairs  *prometheus.CounterVec
 	proxied  *prometheus.CounterVec
+	// sent counts the protobuf bytes of responses and watch events by
+	// method and kind: what the clients' caches cost the apiserver
+	// (docs/architecture.md, "One process or many").
+	sent *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -43,8 +48,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "kplane_apiserver_proxy_requests_total",
 			Help: "Requests through the service and pod proxy by target kind (services, pods) and HTTP status.",
 		}, []string{"kind", "code"}),
+		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kplane_apiserver_sent_bytes_total",
+			Help: "Protobuf bytes of gRPC responses and watch events sent, by method and kind (the encoded message size, before gRPC framing and TLS).",
+		}, []string{"method", "kind"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.watchers, m.repairs, m.proxied} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.watchers, m.repairs, m.proxied, m.sent} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -58,6 +67,9 @@ func (m *metrics) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo
 	start := time.Now()
 	resp, err := handler(ctx, req)
 	method := methodName(info.FullMethod)
+	if pm, ok := resp.(proto.Message); ok && err == nil {
+		m.sent.WithLabelValues(method, requestKind(req)).Add(float64(proto.Size(pm)))
+	}
 	m.latency.WithLabelValues(method).Observe(time.Since(start).Seconds())
 	m.requests.WithLabelValues(method, status.Code(err).String()).Inc()
 	return resp, err
@@ -67,7 +79,7 @@ func (m *metrics) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo
 type kindOf interface{ GetKind() string }
 
 func (m *metrics) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	w := &countingStream{ServerStream: ss, m: m}
+	w := &countingStream{ServerStream: ss, m: m, method: methodName(info.FullMethod)}
 	err := handler(srv, w)
 	if w.kind != "" {
 		m.watchers.WithLabelValues(w.kind).Dec()
@@ -79,8 +91,42 @@ func (m *metrics) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerI
 // countingStream notes the kind of a watch when its request arrives.
 type countingStream struct {
 	grpc.ServerStream
-	m    *metrics
-	kind string
+	m      *metrics
+	method string
+	kind   string
+	sent   prometheus.Counter // of method and kind, once the request named the kind
+}
+
+// wireSized is a message sent in pre-encoded form.
+type wireSized interface{ WireSize() int }
+
+func requestKind(req any) string {
+	if k, ok := req.(kindOf); ok {
+		return k.GetKind()
+	}
+	return ""
+}
+
+// SendMsg counts the bytes of each message sent (a watch's events).
+func (s *countingStream) SendMsg(msg any) error {
+	err := s.ServerStream.SendMsg(msg)
+	if err != nil {
+		return err
+	}
+	size := -1
+	switch m := msg.(type) {
+	case wireSized: // a watch event encoded once for every watcher
+		size = m.WireSize()
+	case proto.Message:
+		size = proto.Size(m)
+	}
+	if size >= 0 {
+		if s.sent == nil {
+			s.sent = s.m.sent.WithLabelValues(s.method, s.kind)
+		}
+		s.sent.Add(float64(size))
+	}
+	return nil
 }
 
 func (s *countingStream) RecvMsg(msg any) error {

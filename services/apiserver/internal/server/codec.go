@@ -23,6 +23,10 @@ type encodedMessage struct {
 	parts mem.BufferSlice
 }
 
+// WireSize is the message's encoded size (counted in the apiserver's
+// kplane_apiserver_sent_bytes_total).
+func (e *encodedMessage) WireSize() int { return e.parts.Len() }
+
 type passThroughCodec struct {
 	encoding.CodecV2
 }

@@ -178,6 +178,19 @@ var leaderElected = map[string]bool{
 	"statefulsetctl": true, "daemonsetctl": true, "tokenctl": true, "disruptionctl": true,
 }
 
+// KCM is the binary that hosts several controllers in one process
+// (services/kcm). It has no role of its own: its user is a subject of the
+// ClusterRoleBinding and leader-election RoleBinding of every controller
+// it can host, so its permissions are exactly their union.
+const KCM = "kcm"
+
+// kcmHosted are the controllers kcm can host (services/kcm/kcm.Services).
+var kcmHosted = map[string]bool{
+	"tokenctl": true, "replicactl": true, "nodectl": true, "ipamctl": true, "gcctl": true, "endpointsctl": true,
+	"jobctl": true, "cronjobctl": true, "pvctl": true, "deploymentctl": true, "statefulsetctl": true,
+	"daemonsetctl": true, "disruptionctl": true,
+}
+
 // ControllerBinaries are the binaries with a bootstrap role, sorted.
 func ControllerBinaries() []string {
 	out := make([]string, 0, len(controllerRules))
@@ -247,7 +260,11 @@ func BootstrapPolicy() []*kplanev1.Object {
 	for _, b := range ControllerBinaries() {
 		name := ControllerUser(b)
 		roles = append(roles, kplanev1.MustWrap(&kplanev1.ClusterRole{Metadata: meta("", name), Rules: controllerRules[b]}))
-		bindings = append(bindings, clusterBinding(name, name, userSubject(name)))
+		subjects := []*kplanev1.Subject{userSubject(name)}
+		if kcmHosted[b] {
+			subjects = append(subjects, userSubject(ControllerUser(KCM)))
+		}
+		bindings = append(bindings, clusterBinding(name, name, subjects...))
 		if !leaderElected[b] {
 			continue
 		}
@@ -258,7 +275,7 @@ func BootstrapPolicy() []*kplanev1.Object {
 			{ApiGroups: []string{"coordination.k8s.io"}, Resources: res("leases"), ResourceNames: []string{b}, Verbs: []string{"get", "update"}},
 		}}))
 		bindings = append(bindings, kplanev1.MustWrap(&kplanev1.RoleBinding{Metadata: meta(kplanev1.NamespaceSystem, le),
-			RoleRef: &kplanev1.RoleRef{ApiGroup: RBACGroup, Kind: "Role", Name: le}, Subjects: []*kplanev1.Subject{userSubject(name)}}))
+			RoleRef: &kplanev1.RoleRef{ApiGroup: RBACGroup, Kind: "Role", Name: le}, Subjects: subjects}))
 	}
 	return append(roles, bindings...)
 }

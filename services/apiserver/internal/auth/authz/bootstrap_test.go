@@ -163,3 +163,47 @@ func TestBootstrapAdminAndNodes(t *testing.T) {
 	}
 	_ = kplanev1.NamespaceSystem
 }
+
+// TestKCMRoleIsTheUnion: kcm may make every call of every rule of the
+// controllers it hosts and hold each of their Leases, and no more.
+func TestKCMRoleIsTheUnion(t *testing.T) {
+	r := bootstrapRBAC(t)
+	u := &user.Info{Name: ControllerUser(KCM), Groups: []string{user.AllAuthenticated}}
+	for b := range kcmHosted {
+		if controllerRules[b] == nil || !leaderElected[b] {
+			t.Fatalf("kcm hosts %s, which has no bootstrap role or lease", b)
+		}
+		for _, rl := range controllerRules[b] {
+			for _, g := range rl.GetApiGroups() {
+				for _, res := range rl.GetResources() {
+					for _, v := range rl.GetVerbs() {
+						if g == "*" {
+							g = ""
+						}
+						if res == "*" {
+							res = "pods"
+						}
+						resource, sub, _ := strings.Cut(res, "/")
+						a := &Attributes{User: u, Verb: v, APIGroup: g, Resource: resource, Subresource: sub, Namespace: "default", Name: "x"}
+						if d, why := r.Authorize(context.Background(), a); d != Allow {
+							t.Errorf("kcm may not %s %s/%s of %s (%s)", v, g, res, b, why)
+						}
+					}
+				}
+			}
+		}
+		for _, c := range []string{"get leases kplane-system/" + b, "update leases kplane-system/" + b, "create leases kplane-system/" + b} {
+			if d, _ := r.Authorize(context.Background(), call(u, c)); d != Allow {
+				t.Errorf("kcm may not %q", c)
+			}
+		}
+	}
+	// gcctl may update and delete anything, so the union's limits are
+	// what no hosted controller creates or escalates.
+	for _, c := range []string{"create nodes n", "create clusterroles x", "create serviceaccounts/token default/s",
+		"escalate clusterroles x", "bind clusterroles cluster-admin", "create pods/eviction default/p"} {
+		if d, why := r.Authorize(context.Background(), call(u, c)); d == Allow {
+			t.Errorf("kcm may %q (%s)", c, why)
+		}
+	}
+}
