@@ -1,6 +1,8 @@
 package testserver
 
 import (
+	"go.uber.org/goleak"
+
 	"fmt"
 	"net"
 	"strings"
@@ -88,4 +90,16 @@ func InitialCluster(ms []*Member) string {
 		parts = append(parts, m.Name+"="+m.PeerURL)
 	}
 	return strings.Join(parts, ",")
+}
+
+// PeerLeakOptions are goleak options for packages that start clusters:
+// etcd's peer transport leaves HTTP connections between members to wind
+// down after the members closed (its own tests allow for them too).
+func PeerLeakOptions() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*connReader).abortPendingRead"),
+		goleak.IgnoreAnyFunction("github.com/soheilhy/cmux.(*bufferedReader).Read"),
+	}
 }
