@@ -97,8 +97,8 @@ func InitialCluster(ms []*Member) string {
 // down after the members closed (its own tests allow for them too).
 func PeerLeakOptions() []goleak.Option {
 	return []goleak.Option{
-		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
 		goleak.IgnoreAnyFunction("net/http.(*connReader).abortPendingRead"),
 		goleak.IgnoreAnyFunction("github.com/soheilhy/cmux.(*bufferedReader).Read"),
 	}
