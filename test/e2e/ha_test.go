@@ -26,7 +26,7 @@ type haApiservers struct {
 	addrs []string
 }
 
-func startHAApiservers(t *testing.T, n int) *haApiservers {
+func startHAApiservers(t testing.TB, n int) *haApiservers {
 	t.Helper()
 	h := &haApiservers{}
 	var peers []string
@@ -60,7 +60,7 @@ func startHAApiservers(t *testing.T, n int) *haApiservers {
 	return h
 }
 
-func (h *haApiservers) dial(t *testing.T) *client.Client {
+func (h *haApiservers) dial(t testing.TB) *client.Client {
 	t.Helper()
 	c, err := client.Dial(t.Context(), client.Options{Address: strings.Join(h.addrs, ","), CallTimeout: 20 * time.Second})
 	if err != nil {
