@@ -148,7 +148,7 @@ CHAOS_SEED     ?= 0
 CHAOS_TARGET   ?= local
 CHAOS_FLAGS    ?=
 chaos: build
-	cd test/chaos && $(GO) run . --bin $(BIN) --target $(CHAOS_TARGET) --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) $(if $(filter compose,$(CHAOS_TARGET)),--certs $(CERTS_DIR)) $(CHAOS_FLAGS)
+	cd test/chaos && $(GO) run . --bin $(BIN) --target $(CHAOS_TARGET) --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) $(if $(filter compose,$(CHAOS_TARGET)),--certs $(CERTS_DIR)) $(if $(filter compose-ha,$(CHAOS_TARGET)),--certs $(CERTS_HA_DIR)) $(CHAOS_FLAGS)
 
 bench-apiserver:
 	cd services/apiserver && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/... ./internal/apiserver/
