@@ -178,6 +178,14 @@ certs:
 bench-rest:
 	cd services/apiserver && $(GO) test -run '^$$' -bench BenchmarkRESTvsGRPC -benchtime 1x -timeout 10m ./bench/
 
+# HA: Create throughput and p99, one apiserver process (one etcd member)
+# against three (one cluster), same run, as ratios; and how long writes
+# are unavailable after SIGKILL of the etcd leader's apiserver, 10 times
+# (docs/benchmarks.md).
+.PHONY: bench-ha
+bench-ha: build
+	cd test/e2e && KPLANE_BIN=$(BIN) $(GO) test -run '^$$' -bench 'BenchmarkHA' -benchtime 1x -timeout 30m .
+
 .PHONY: bench-replicas
 bench-replicas:
 	cd test/e2e && $(GO) test -run '^$$' -bench BenchmarkReplicaSet1000 -benchtime 1x -timeout 30m .
