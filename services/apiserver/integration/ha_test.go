@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -150,8 +151,19 @@ func TestHAWatchResumesOnAnotherApiserver(t *testing.T) {
 func TestHAQuorumLoss(t *testing.T) {
 	ms := testserver.StartCluster(t, 3)
 	s := create(t, ms[0].Client(), newSecret("default", "before", nil))
+	w := watch(t, ms[0].Client(), &kplanev1.WatchRequest{Kind: "Secret", Namespace: "default", ResourceVersion: s.Meta().GetResourceVersion()})
 	ms[1].Kill()
 	ms[2].Kill()
+	// The survivor has no leader: its watches end so that their clients
+	// go elsewhere, and its gRPC health turns NOT_SERVING.
+	if err := w.recvErr(); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "no leader") {
+		t.Fatalf("watch on the member without a leader: %v, want Unavailable naming the missing leader", err)
+	}
+	hc := healthpb.NewHealthClient(ms[0].Conn())
+	waitFor(t, 30*time.Second, "NOT_SERVING without a leader", func() bool {
+		resp, err := hc.Check(testCtx(t), &healthpb.HealthCheckRequest{Service: "kplane.v1.Resources"})
+		return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING
+	})
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	_, err := ms[0].Client().Create(ctx, &kplanev1.CreateRequest{Object: newSecret("default", "during", nil)})
@@ -166,6 +178,10 @@ func TestHAQuorumLoss(t *testing.T) {
 		return !ready(ms[0].Server)
 	})
 	ms[1].Restart(t)
+	waitFor(t, time.Minute, "SERVING once quorum is back", func() bool {
+		resp, err := hc.Check(testCtx(t), &healthpb.HealthCheckRequest{Service: "kplane.v1.Resources"})
+		return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
+	})
 	waitFor(t, time.Minute, "a write once quorum is back", func() bool {
 		_, err := ms[0].Client().Create(ctx, &kplanev1.CreateRequest{Object: newSecret("default", "after", nil)})
 		return err == nil
