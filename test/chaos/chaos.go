@@ -121,7 +121,9 @@ func (k *killer) killOne() {
 		if len(k.only) > 0 && !k.only[u.Service] {
 			continue
 		}
-		if _, isDown := k.down[u.Name]; !isDown && !(k.quorum && u.Service == "apiserver" && k.apiserverDown()) {
+		// With quorum kept, a second apiserver may not go down.
+		keepQuorum := k.quorum && u.Service == "apiserver" && k.apiserverDown()
+		if _, isDown := k.down[u.Name]; !isDown && !keepQuorum {
 			up = append(up, u)
 		}
 	}
