@@ -79,6 +79,7 @@ proto-check: proto
 # service from the static binaries; nothing is pulled. The docker compose
 # plugin is used when present, else the standalone docker-compose.
 KPLANE_PROJECT ?= kplane
+COMMA := ,
 COMPOSE ?= $(shell if docker compose version >/dev/null 2>&1; then echo "docker compose"; else echo docker-compose; fi) \
 	-f $(CURDIR)/deploy/compose/compose.yaml -p $(KPLANE_PROJECT)
 
@@ -126,6 +127,23 @@ up-mono: images
 down:
 	KPLANE_CERTS=$(CERTS_DIR) COMPOSE_PROFILES=mono $(COMPOSE) down --remove-orphans
 
+# The HA profile (deploy/compose/compose.ha.yaml): three apiservers, each
+# embedding one etcd member; every other service gets all three. Its own
+# certificates (CERTS_HA_DIR) name apiserver-2 and apiserver-3 as well.
+CERTS_HA_DIR ?= $(CURDIR)/certs-ha
+KPLANE_HA_APISERVERS := apiserver:6443,apiserver-2:6443,apiserver-3:6443
+COMPOSE_HA = $(COMPOSE) -f $(CURDIR)/deploy/compose/compose.ha.yaml
+.PHONY: up-ha down-ha
+up-ha: images
+	$(BIN)/kpctl certs --server 127.0.0.1:$(KPLANE_API_PORT) --dir $(CERTS_HA_DIR) --nodes $(CERTS_NODES) --hosts apiserver-2,apiserver-3$(if $(CERTS_HOSTS),$(COMMA)$(CERTS_HOSTS))
+	KPLANE_CERTS=$(CERTS_HA_DIR) KPLANE_API_PORT=$(KPLANE_API_PORT) KPLANE_APISERVERS=$(KPLANE_HA_APISERVERS) $(COMPOSE_HA) up -d
+	@echo "kplane HA is up: three apiservers (stacked etcd) on 127.0.0.1:$(KPLANE_API_PORT), :6453 and :6463."
+	@echo "export KUBECONFIG=$(CERTS_HA_DIR)/admin.kubeconfig"
+	@echo "Then try: bin/kpctl admin etcd member list"
+
+down-ha:
+	KPLANE_CERTS=$(CERTS_HA_DIR) KPLANE_APISERVERS=$(KPLANE_HA_APISERVERS) $(COMPOSE_HA) down --remove-orphans
+
 # The same set as local processes (no Docker): data under ./data, logs in
 # ./data/logs, Ctrl-C stops everything.
 dev: build
@@ -140,7 +158,7 @@ CHAOS_SEED     ?= 0
 CHAOS_TARGET   ?= local
 CHAOS_FLAGS    ?=
 chaos: build
-	cd test/chaos && $(GO) run . --bin $(BIN) --target $(CHAOS_TARGET) --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) $(if $(filter compose,$(CHAOS_TARGET)),--certs $(CERTS_DIR)) $(CHAOS_FLAGS)
+	cd test/chaos && $(GO) run . --bin $(BIN) --target $(CHAOS_TARGET) --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) $(if $(filter compose,$(CHAOS_TARGET)),--certs $(CERTS_DIR)) $(if $(filter compose-ha,$(CHAOS_TARGET)),--certs $(CERTS_HA_DIR)) $(CHAOS_FLAGS)
 
 # The chaos harness against the mono shape: kcm processes (local target),
 # or, with CHAOS_TARGET=compose, the stack `make up-mono` started.
@@ -181,6 +199,13 @@ bench-rest:
 KPLANE_BENCH_MONO ?= tiny
 bench-mono: build
 	cd test/e2e && KPLANE_BIN=$(BIN) KPLANE_BENCH_MONO=$(KPLANE_BENCH_MONO) $(GO) test -run '^$$' -bench BenchmarkShapes -benchtime 1x -timeout 30m .
+# HA: Create throughput and p99, one apiserver process (one etcd member)
+# against three (one cluster), same run, as ratios; and how long writes
+# are unavailable after SIGKILL of the etcd leader's apiserver, 10 times
+# (docs/benchmarks.md).
+.PHONY: bench-ha
+bench-ha: build
+	cd test/e2e && KPLANE_BIN=$(BIN) $(GO) test -run '^$$' -bench 'BenchmarkHA' -benchtime 1x -timeout 30m .
 
 .PHONY: bench-replicas
 bench-replicas:

@@ -194,7 +194,7 @@ func newGlobals(getenv func(string) string) *globals {
 // flags given before the command name survive registration on the
 // command's own flag set.
 func (g *globals) register(fs *flagSet) {
-	fs.Var(serverValue{g}, "server", "apiserver address host:port (env KPLANE_SERVER; default the kubeconfig's, else "+client.DefaultAddress+")")
+	fs.Var(serverValue{g}, "server", "apiserver address host:port, or a comma-separated list of them for an HA control plane (env KPLANE_SERVER; default the kubeconfig's, else "+client.DefaultAddress+")")
 	fs.alias("s", "server")
 	fs.StringVar(&g.clientCert, "client-certificate", g.clientCert, "PEM client certificate to authenticate with (needs --tls-ca)")
 	fs.StringVar(&g.clientKey, "client-key", g.clientKey, "PEM private key of --client-certificate")

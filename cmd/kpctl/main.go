@@ -54,7 +54,7 @@ var commands = []*command{
 	scaleCommand, labelCommand, annotateCommand, apiResourcesCommand,
 	logsCommand, waitCommand, execCommand, portForwardCommand,
 	cordonCommand, uncordonCommand,
-	rolloutCommand, setCommand, authCommand, certsCommand,
+	rolloutCommand, setCommand, authCommand, certsCommand, adminCommand,
 }
 
 // errSilent makes run exit non-zero after the command already reported

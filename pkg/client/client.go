@@ -61,7 +61,9 @@ const (
 // Options configure a connection to the apiserver.
 type Options struct {
 	// Address is the apiserver's host:port (default 127.0.0.1:6443). Any gRPC
-	// target is accepted too, e.g. "unix:///run/kplane.sock".
+	// target is accepted too, e.g. "unix:///run/kplane.sock". A
+	// comma-separated list of host:port names several apiservers (HA):
+	// calls go round-robin to those connected and SERVING.
 	Address string
 	// TokenFile holds a bearer token; it is re-read when it changes.
 	TokenFile string
@@ -110,7 +112,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	if o.Address == "" {
 		o.Address = DefaultAddress
 	}
-	fs.StringVar(&o.Address, "apiserver", o.Address, "apiserver address (host:port)")
+	fs.StringVar(&o.Address, "apiserver", o.Address, "apiserver address (host:port), or a comma-separated list of them (HA: calls spread over the healthy ones)")
 	fs.StringVar(&o.TokenFile, "token-file", o.TokenFile, "file holding the bearer token sent to the apiserver (re-read when it changes)")
 	fs.StringVar(&o.TLSCA, "tls-ca", o.TLSCA, "PEM CA bundle; when set the apiserver connection uses TLS verified against it")
 	fs.StringVar(&o.ClientCertFile, "client-cert-file", o.ClientCertFile, "PEM client certificate presented to the apiserver (needs --tls-ca and --client-key-file)")
@@ -202,7 +204,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		return nil, errors.New("client: set either a token or a token file, not both")
 	}
 	if opts.Token != "" || opts.TokenFile != "" {
-		if !secure && !opts.AllowInsecureToken && !isLocalTarget(opts.Address) {
+		if !secure && !opts.AllowInsecureToken && !allLocal(opts.Address) {
 			return nil, fmt.Errorf("client: refusing to send a bearer token without TLS to non-loopback address %q (set --tls-ca)", opts.Address)
 		}
 		var creds *tokenCredentials
@@ -218,7 +220,16 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(creds))
 	}
 
-	conn, err := grpc.NewClient(opts.Address, dialOpts...)
+	target := opts.Address
+	if addrs := Addresses(opts.Address); len(addrs) > 1 {
+		var extra []grpc.DialOption
+		var err error
+		if target, extra, err = balancedTarget(addrs); err != nil {
+			return nil, err
+		}
+		dialOpts = append(dialOpts, extra...)
+	}
+	conn, err := grpc.NewClient(target, dialOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", opts.Address, err)
 	}
@@ -334,6 +345,21 @@ func TLSConfig(o Options) (*tls.Config, error) {
 		return nil, errors.New("client: a client key needs its certificate (--client-cert-file)")
 	}
 	return cfg, nil
+}
+
+// allLocal reports whether every target of a (comma-separated) address
+// stays on this machine.
+func allLocal(address string) bool {
+	addrs := Addresses(address)
+	if len(addrs) == 0 {
+		return isLocalTarget(address)
+	}
+	for _, a := range addrs {
+		if !isLocalTarget(a) {
+			return false
+		}
+	}
+	return true
 }
 
 // isLocalTarget reports whether a gRPC target stays on this machine:

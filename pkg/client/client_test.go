@@ -32,9 +32,10 @@ import (
 
 	"github.com/kplane/kplane/pkg/client"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+	"github.com/kplane/kplane/services/apiserver/testserver"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testserver.PeerLeakOptions()...) }
 
 // fakeServer is a small in-memory Resources server: enough to prove the
 // client's transport, credentials and typed helpers, independent of the

@@ -44,8 +44,13 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	<-ctx.Done()
-	cfg.Logger.Info("signal received; shutting down")
+	select {
+	case <-ctx.Done():
+		cfg.Logger.Info("signal received; shutting down")
+	case <-api.Done():
+		api.Stop()
+		return fmt.Errorf("stopping: %w", api.Err())
+	}
 	api.Stop()
 	return nil
 }
@@ -57,6 +62,15 @@ func parseFlags(args []string) (apiserver.Config, error) {
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "gRPC listen address")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory of the embedded etcd (unused with --etcd-endpoints)")
 	endpoints := fs.String("etcd-endpoints", "", "comma-separated endpoints of an external etcd cluster; empty runs etcd embedded")
+	fs.StringVar(&cfg.EtcdCluster.Name, "etcd-name", "", "name of the embedded etcd member when apiservers form an etcd cluster (stacked etcd); empty with no other --etcd-* flag: a single member")
+	fs.StringVar(&cfg.EtcdCluster.InitialCluster, "etcd-initial-cluster", "", "every member of the embedded etcd cluster as name=peerURL, comma-separated (this member's --etcd-name included)")
+	fs.StringVar(&cfg.EtcdCluster.State, "etcd-initial-cluster-state", "", "new (bootstrap the cluster with --etcd-initial-cluster) or existing (join after kpctl admin etcd member add); default new")
+	fs.StringVar(&cfg.EtcdCluster.Token, "etcd-initial-cluster-token", "", "token that tells etcd clusters apart on one network (default kplane)")
+	listenPeer := fs.String("etcd-listen-peer", "", "comma-separated URLs the embedded member accepts its peers on (default: --etcd-advertise-peer)")
+	advertisePeer := fs.String("etcd-advertise-peer", "", "comma-separated URLs peers reach this member on (default: its entries in --etcd-initial-cluster)")
+	listenClient := fs.String("etcd-listen-client", "", "comma-separated URLs serving the embedded member's etcd client API to tools such as etcdctl (default: a free loopback port)")
+	advertiseClient := fs.String("etcd-advertise-client", "", "comma-separated client URLs announced to the cluster (default: --etcd-listen-client)")
+	fs.StringVar(&cfg.EtcdRestoreFrom, "etcd-restore-from", "", "etcd snapshot file (kpctl admin etcd snapshot save) restored into an empty --data-dir before the embedded etcd starts; every object keeps its resourceVersion")
 	fs.DurationVar(&cfg.CompactionInterval, "compaction-interval", cfg.CompactionInterval, "how often etcd history is compacted (one interval is kept); 0 disables")
 	fs.DurationVar(&cfg.EventTTL, "event-ttl", cfg.EventTTL, "how long Event objects live")
 	fs.IntVar(&cfg.WatchCacheSize, "watch-cache-size", cfg.WatchCacheSize, "events kept per kind for watchers to resume from and to lag behind")
@@ -110,6 +124,16 @@ func parseFlags(args []string) (apiserver.Config, error) {
 	if *endpoints != "" {
 		cfg.EtcdEndpoints = strings.Split(*endpoints, ",")
 	}
+	cfg.EtcdCluster.ListenPeerURLs = splitList(*listenPeer)
+	cfg.EtcdCluster.AdvertisePeerURLs = splitList(*advertisePeer)
+	cfg.EtcdCluster.ListenClientURLs = splitList(*listenClient)
+	cfg.EtcdCluster.AdvertiseClientURLs = splitList(*advertiseClient)
+	if err := cfg.EtcdCluster.Validate(len(cfg.EtcdEndpoints) > 0); err != nil {
+		return cfg, err
+	}
+	if cfg.EtcdRestoreFrom != "" && len(cfg.EtcdEndpoints) > 0 {
+		return cfg, errors.New("--etcd-restore-from restores the embedded etcd; with --etcd-endpoints restore the external cluster with etcdutl snapshot restore")
+	}
 	if *saKeyFiles != "" {
 		if cfg.ServiceAccountPublicKeys, err = serviceaccount.LoadPublicKeysFiles(strings.Split(*saKeyFiles, ",")...); err != nil {
 			return cfg, fmt.Errorf("--service-account-key-file: %w", err)
@@ -129,4 +153,15 @@ func parseFlags(args []string) (apiserver.Config, error) {
 	cfg.Profiling = profiling.Enabled(cfg.HealthAddr)
 	cfg.Logger = logOpts.New("apiserver", os.Stderr)
 	return cfg, nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

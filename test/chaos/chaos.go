@@ -30,9 +30,14 @@ type killer struct {
 	// deploymentctl and replicactl during rollouts).
 	only map[string]bool
 
-	units     []unit
-	down      map[string]time.Time // unit name -> when to start it again
-	restarted map[string]time.Time // unit name -> last start
+	units []unit
+	down  map[string]time.Time // unit name -> when to start it again
+	// partitioned units are cut off their network rather than stopped;
+	// startDue heals them. quorum, when set, keeps at most one apiserver
+	// down or partitioned at a time (three etcd members keep a quorum).
+	partitioned map[string]bool
+	quorum      bool
+	restarted   map[string]time.Time // unit name -> last start
 
 	mu        sync.Mutex
 	kills     map[string]map[syscall.Signal]int // service -> signal -> count
@@ -57,7 +62,7 @@ func newKiller(t target, api kplanev1.ResourcesClient, seed uint64, logf func(st
 		rng:         rand.New(rand.NewPCG(seed, 0x6b696c6c6572)),
 		minInterval: time.Second, maxInterval: 4 * time.Second,
 		minDown: 300 * time.Millisecond, maxDown: 3 * time.Second,
-		down: map[string]time.Time{}, restarted: map[string]time.Time{},
+		down: map[string]time.Time{}, restarted: map[string]time.Time{}, partitioned: map[string]bool{},
 		kills: map[string]map[syscall.Signal]int{}, unexpect: map[string]int{},
 	}
 }
@@ -118,7 +123,9 @@ func (k *killer) killOne() {
 		if len(k.only) > 0 && !k.only[u.Service] {
 			continue
 		}
-		if _, isDown := k.down[u.Name]; !isDown {
+		// With quorum kept, a second apiserver may not go down.
+		keepQuorum := k.quorum && u.Service == "apiserver" && k.apiserverDown()
+		if _, isDown := k.down[u.Name]; !isDown && !keepQuorum {
 			up = append(up, u)
 		}
 	}
@@ -126,6 +133,10 @@ func (k *killer) killOne() {
 		return
 	}
 	u := up[k.rng.IntN(len(up))]
+	if p, ok := k.t.(partitioner); ok && k.quorum && u.Service == "apiserver" && k.rng.IntN(2) == 0 {
+		k.partition(p, u)
+		return
+	}
 	sig := syscall.SIGKILL
 	if k.rng.IntN(2) == 0 {
 		sig = syscall.SIGTERM
@@ -174,6 +185,40 @@ func (k *killer) killOne() {
 	k.down[u.Name] = time.Now().Add(downtime)
 }
 
+// apiserverDown reports whether an apiserver is down or partitioned.
+func (k *killer) apiserverDown() bool {
+	for name := range k.down {
+		if k.unit(name).Service == "apiserver" {
+			return true
+		}
+	}
+	return false
+}
+
+// partition cuts u off the network for a while; startDue heals it.
+func (k *killer) partition(p partitioner, u unit) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	downtime := k.between(k.minDown, k.maxDown)
+	k.mu.Lock()
+	if k.kills[u.Service] == nil {
+		k.kills[u.Service] = map[syscall.Signal]int{}
+	}
+	k.kills[u.Service][partitionSignal]++
+	k.lastKill = time.Now()
+	k.mu.Unlock()
+	k.logf("partition %s; healed in %v", u.Name, downtime.Round(time.Millisecond))
+	if err := p.Partition(ctx, u); err != nil {
+		k.fail("partition %s: %v", u.Name, err)
+		return
+	}
+	k.partitioned[u.Name] = true
+	k.down[u.Name] = time.Now().Add(downtime)
+}
+
+// partitionSignal counts partitions among the kills in the report.
+const partitionSignal = syscall.Signal(0)
+
 // ready reports whether u answers its readiness check right now.
 func (k *killer) ready(u unit) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -198,6 +243,16 @@ func (k *killer) startDue(now time.Time) {
 			continue
 		}
 		u := k.unit(name)
+		if k.partitioned[name] {
+			if err := k.t.(partitioner).Heal(ctx, u); err != nil {
+				k.fail("heal %s: %v", name, err)
+				continue
+			}
+			delete(k.partitioned, name)
+			delete(k.down, name)
+			k.logf("healed %s", name)
+			continue
+		}
 		if !k.t.Running(ctx, u) {
 			if err := k.t.Start(ctx, u); err != nil {
 				k.fail("start %s: %v", name, err)
@@ -363,6 +418,9 @@ func (k *killer) Result() killResult {
 func sigName(sig syscall.Signal) string {
 	if sig == syscall.SIGKILL {
 		return "SIGKILL"
+	}
+	if sig == partitionSignal {
+		return "partition"
 	}
 	return "SIGTERM"
 }

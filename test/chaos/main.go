@@ -76,7 +76,7 @@ type config struct {
 
 func main() {
 	var c config
-	flag.StringVar(&c.target, "target", "local", "local (start the stack as local processes) or compose (a running compose project)")
+	flag.StringVar(&c.target, "target", "local", "local (start the stack as local processes), compose (a running compose project) or compose-ha (a running make up-ha project: apiservers are also partitioned, at most one at a time, and a register workload must be linearizable)")
 	flag.DurationVar(&c.duration, "duration", 2*time.Minute, "how long services are killed")
 	flag.Uint64Var(&c.seed, "seed", 0, "random seed (0: from the clock); the same seed makes the same choices")
 	flag.StringVar(&c.binDir, "bin", "bin", "local: directory of the binaries (make build)")
@@ -152,8 +152,15 @@ func run(ctx context.Context, c config) (int, error) {
 		t = lt
 	case "compose":
 		t = &composeTarget{project: c.project, apiAddr: c.server, certs: c.certs, controllers: stack.Controllers}
+	case "compose-ha":
+		server := c.server
+		if server == "127.0.0.1:6443" {
+			server = "127.0.0.1:6443,127.0.0.1:6453,127.0.0.1:6463"
+		}
+		t = &composeTarget{project: c.project, apiAddr: server, certs: c.certs, controllers: stack.Controllers,
+			ha: true, network: c.project + "_kplane"}
 	default:
-		return 0, fmt.Errorf("--target %q: want local or compose", c.target)
+		return 0, fmt.Errorf("--target %q: want local, compose or compose-ha", c.target)
 	}
 
 	conn, err := client.Dial(ctx, t.ClientOptions())
@@ -173,7 +180,20 @@ func run(ctx context.Context, c config) (int, error) {
 		return 0, err
 	}
 
+	// With several apiservers a register workload runs alongside, and
+	// its history must be linearizable.
+	var regs *registers
+	if ct, ok := t.(*composeTarget); ok && ct.ha {
+		regs = newRegisters(api, ns)
+		setupCtx, cancel := context.WithTimeout(ctx, time.Minute)
+		err := regs.Setup(setupCtx)
+		cancel()
+		if err != nil {
+			return 0, err
+		}
+	}
 	k := newKiller(t, api, c.seed, logf)
+	k.quorum = regs != nil
 	k.minInterval, k.maxInterval, k.maxDown = c.minInterval, c.maxInterval, c.maxDown
 	if c.only != "" {
 		k.only = map[string]bool{}
@@ -216,6 +236,9 @@ func run(ctx context.Context, c config) (int, error) {
 		defer close(workDone)
 		w.Run(chaosCtx)
 	}()
+	if regs != nil {
+		regs.Start(chaosCtx, c.seed)
+	}
 	start := time.Now()
 	runErr := k.Run(chaosCtx)
 	stopChaos()
@@ -270,6 +293,9 @@ func run(ctx context.Context, c config) (int, error) {
 	kr := k.Result()
 	violations = append(violations, kr.errors...)
 	violations = append(violations, observerViolations(w)...)
+	if regs != nil {
+		violations = append(violations, regs.Check(c.seed)...)
+	}
 	rep := report{
 		target: t.Name(), seed: c.seed, chaos: chaosTime, kills: kr, workload: w,
 		converged: converged, convergence: convergedAt.Sub(kr.lastKill), violations: violations,
@@ -283,7 +309,7 @@ func run(ctx context.Context, c config) (int, error) {
 	if len(rep.violations) > 0 && c.target == "local" {
 		fmt.Println("logs:", strings.TrimSpace(logHint(c)))
 	}
-	if c.target == "compose" {
+	if c.target == "compose" || c.target == "compose-ha" {
 		cleanup(api, ns)
 	}
 	return len(rep.violations), nil

@@ -154,6 +154,10 @@ type composeTarget struct {
 	apiAddr     string
 	certs       string // the admin's CA and client certificate; "" for plaintext
 	controllers []string
+	// ha groups apiserver, apiserver-2 and apiserver-3 as one service, and
+	// network is the project's network (for partitions).
+	ha      bool
+	network string
 
 	// One `docker ps` answers Running for every container for a moment,
 	// rather than a docker inspect per container per check.
@@ -162,7 +166,12 @@ type composeTarget struct {
 	readAt  time.Time
 }
 
-func (t *composeTarget) Name() string    { return "compose project " + t.project }
+func (t *composeTarget) Name() string {
+	if t.ha {
+		return "compose project " + t.project + " (HA: three apiservers, stacked etcd)"
+	}
+	return "compose project " + t.project
+}
 func (t *composeTarget) APIAddr() string { return t.apiAddr }
 
 // ClientOptions implements target: the admin's certificate from the
@@ -201,9 +210,13 @@ func (t *composeTarget) Units(ctx context.Context) ([]unit, error) {
 		}
 		svc := f[2]
 		// One container per node: nodeagent-1, proxy-1, ...
-		for _, perNode := range []string{"nodeagent", "proxy"} {
-			if strings.HasPrefix(svc, perNode+"-") {
-				svc = perNode
+		perNode := []string{"nodeagent", "proxy"}
+		if t.ha {
+			perNode = append(perNode, "apiserver")
+		}
+		for _, p := range perNode {
+			if strings.HasPrefix(svc, p+"-") {
+				svc = p
 			}
 		}
 		units = append(units, unit{ID: f[0], Name: f[1], Service: svc})

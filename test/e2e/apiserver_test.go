@@ -39,7 +39,7 @@ func startAPIServer(t *testing.T, dataDir string) (*launcher.Process, kplanev1.R
 	return p, api, a
 }
 
-func waitHealthy(t *testing.T, p *launcher.Process) {
+func waitHealthy(t testing.TB, p *launcher.Process) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()

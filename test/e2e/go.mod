@@ -3,6 +3,7 @@ module github.com/kplane/kplane/test/e2e
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/kplane/kplane/proto v0.0.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.85.0

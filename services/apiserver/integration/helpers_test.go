@@ -28,7 +28,7 @@ import (
 // TestMain fails the package when a test leaves goroutines behind: every
 // watch stream, watch cache and etcd goroutine must end with its server.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, testserver.PeerLeakOptions()...)
 }
 
 // timeout bounds every test's RPCs: long enough for -race on two shared

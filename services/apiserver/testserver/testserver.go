@@ -7,6 +7,7 @@ package testserver
 import (
 	"context"
 	"crypto"
+	"fmt"
 	"net"
 	"net/netip"
 	"sync"
@@ -118,6 +119,33 @@ type Server struct {
 // Start starts an apiserver and stops it when the test ends.
 func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
+	s := prepare(t, opts...)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("testserver: listen: %v", err)
+	}
+	s.addr = lis.Addr().String()
+	s.start(t, lis)
+	return s
+}
+
+// New configures an apiserver without starting it (StartErr starts it);
+// it is stopped when the test ends.
+func New(t testing.TB, opts ...Option) *Server { return prepare(t, opts...) }
+
+// StartErr starts a server from New on a new loopback port.
+func (s *Server) StartErr() error {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	s.addr = lis.Addr().String()
+	return s.startErr(lis)
+}
+
+// prepare is the configuration of a server, stopped when the test ends.
+func prepare(t testing.TB, opts ...Option) *Server {
+	t.Helper()
 	cfg := apiserver.Defaults()
 	cfg.DataDir = t.TempDir()
 	cfg.CompactionInterval = 0
@@ -129,12 +157,6 @@ func Start(t testing.TB, opts ...Option) *Server {
 		o(&cfg)
 	}
 	s := &Server{cfg: cfg}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("testserver: listen: %v", err)
-	}
-	s.addr = lis.Addr().String()
-	s.start(t, lis)
 	t.Cleanup(func() {
 		s.mu.Lock()
 		conn := s.conn
@@ -150,6 +172,13 @@ func Start(t testing.TB, opts ...Option) *Server {
 
 func (s *Server) start(t testing.TB, lis net.Listener) {
 	t.Helper()
+	if err := s.startErr(lis); err != nil {
+		t.Fatalf("testserver: start apiserver: %v", err)
+	}
+}
+
+// startErr starts the apiserver on lis (closed on failure).
+func (s *Server) startErr(lis net.Listener) error {
 	cfg := s.cfg
 	cfg.Listener = lis
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -157,11 +186,12 @@ func (s *Server) start(t testing.TB, lis net.Listener) {
 	api, err := apiserver.Start(ctx, cfg)
 	if err != nil {
 		_ = lis.Close()
-		t.Fatalf("testserver: start apiserver: %v", err)
+		return err
 	}
 	s.mu.Lock()
 	s.api = api
 	s.mu.Unlock()
+	return nil
 }
 
 // Addr is the apiserver's address, stable across restarts.
@@ -202,6 +232,14 @@ func (s *Server) halt(graceful bool) {
 // address, stopping it first if it runs.
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
+	if err := s.RestartErr(); err != nil {
+		t.Fatalf("testserver: %v", err)
+	}
+}
+
+// RestartErr is Restart returning its error (for starts expected to
+// fail, and from goroutines other than the test's).
+func (s *Server) RestartErr() error {
 	s.Stop()
 	var lis net.Listener
 	var err error
@@ -214,9 +252,9 @@ func (s *Server) Restart(t testing.TB) {
 		time.Sleep(50 * time.Millisecond) // the port is released asynchronously
 	}
 	if err != nil {
-		t.Fatalf("testserver: listen again on %s: %v", s.addr, err)
+		return fmt.Errorf("listen again on %s: %w", s.addr, err)
 	}
-	s.start(t, lis)
+	return s.startErr(lis)
 }
 
 // Compact compacts etcd history up to the current revision.

@@ -34,6 +34,7 @@ import (
 	sa "github.com/kplane/kplane/pkg/serviceaccount"
 	"github.com/kplane/kplane/pkg/strategy"
 
+	"github.com/kplane/kplane/services/apiserver/internal/admin"
 	"github.com/kplane/kplane/services/apiserver/internal/auth/authn"
 	"github.com/kplane/kplane/services/apiserver/internal/auth/authz"
 	saauth "github.com/kplane/kplane/services/apiserver/internal/auth/serviceaccount"
@@ -53,6 +54,12 @@ type Config struct {
 	// DataDir holds the embedded etcd; EtcdEndpoints selects an external one instead.
 	DataDir       string
 	EtcdEndpoints []string
+	// EtcdCluster makes the embedded etcd one member of a cluster of
+	// apiservers (stacked etcd); zero is a single member.
+	EtcdCluster backend.Cluster
+	// EtcdRestoreFrom restores the embedded etcd from a snapshot file
+	// before it starts (the data dir must hold no etcd data).
+	EtcdRestoreFrom string
 	// CompactionInterval compacts etcd history periodically, keeping one
 	// interval of history for reconnecting watchers; 0 disables it.
 	CompactionInterval time.Duration
@@ -174,6 +181,8 @@ type APIServer struct {
 	// AlwaysAllow mode); audit is the audit log (nil when off).
 	authzFeed *authz.Feed
 	audit     *authz.AuditLog
+	// member follows the embedded etcd member's leader.
+	member *memberHealth
 
 	cancel         context.CancelFunc
 	shutdown       context.CancelFunc
@@ -236,6 +245,8 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	be, err := backend.Open(ctx, backend.Config{
 		DataDir:         cfg.DataDir,
 		Endpoints:       cfg.EtcdEndpoints,
+		Cluster:         cfg.EtcdCluster,
+		RestoreFrom:     cfg.EtcdRestoreFrom,
 		UnsafeNoFsync:   cfg.UnsafeNoFsync,
 		MaxRequestBytes: uint(cfg.MaxRequestBytes) + 512<<10,
 		Logger:          log.Named("etcd"),
@@ -255,6 +266,7 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 		store: store.New(be.Client, store.Options{MaxObjectBytes: cfg.MaxObjectBytes, Lifecycle: strategy.Config{
 			EventTTL: cfg.EventTTL, ServiceClusterIPRange: cfg.ServiceClusterIPRange, ServiceNodePortRange: cfg.ServiceNodePortRange}, Logger: log.Named("store")}),
 		caches:   caches,
+		member:   newMemberHealth(),
 		cancel:   cancel,
 		shutdown: shutdown,
 		httpDone: httpDone,
@@ -268,7 +280,7 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 		return nil, err
 	}
 	for _, k := range kplanev1.Kinds() {
-		c := watchcache.New(watchcache.Config{Kind: k, Client: be.Client, Capacity: cfg.WatchCacheSize, Logger: log.Named("watchcache")})
+		c := watchcache.New(watchcache.Config{Kind: k, Client: be.Client, Capacity: cfg.WatchCacheSize, History: int64(cfg.WatchCacheSize), Logger: log.Named("watchcache")})
 		a.caches[k.Name] = c
 		a.wg.Add(1)
 		go func() {
@@ -326,6 +338,7 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	}
 	a.httpMux = http.NewServeMux()
 	a.httpMux.HandleFunc("/", notFound)
+	saOpts = append(saOpts, server.WithWatchBreak(a.member.watchBreak))
 	resources := authz.NewDecorator(server.New(a.store, a.caches, cfg.BookmarkInterval, shutdownCtx, log.Named("server"), saOpts...),
 		authz.DecoratorConfig{Authorizer: authorizer, Escalation: esc, Audit: a.audit, Logger: log.Named("authz")})
 	a.proxy = proxy.New(a.store, log.Named("proxy"), proxy.WithObserver(func(kind string, code int) {
@@ -348,6 +361,7 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	)...)
 	// gRPC and REST reach the store only through the authorizing decorator.
 	kplanev1.RegisterResourcesServer(a.grpc, resources)
+	kplanev1.RegisterAdminServer(a.grpc, admin.New(admin.Config{Client: be.Client, Leader: be.Leader, Authorizer: authorizer, Logger: log.Named("admin")}))
 	// The REST side calls the very service the gRPC clients reach, in process.
 	rh := rest.New(resources, rest.Version{GitVersion: cfg.Version}, log.Named("rest"))
 	rh.Register(a.httpMux)
@@ -386,6 +400,13 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 			log.Error("listener failed", "error", err)
 		}
 	}()
+	if be.Embedded() {
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.memberLoop(runCtx)
+		}()
+	}
 	if cfg.AllocationRepairInterval > 0 {
 		a.wg.Add(1)
 		go func() {
@@ -492,13 +513,22 @@ func notFound(w http.ResponseWriter, r *http.Request) {
 	proxy.WriteStatus(w, http.StatusNotFound, "NotFound", "the server could not find the requested resource: "+r.URL.Path)
 }
 
-// ready is /readyz: serving until shutdown begins.
+// ready is /readyz: serving until shutdown begins, while the embedded
+// etcd member has a leader.
 func (a *APIServer) ready() error {
 	if a.stopping.Load() {
 		return errors.New("shutting down")
 	}
-	return nil
+	return a.member.err()
 }
+
+// Done is closed when the apiserver's embedded etcd member stopped on its
+// own (removed from the cluster, a fatal etcd error); Err says why. The
+// apiserver cannot serve without it and should be stopped.
+func (a *APIServer) Done() <-chan struct{} { return a.backend.Done() }
+
+// Err is why Done closed.
+func (a *APIServer) Err() error { return a.backend.Err() }
 
 // HealthAddr is the address of the HTTP health server ("" when off).
 func (a *APIServer) HealthAddr() string {

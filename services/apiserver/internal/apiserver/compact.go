@@ -2,9 +2,11 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -56,7 +58,13 @@ func (a *APIServer) compactTo(ctx context.Context, rev int64) error {
 		return nil
 	}
 	if _, err := a.backend.Client.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil {
-		return fmt.Errorf("compact etcd to revision %d: %w", rev, err)
+		// With several apiservers on one etcd cluster each compacts; one
+		// that finds the revision already compacted has nothing to do
+		// but tell its caches.
+		if !errors.Is(err, rpctypes.ErrCompacted) && !errors.Is(err, rpctypes.ErrGRPCCompacted) {
+			return fmt.Errorf("compact etcd to revision %d: %w", rev, err)
+		}
+		a.log.Debug("etcd already compacted past the revision by another apiserver", "revision", rev)
 	}
 	a.lastCompaction = rev
 	for _, c := range a.caches {

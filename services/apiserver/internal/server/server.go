@@ -40,6 +40,16 @@ type Server struct {
 	// requireServiceAccounts refuses pods naming a ServiceAccount that
 	// does not exist: on exactly when authentication is.
 	requireServiceAccounts bool
+	// watchBreak, when set, returns a channel closed when the watches
+	// open now must end (the apiserver's etcd member lost its leader), so
+	// their clients resume on another apiserver.
+	watchBreak func() <-chan struct{}
+}
+
+// WithWatchBreak ends each watch with Unavailable when the channel
+// current at its start closes.
+func WithWatchBreak(f func() <-chan struct{}) Option {
+	return func(s *Server) { s.watchBreak = f }
 }
 
 // Option configures a Server.
@@ -258,6 +268,17 @@ func (s *Server) Watch(req *kplanev1.WatchRequest, stream kplanev1.Resources_Wat
 	}
 	stop := context.AfterFunc(s.shutdown, cancel)
 	defer stop()
+	var broken <-chan struct{}
+	if s.watchBreak != nil {
+		broken = s.watchBreak()
+		go func() {
+			select {
+			case <-broken:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	send := func(r *kplanev1.WatchResponse, encoded []byte) error {
 		if encoded != nil && r.Error == "" {
 			return stream.SendMsg(encodeWatchResponse(r, encoded))
@@ -272,6 +293,9 @@ func (s *Server) Watch(req *kplanev1.WatchRequest, stream kplanev1.Resources_Wat
 	err = cache.Watch(ctx, opts, send)
 	if err == nil && s.shutdown.Err() != nil {
 		return status.Error(codes.Unavailable, "apiserver shutting down; watch again from the last resourceVersion received")
+	}
+	if err == nil && isClosed(broken) {
+		return status.Error(codes.Unavailable, "this apiserver's etcd member has no leader; watch again from the last resourceVersion received (another apiserver)")
 	}
 	return err
 }
@@ -292,4 +316,17 @@ func (s *Server) UpdateScale(ctx context.Context, req *kplanev1.UpdateScaleReque
 		return nil, err
 	}
 	return &kplanev1.UpdateScaleResponse{Scale: sc}, nil
+}
+
+// isClosed reports whether ch is closed (a nil channel never is).
+func isClosed(ch <-chan struct{}) bool {
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

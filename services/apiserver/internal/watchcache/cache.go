@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -62,7 +63,13 @@ type Config struct {
 	// ProgressInterval is how often the cache asks etcd for its current
 	// revision, so bookmarks advance while the kind is quiet.
 	ProgressInterval time.Duration
-	Logger           hclog.Logger
+	// History is how many etcd revisions before the current one the cache
+	// replays when it loads, if etcd still has them: a client that watched
+	// another apiserver (or this one before a restart) then resumes here
+	// from its last resourceVersion instead of having to list again.
+	// 0 loads the current state only.
+	History int64
+	Logger  hclog.Logger
 }
 
 // Cache is one kind's watch cache. Run feeds it; Watch serves from it.
@@ -90,6 +97,10 @@ type Cache struct {
 	// at once (a reader waits for the cache to reach a revision).
 	progressNow chan struct{}
 	loaded      bool
+	// readyAt is the revision the first load must reach (after replaying
+	// history) before Ready closes; readyClosed records that it has.
+	readyAt     int64
+	readyClosed bool
 }
 
 // New returns a cache; call Run to fill it.
@@ -235,6 +246,11 @@ func (c *Cache) load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list %s: %w", prefix, err)
 	}
+	target := resp.Header.Revision
+	at := target
+	if old, rev := c.historyStart(ctx, prefix, target); old != nil {
+		resp, at = old, rev
+	}
 	state := make(map[string]*kplanev1.Object, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		obj, err := store.Decode(kv.Value, kv.ModRevision)
@@ -246,20 +262,53 @@ func (c *Cache) load(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	first := c.epoch == 0 && !c.loaded
 	c.state = state
-	c.rev = resp.Header.Revision
-	c.windowStart = resp.Header.Revision
+	c.rev = at
+	c.windowStart = at
 	clear(c.ring)
 	c.next = 0
 	c.epoch++
 	c.loaded = true
+	if c.readyAt == 0 {
+		c.readyAt = target
+	}
+	c.markReady()
 	c.broadcast()
-	if first {
+	c.log.Debug("watch cache loaded", "objects", len(state), "revision", c.rev, "replaying_to", target)
+	return nil
+}
+
+// markReady closes Ready once the first load has caught up to the
+// revision it was made at. Callers hold mu.
+func (c *Cache) markReady() {
+	if !c.readyClosed && c.rev >= c.readyAt {
+		c.readyClosed = true
 		close(c.ready)
 	}
-	c.log.Debug("watch cache loaded", "objects", len(state), "revision", c.rev)
-	return nil
+}
+
+// historyStart reads the kind as it was up to History revisions before
+// target, so the watch that follows replays the changes since into the
+// ring. When etcd compacted that far it tries nearer revisions; it
+// returns nil when there is no history to replay.
+func (c *Cache) historyStart(ctx context.Context, prefix string, target int64) (*clientv3.GetResponse, int64) {
+	back := c.cfg.History
+	if back > target-1 {
+		back = target - 1
+	}
+	for tries := 0; tries < 4 && back > 0; tries++ {
+		rev := target - back
+		resp, err := c.cfg.Client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev))
+		if err == nil {
+			return resp, rev
+		}
+		if !errors.Is(err, rpctypes.ErrCompacted) && !errors.Is(err, rpctypes.ErrGRPCCompacted) {
+			c.log.Debug("reading history for the watch cache failed; loading the current state only", "error", err)
+			return nil, 0
+		}
+		back /= 4
+	}
+	return nil, 0
 }
 
 // follow applies etcd's watch stream to the cache until it breaks.
@@ -348,6 +397,7 @@ func (c *Cache) apply(resp clientv3.WatchResponse) {
 	if resp.IsProgressNotify() && resp.Header.Revision > c.rev {
 		c.rev = resp.Header.Revision
 	}
+	c.markReady()
 	if len(events) > 0 || resp.IsProgressNotify() {
 		c.broadcast()
 	}

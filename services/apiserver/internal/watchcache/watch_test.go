@@ -37,6 +37,7 @@ func podEvent(t *testing.T, name string, rev int64) clientv3.WatchResponse {
 func TestWatchFromRevisionAheadOfCache(t *testing.T) {
 	c := New(Config{Kind: kplanev1.LookupKind("Pod"), Capacity: 16})
 	c.loaded = true
+	c.readyClosed = true
 	close(c.ready)
 	c.apply(podEvent(t, "a", 5))
 
@@ -70,6 +71,7 @@ func TestWatchFromRevisionAheadOfCache(t *testing.T) {
 func TestWatchTooOldAndSlowWatcher(t *testing.T) {
 	c := New(Config{Kind: kplanev1.LookupKind("Pod"), Capacity: 2})
 	c.loaded = true
+	c.readyClosed = true
 	close(c.ready)
 	for i, n := range []string{"a", "b", "c", "d"} {
 		c.apply(podEvent(t, n, int64(10+i)))
@@ -124,6 +126,7 @@ func statusOf(err error) (string, bool) {
 func TestWaitForRevision(t *testing.T) {
 	c := New(Config{Kind: kplanev1.LookupKind("Pod"), Capacity: 4})
 	c.loaded = true
+	c.readyClosed = true
 	close(c.ready)
 	c.apply(podEvent(t, "a", 5))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
