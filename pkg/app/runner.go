@@ -56,6 +56,12 @@ type runner struct {
 	mu    sync.RWMutex
 	queue *workqueue.Queue // the current term's queue; nil while not working
 
+	// loopOnce registers loopMetrics, the leader election series every
+	// Loop's elector shares.
+	loopOnce       sync.Once
+	loopMetrics    leaderelection.Metrics
+	loopMetricsErr error
+
 	working      atomic.Bool // leading, or running unelected
 	candidate    atomic.Bool // taking part in the election
 	shuttingDown atomic.Bool
