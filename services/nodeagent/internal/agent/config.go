@@ -12,14 +12,20 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/pkg/quantity"
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 	"github.com/kplane/kplane/services/nodeagent/internal/ipam"
 	"github.com/kplane/kplane/services/nodeagent/internal/podnet"
 )
 
 // Config holds the node agent's own flags.
 type Config struct {
-	NodeName          string
-	NodeLabels        string
+	NodeName   string
+	NodeLabels string
+	// CloudProvider is "" or "external" (kplanev1.CloudProviderExternal):
+	// the Node is registered with the uninitialized taint and a
+	// NetworkUnavailable condition, and its addresses are left to the
+	// cloud controller manager (cloudctl).
+	CloudProvider     string
 	NodeIP            string
 	CPU               string
 	Memory            string
@@ -52,6 +58,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	host, _ := os.Hostname()
 	fs.StringVar(&c.NodeName, "node-name", strings.ToLower(host), "name of the Node to register (with --fake-nodes, the prefix of the names)")
 	fs.StringVar(&c.NodeLabels, "node-labels", "", "labels of the Node, k=v,k2=v2")
+	fs.StringVar(&c.CloudProvider, "cloud-provider", "", "external: the cloud controller manager (cloudctl) initialises the Node; it registers with the node.cloudprovider.kubernetes.io/uninitialized taint, NetworkUnavailable until its route exists, and the addresses are the cloud's")
 	fs.StringVar(&c.NodeIP, "node-ip", "127.0.0.1", "the node's InternalIP (the pods' hostIP; where kpctl logs connects)")
 	fs.StringVar(&c.CPU, "cpu", strconv.Itoa(runtime.NumCPU()), "cpu capacity of the node")
 	fs.StringVar(&c.Memory, "memory", hostMemory(), "memory capacity of the node")
@@ -85,6 +92,9 @@ func (c *Config) validate() error {
 	}
 	if c.FakeNodes < 0 || (c.FakeNodes > 0 && c.Runtime != "fake") {
 		return fmt.Errorf("--fake-nodes needs --runtime=fake and a non-negative count")
+	}
+	if c.CloudProvider != "" && c.CloudProvider != kplanev1.CloudProviderExternal {
+		return fmt.Errorf("--cloud-provider must be empty or %q, not %q", kplanev1.CloudProviderExternal, c.CloudProvider)
 	}
 	if _, err := netip.ParseAddr(c.NodeIP); err != nil {
 		return fmt.Errorf("--node-ip: %w", err)
