@@ -64,8 +64,18 @@ type Options struct {
 	// the host (every node's pods share the host's network, so one proxy
 	// serves them all), as a kube-proxy beside each node agent in compose.
 	NoProxy bool
+	// CloudAddr is cloudsim's gRPC address with Cloud; free when empty.
+	CloudAddr string
 	// LogFormat and LogLevel are passed to every process when set.
 	LogFormat, LogLevel string
+	// Cloud runs the simulated cloud: cloudsim (state in
+	// DataDir/cloudsim, an instance per node created at its start) and
+	// cloudctl, the cloud controller manager; every node agent runs with
+	// --cloud-provider=external at an address of its own (NodeIP).
+	Cloud bool
+	// CloudLBRange is cloudsim's --lb-ip-range; a loopback /24 of this
+	// process's own when empty.
+	CloudLBRange string
 	// Insecure runs the apiserver in plaintext without authentication or
 	// authorization (anyone reaching it may do anything). By default the
 	// stack runs as compose does: TLS, every process under its own
@@ -130,6 +140,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := s.services[0].WaitReady(ctx); err != nil {
 		return nil, err
 	}
+	if opts.Cloud {
+		if err := s.startCloud(ctx); err != nil {
+			return nil, err
+		}
+	}
 	for _, c := range opts.Controllers {
 		for i := 1; i <= opts.Replicas; i++ {
 			health, err := launcher.FreeAddr()
@@ -140,6 +155,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			args = append(args, opts.identityArgs(c)...)
 			if c == "tokenctl" {
 				args = append(args, opts.tokenctlArgs()...)
+			}
+			if c == "cloudctl" {
+				args = append(args, "--cloud", opts.CloudAddr)
 			}
 			if c == "pvctl" {
 				// local-path volumes live here; the node agents, on the
@@ -207,6 +225,22 @@ func (o *Options) complete() error {
 		// one: a secure stack cannot run pods without it.
 		o.Controllers = append([]string{"tokenctl"}, o.Controllers...)
 	}
+	if o.Cloud {
+		if o.Runtime == RuntimeFake {
+			return errors.New("stack: Cloud needs exec node agents (an instance per node)")
+		}
+		if !slices.Contains(o.Controllers, "cloudctl") {
+			o.Controllers = append(slices.Clone(o.Controllers), "cloudctl")
+		}
+		if o.CloudAddr == "" {
+			if o.CloudAddr, err = launcher.FreeAddr(); err != nil {
+				return err
+			}
+		}
+		if o.CloudLBRange == "" {
+			o.CloudLBRange = fmt.Sprintf("127.246.%d.0/24", os.Getpid()%250)
+		}
+	}
 	if o.Replicas < 1 {
 		o.Replicas = 1
 	}
@@ -220,6 +254,9 @@ func (o *Options) complete() error {
 		o.Nodes = 3
 	}
 	bins := append([]string{"apiserver", "nodeagent"}, o.Controllers...)
+	if o.Cloud {
+		bins = append(bins, "cloudsim")
+	}
 	if !o.NoProxy {
 		bins = append(bins, "proxy")
 	}
@@ -270,6 +307,12 @@ func (s *Stack) startNodeAgents() error {
 		root := filepath.Join(o.DataDir, "nodes", node)
 		args := []string{"--apiserver", o.APIAddr, "--health-addr", health, "--logs-addr", logs,
 			"--runtime", RuntimeExec, "--node-name", node, "--root-dir", root}
+		if o.Cloud {
+			// The node's own address (its instance's), where its logs
+			// server listens too, so that kpctl logs reaches it.
+			_, port, _ := strings.Cut(logs, ":")
+			args = append(args, "--cloud-provider", "external", "--node-ip", o.NodeIP(i), "--logs-addr", o.NodeIP(i)+":"+port)
+		}
 		args = append(args, o.identityArgs(node)...)
 		if _, err := s.add(fmt.Sprintf("nodeagent-%d", i), "nodeagent", health, root, args, ""); err != nil {
 			return err
