@@ -18,6 +18,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -29,6 +31,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
 
+	khealth "github.com/kplane/kplane/pkg/health"
 	"github.com/kplane/kplane/pkg/logging"
 	cloudsimv1 "github.com/kplane/kplane/proto/kplane/cloudsim/v1"
 	"github.com/kplane/kplane/services/cloudsim/balancer"
@@ -78,16 +81,51 @@ func usageErr(format string, args ...any) error {
 // instanceFile is the --instances file: instances to create at start when
 // no live instance has their name.
 type instanceFile struct {
-	Instances []struct {
-		Name         string `json:"name"`
-		Zone         string `json:"zone"`
-		Region       string `json:"region"`
-		InstanceType string `json:"instanceType"`
-		Addresses    []struct {
-			Type    string `json:"type"`
-			Address string `json:"address"`
-		} `json:"addresses"`
-	} `json:"instances"`
+	Instances []seedInstance `json:"instances"`
+}
+
+type seedInstance struct {
+	Name         string        `json:"name"`
+	Zone         string        `json:"zone"`
+	Region       string        `json:"region"`
+	InstanceType string        `json:"instanceType"`
+	Addresses    []seedAddress `json:"addresses"`
+}
+
+type seedAddress struct {
+	Type    string `json:"type"`
+	Address string `json:"address"`
+}
+
+// parseInstanceFlag reads --instance's key=value list.
+func parseInstanceFlag(spec string) (seedInstance, error) {
+	var in seedInstance
+	for _, kv := range strings.Split(spec, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return in, fmt.Errorf("%q is not key=value", kv)
+		}
+		switch k {
+		case "name":
+			in.Name = v
+		case "zone":
+			in.Zone = v
+		case "region":
+			in.Region = v
+		case "type":
+			in.InstanceType = v
+		case "internal-ip":
+			in.Addresses = append(in.Addresses, seedAddress{Type: sim.AddressInternalIP, Address: v})
+		case "external-ip":
+			in.Addresses = append(in.Addresses, seedAddress{Type: sim.AddressExternalIP, Address: v})
+		default:
+			return in, fmt.Errorf("unknown key %q (want name, zone, region, type, internal-ip, external-ip)", k)
+		}
+	}
+	if in.Name == "" {
+		return in, errors.New("name is required")
+	}
+	return in, nil
 }
 
 func serve(ctx context.Context, args []string, errOut io.Writer) error {
@@ -105,6 +143,12 @@ func serve(ctx context.Context, args []string, errOut io.Writer) error {
 	interval := fs.Duration("health-check-interval", time.Second, "how often every backend of every load balancer is checked with a TCP connect")
 	timeout := fs.Duration("health-check-timeout", time.Second, "timeout of one health check connect and of a forwarded connection's dial")
 	unhealthy := fs.Int("unhealthy-threshold", 2, "consecutive failed checks that take a backend out of rotation")
+	healthAddr := fs.String("health-addr", "", "address of the HTTP server for /healthz, /readyz and /metrics (empty: none; the gRPC health service is always on)")
+	var inline []string
+	fs.Func("instance", "an instance to create at start, like --instances (repeatable): name=NAME,zone=Z,region=R,type=T,internal-ip=IP,external-ip=IP", func(s string) error {
+		inline = append(inline, s)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -166,6 +210,13 @@ func serve(ctx context.Context, args []string, errOut io.Writer) error {
 			return usageErr("--instances %s: %v", *instances, err)
 		}
 	}
+	for _, spec := range inline {
+		in, err := parseInstanceFlag(spec)
+		if err != nil {
+			return usageErr("--instance %q: %v", spec, err)
+		}
+		seed.Instances = append(seed.Instances, in)
+	}
 	log := logOpts.New("cloudsim", errOut)
 	cfg.Logger = log
 	cloud, err := sim.New(cfg)
@@ -196,6 +247,18 @@ func serve(ctx context.Context, args []string, errOut io.Writer) error {
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv)
+	if *healthAddr != "" {
+		reg := prometheus.NewRegistry()
+		if err := reg.Register(collectors.NewGoCollector()); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		hsrv, err := khealth.Start(*healthAddr, reg, func() error { return nil }, log)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("--health-addr: %w", err)
+		}
+		defer hsrv.Stop()
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("serving", "listen", ln.Addr().String(), "state_file", cfg.StateFile)

@@ -26,9 +26,14 @@ func (s *Stack) startCloud(ctx context.Context) error {
 	var b strings.Builder
 	b.WriteString("instances:\n")
 	zones := []string{"zone-a", "zone-b", "zone-c"}
-	for i := 1; i <= o.Nodes; i++ {
+	// Exec agents are node-1...; the fake agent registers node-0...
+	first := 1
+	if o.Runtime == RuntimeFake {
+		first = 0
+	}
+	for i := first; i < first+o.Nodes; i++ {
 		fmt.Fprintf(&b, "- name: node-%d\n  zone: %s\n  region: region-1\n  instanceType: sim.small\n  addresses:\n  - {type: InternalIP, address: %s}\n",
-			i, zones[(i-1)%len(zones)], o.NodeIP(i))
+			i, zones[i%len(zones)], o.NodeIP(i+1-first))
 	}
 	instances := filepath.Join(dir, "instances.yaml")
 	if err := os.WriteFile(instances, []byte(b.String()), 0o644); err != nil {

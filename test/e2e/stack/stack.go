@@ -226,9 +226,6 @@ func (o *Options) complete() error {
 		o.Controllers = append([]string{"tokenctl"}, o.Controllers...)
 	}
 	if o.Cloud {
-		if o.Runtime == RuntimeFake {
-			return errors.New("stack: Cloud needs exec node agents (an instance per node)")
-		}
 		if !slices.Contains(o.Controllers, "cloudctl") {
 			o.Controllers = append(slices.Clone(o.Controllers), "cloudctl")
 		}
@@ -287,6 +284,9 @@ func (s *Stack) startNodeAgents() error {
 		root := filepath.Join(o.DataDir, "nodes", "fake")
 		args := []string{"--apiserver", o.APIAddr, "--health-addr", health, "--logs-addr", logs,
 			"--runtime", RuntimeFake, "--fake-nodes", strconv.Itoa(o.Nodes), "--node-name", "node", "--root-dir", root}
+		if o.Cloud {
+			args = append(args, "--cloud-provider", "external") // each node's address is its instance's
+		}
 		// One process plays every fake node, which no node identity may
 		// do (the Node authorizer confines an agent to its own Node): it
 		// runs as the admin.
