@@ -118,7 +118,7 @@ up: images
 .PHONY: up-cloud
 up-cloud: images
 	$(BIN)/kpctl certs --server 127.0.0.1:$(KPLANE_API_PORT) --dir $(CERTS_DIR) --nodes $(CERTS_NODES) $(if $(CERTS_HOSTS),--hosts $(CERTS_HOSTS))
-	KPLANE_CERTS=$(CERTS_DIR) KPLANE_API_PORT=$(KPLANE_API_PORT) KPLANE_CLOUD_PROVIDER=external $(COMPOSE) --profile cloud up -d
+	KPLANE_CERTS=$(CERTS_DIR) KPLANE_API_PORT=$(KPLANE_API_PORT) KPLANE_CLOUD_PROVIDER=external KPLANE_CLOUD_ROUTES=cloudsim:7070 $(COMPOSE) --profile cloud up -d
 	@echo "kplane is up with the simulated cloud: bin/cloudsim instance list; bin/cloudsim lb list"
 
 # Stop and remove the containers; the volumes (etcd data, node root dirs)

@@ -140,8 +140,11 @@ func (k *killer) killOne() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var lease, identity string
-	if holder := k.holder(ctx, u.Service); holder != "" && k.isHolder(ctx, u, holder) {
-		lease, identity = u.Service, holder
+	for _, name := range leaseNames(u.Service) {
+		if holder := k.holder(ctx, name); holder != "" && k.isHolder(ctx, u, holder) {
+			lease, identity = name, holder
+			break
+		}
 	}
 	killedAt := time.Now()
 	k.mu.Lock()

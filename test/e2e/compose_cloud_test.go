@@ -77,7 +77,7 @@ func TestComposeCloud(t *testing.T) {
 	lbLow := 40000 + (pid%500)*10
 	lbPorts := fmt.Sprintf("%d-%d", lbLow, lbLow+9)
 	c.env = []string{"KPLANE_TAG=" + c.tag, "KPLANE_API_PORT=" + port, "KPLANE_NET=" + network, "KPLANE_CERTS=" + c.certs,
-		"KPLANE_CLOUD_PROVIDER=external", "KPLANE_LB_PORTS=" + lbPorts, "KPLANE_CLOUD_PORT=" + cloudPort}
+		"KPLANE_CLOUD_PROVIDER=external", "KPLANE_CLOUD_ROUTES=cloudsim:7070", "KPLANE_LB_PORTS=" + lbPorts, "KPLANE_CLOUD_PORT=" + cloudPort}
 
 	build := exec.Command(filepath.Join(root, "deploy", "compose", "build-images.sh"))
 	build.Env = append(os.Environ(), "KPLANE_BIN="+binDir, "KPLANE_TAG="+c.tag)
@@ -117,7 +117,9 @@ func TestComposeCloud(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	cloud := cloudsimv1.NewCloudClient(conn)
-	call := func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), 10*time.Second) }
+	call := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), 10*time.Second)
+	}
 
 	c.eventually("three Ready nodes initialised by cloudctl and routed", 4*time.Minute, func() bool {
 		ctx, cancel := call()
@@ -140,6 +142,42 @@ func TestComposeCloud(t *testing.T) {
 		}
 		return ready == 3
 	})
+
+	// Each node container's routing table carries the cloud's routes: the
+	// other two nodes' pod CIDRs via their addresses (nodeagent
+	// --cloud-routes-from), so pod-to-pod traffic follows them.
+	ctx, cancel := call()
+	nodes, err := c.api.List(ctx, &kplanev1.ListRequest{Kind: "Node"})
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, self := range []string{"1", "2", "3"} {
+		var want []string
+		for _, o := range nodes.GetItems() {
+			n := o.GetNode()
+			if n.GetMetadata().GetName() == "node-"+self {
+				continue
+			}
+			want = append(want, n.GetSpec().GetPodCidr()+" via "+n.GetStatus().GetAddresses()[0].GetAddress())
+		}
+		ids := c.containers("nodeagent-" + self)
+		if len(ids) != 1 {
+			t.Fatalf("nodeagent-%s containers: %v", self, ids)
+		}
+		c.eventually("node-"+self+"'s routing table holds the cloud's routes", time.Minute, func() bool {
+			out, err := exec.Command("docker", "exec", ids[0], "ip", "route", "show").CombinedOutput()
+			if err != nil {
+				return false
+			}
+			for _, w := range want {
+				if !strings.Contains(string(out), w) {
+					return false
+				}
+			}
+			return true
+		})
+	}
 
 	labels := map[string]string{"app": "lbweb"}
 	create := func(o *kplanev1.Object) {
