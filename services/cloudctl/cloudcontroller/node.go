@@ -163,10 +163,10 @@ func desiredSpec(cur *kplanev1.Node, in *cloudsimv1.Instance, now time.Time) *kp
 	var taints []*kplanev1.Taint
 	hasShutdown := false
 	for _, t := range next.Spec.Taints {
-		switch {
-		case t.Key == kplanev1.TaintNodeUninitialized:
+		switch t.Key {
+		case kplanev1.TaintNodeUninitialized:
 			continue
-		case t.Key == kplanev1.TaintNodeShutdown:
+		case kplanev1.TaintNodeShutdown:
 			if !shutdown {
 				continue
 			}

@@ -266,7 +266,9 @@ func serve(ctx context.Context, args []string, errOut io.Writer) error {
 	case <-ctx.Done():
 		hs.Shutdown()
 		srv.GracefulStop()
-		<-errc
+		if err := <-errc; err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
 		log.Info("stopped cleanly")
 		return nil
 	case err := <-errc:
@@ -459,9 +461,10 @@ func stateName(s cloudsimv1.InstanceState) string {
 
 func table(out io.Writer, head []string, n int, row func(int) []string) error {
 	w := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
-	fmt.Fprintln(w, strings.Join(head, "\t"))
+	// tabwriter buffers: write errors surface in Flush.
+	_, _ = fmt.Fprintln(w, strings.Join(head, "\t"))
 	for i := range n {
-		fmt.Fprintln(w, strings.Join(row(i), "\t"))
+		_, _ = fmt.Fprintln(w, strings.Join(row(i), "\t"))
 	}
 	return w.Flush()
 }
