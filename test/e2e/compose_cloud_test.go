@@ -77,6 +77,8 @@ func TestComposeCloud(t *testing.T) {
 	lbLow := 40000 + (pid%500)*10
 	lbPorts := fmt.Sprintf("%d-%d", lbLow, lbLow+9)
 	c.env = []string{"KPLANE_TAG=" + c.tag, "KPLANE_API_PORT=" + port, "KPLANE_NET=" + network, "KPLANE_CERTS=" + c.certs,
+		// docker-compose v1 gives up on a busy engine after 60s by default.
+		"COMPOSE_HTTP_TIMEOUT=600", "DOCKER_CLIENT_TIMEOUT=600",
 		"KPLANE_CLOUD_PROVIDER=external", "KPLANE_CLOUD_ROUTES=cloudsim:7070", "KPLANE_LB_PORTS=" + lbPorts, "KPLANE_CLOUD_PORT=" + cloudPort}
 
 	build := exec.Command(filepath.Join(root, "deploy", "compose", "build-images.sh"))
@@ -98,7 +100,15 @@ func TestComposeCloud(t *testing.T) {
 			_ = exec.Command("docker", "image", "rm", "kplane/"+s+":"+c.tag).Run()
 		}
 	})
-	if _, err := c.run(6*time.Minute, "up", "-d"); err != nil {
+	// One replica of each controller (HA is TestCompose's subject): half
+	// the containers, so a loaded Docker engine brings the stack up in
+	// time.
+	up := []string{"up", "-d"}
+	for _, s := range []string{"scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "jobctl", "cronjobctl", "pvctl",
+		"deploymentctl", "statefulsetctl", "daemonsetctl", "disruptionctl", "tokenctl", "cloudctl"} {
+		up = append(up, "--scale", s+"=1")
+	}
+	if _, err := c.run(10*time.Minute, up...); err != nil {
 		t.Fatal(err)
 	}
 	admin := client.Options{Address: addr, TLSCA: filepath.Join(c.certs, "ca.crt"),
