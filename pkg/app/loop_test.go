@@ -70,7 +70,9 @@ func TestLoopsHoldTheirOwnLeases(t *testing.T) {
 		}}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- app.Run(ctx, svc, []string{"--apiserver", srv.Addr(), "--health-addr", "", "--log-level", "warn"}) }()
+		go func() {
+			done <- app.Run(ctx, svc, []string{"--apiserver", srv.Addr(), "--health-addr", "", "--log-level", "warn"})
+		}()
 		return secrets, maps, cancel, done
 	}
 	aSecrets, aNodes, stopA, doneA := start("a")
