@@ -102,13 +102,24 @@ func (f *fixture) node(name, podCIDR string) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	now := timestamppb.Now()
-	n.Status = &kplanev1.NodeStatus{Conditions: []*kplanev1.Condition{
-		{Type: kplanev1.NodeReady, Status: kplanev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now},
-		{Type: kplanev1.NodeNetworkUnavailable, Status: kplanev1.ConditionTrue, Reason: cloudcontroller.ReasonNoRouteCreated, LastHeartbeatTime: now, LastTransitionTime: now},
-	}}
-	if _, err := nodes.UpdateStatus(f.ctx, n); err != nil {
-		f.t.Fatal(err)
+	// cloudctl may write the Node between the create and this status
+	// write: reread on a conflict.
+	for {
+		now := timestamppb.Now()
+		n.Status = &kplanev1.NodeStatus{Addresses: n.GetStatus().GetAddresses(), Conditions: []*kplanev1.Condition{
+			{Type: kplanev1.NodeReady, Status: kplanev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now},
+			{Type: kplanev1.NodeNetworkUnavailable, Status: kplanev1.ConditionTrue, Reason: cloudcontroller.ReasonNoRouteCreated, LastHeartbeatTime: now, LastTransitionTime: now},
+		}}
+		_, err := nodes.UpdateStatus(f.ctx, n)
+		if err == nil {
+			return
+		}
+		if !client.IsConflict(err) {
+			f.t.Fatal(err)
+		}
+		if n, err = nodes.Get(f.ctx, "", name); err != nil {
+			f.t.Fatal(err)
+		}
 	}
 }
 

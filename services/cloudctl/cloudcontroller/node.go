@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -33,6 +34,8 @@ type nodeLoop struct {
 	rec    *record.Recorder
 	log    hclog.Logger
 	period time.Duration
+	// missing holds the nodes reported as without an instance.
+	missing sync.Map
 }
 
 func newNodeLoop(ac *app.Context, cloud cloudsimv1.CloudClient, rec *record.Recorder, period time.Duration) app.Loop {
@@ -61,6 +64,7 @@ func instanceOf(ctx context.Context, cloud cloudsimv1.CloudClient, node *kplanev
 func (l *nodeLoop) Reconcile(ctx context.Context, name string) error {
 	obj, ok := l.nodes.Store().Get(name)
 	if !ok {
+		l.missing.Delete(name)
 		return nil
 	}
 	node := obj.GetNode()
@@ -85,10 +89,13 @@ func (l *nodeLoop) Reconcile(ctx context.Context, name string) error {
 	}
 	if !found {
 		// Registered before its instance exists (or under another name):
-		// it stays uninitialized, and is looked at again.
-		l.log.Warn("no instance for node; it stays uninitialized", "node", name)
+		// it stays uninitialized, and is looked at again (said once).
+		if _, said := l.missing.LoadOrStore(name, true); !said {
+			l.log.Warn("no instance for node; it stays uninitialized", "node", name)
+		}
 		return app.RequeueAfter(l.period)
 	}
+	l.missing.Delete(name)
 	if err := l.syncAddresses(ctx, node, in); err != nil {
 		return err
 	}
