@@ -122,10 +122,20 @@ up-mono: images
 	@echo "kplane (mono: kcm) is up: apiserver on https://127.0.0.1:$(KPLANE_API_PORT) (TLS, client certificates)."
 	@echo "export KUBECONFIG=$(CERTS_DIR)/admin.kubeconfig"
 
+# The same stack with the simulated cloud (compose profile "cloud"):
+# cloudsim, cloudctl, node agents with --cloud-provider=external; load
+# balancers on 127.0.0.1:30800-30809 (KPLANE_LB_PORTS), cloudsim's API on
+# 127.0.0.1:7070 (KPLANE_CLOUD_PORT): bin/cloudsim lb list.
+.PHONY: up-cloud
+up-cloud: images
+	$(BIN)/kpctl certs --server 127.0.0.1:$(KPLANE_API_PORT) --dir $(CERTS_DIR) --nodes $(CERTS_NODES) $(if $(CERTS_HOSTS),--hosts $(CERTS_HOSTS))
+	KPLANE_CERTS=$(CERTS_DIR) KPLANE_API_PORT=$(KPLANE_API_PORT) KPLANE_CLOUD_PROVIDER=external KPLANE_CLOUD_ROUTES=cloudsim:7070 $(COMPOSE) --profile cloud up -d
+	@echo "kplane is up with the simulated cloud: bin/cloudsim instance list; bin/cloudsim lb list"
+
 # Stop and remove the containers; the volumes (etcd data, node root dirs)
 # stay for the next `make up` (docker-compose down -v removes them too).
 down:
-	KPLANE_CERTS=$(CERTS_DIR) COMPOSE_PROFILES=mono $(COMPOSE) down --remove-orphans
+	KPLANE_CERTS=$(CERTS_DIR) COMPOSE_PROFILES=mono $(COMPOSE) --profile cloud down --remove-orphans
 
 # The HA profile (deploy/compose/compose.ha.yaml): three apiservers, each
 # embedding one etcd member; every other service gets all three. Its own

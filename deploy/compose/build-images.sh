@@ -14,13 +14,13 @@ tag="${KPLANE_TAG:-dev}"
 bin="${KPLANE_BIN:-$root/bin}"
 services=("$@")
 if [ ${#services[@]} -eq 0 ]; then
-	services=(apiserver scheduler replicactl nodectl ipamctl gcctl endpointsctl jobctl cronjobctl pvctl deploymentctl statefulsetctl daemonsetctl disruptionctl tokenctl kcm nodeagent proxy kpctl)
+	services=(apiserver scheduler replicactl nodectl ipamctl gcctl endpointsctl jobctl cronjobctl pvctl deploymentctl statefulsetctl daemonsetctl disruptionctl tokenctl kcm nodeagent proxy kpctl cloudsim cloudctl)
 fi
 
 ctx="$here/.context-$tag"
 rm -rf "$ctx"
 mkdir -p "$ctx/busybox/bin"
-for b in healthcheck apiserver scheduler replicactl nodectl ipamctl gcctl endpointsctl jobctl cronjobctl pvctl deploymentctl statefulsetctl daemonsetctl disruptionctl tokenctl kcm nodeagent proxy kpctl; do
+for b in healthcheck apiserver scheduler replicactl nodectl ipamctl gcctl endpointsctl jobctl cronjobctl pvctl deploymentctl statefulsetctl daemonsetctl disruptionctl tokenctl kcm nodeagent proxy kpctl cloudsim cloudctl; do
 	if [ ! -x "$bin/$b" ]; then
 		echo "build-images: $bin/$b is missing; run make build first" >&2
 		exit 1

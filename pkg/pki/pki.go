@@ -44,7 +44,7 @@ const (
 // identity system:kplane:<binary> (the apiserver serves, the node agents
 // get a node identity instead).
 var Controllers = []string{
-	"cronjobctl", "daemonsetctl", "deploymentctl", "disruptionctl", "endpointsctl", "gcctl", "ipamctl", "jobctl",
+	"cloudctl", "cronjobctl", "daemonsetctl", "deploymentctl", "disruptionctl", "endpointsctl", "gcctl", "ipamctl", "jobctl",
 	"kcm", "nodectl", "proxy", "pvctl", "replicactl", "scheduler", "statefulsetctl", "tokenctl",
 }
 

@@ -333,7 +333,20 @@ func serviceRow(o *kplanev1.Object, now time.Time) ([]string, []string) {
 	case "ExternalName":
 		external = spec.GetExternalName()
 	case "LoadBalancer":
+		// The load balancer's addresses once the cloud controller wrote
+		// them, as kubectl prints them.
+		var addrs []string
+		for _, in := range s.GetStatus().GetLoadBalancer().GetIngress() {
+			if in.GetIp() != "" {
+				addrs = append(addrs, in.GetIp())
+			} else if in.GetHostname() != "" {
+				addrs = append(addrs, in.GetHostname())
+			}
+		}
 		external = "<pending>"
+		if len(addrs) > 0 {
+			external = strings.Join(addrs, ",")
+		}
 	}
 	cells := []string{s.GetMetadata().GetName(), typ, OrNone(spec.GetClusterIp()), external, ServicePorts(spec.GetPorts()), Age(s.GetMetadata().GetCreationTimestamp(), now)}
 	return cells, []string{MapSelector(spec.GetSelector())}

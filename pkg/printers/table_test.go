@@ -159,3 +159,21 @@ func TestColumnsMatchRows(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadBalancerExternalIP: a LoadBalancer Service shows <pending>
+// until the cloud controller writes status.loadBalancer, then its
+// addresses (IP, else hostname).
+func TestLoadBalancerExternalIP(t *testing.T) {
+	svc := &kplanev1.Service{Metadata: &kplanev1.ObjectMeta{Name: "web"}, Spec: &kplanev1.ServiceSpec{Type: "LoadBalancer", ClusterIp: "10.96.0.10"}}
+	ext := func() string {
+		cells, _ := serviceRow(kplanev1.MustWrap(svc), now)
+		return cells[3]
+	}
+	if got := ext(); got != "<pending>" {
+		t.Fatalf("without status: %q, want <pending>", got)
+	}
+	svc.Status = &kplanev1.ServiceStatus{LoadBalancer: &kplanev1.LoadBalancerStatus{Ingress: []*kplanev1.LoadBalancerIngress{{Ip: "127.240.0.1"}, {Hostname: "lb.example"}}}}
+	if got := ext(); got != "127.240.0.1,lb.example" {
+		t.Fatalf("with ingress: %q", got)
+	}
+}

@@ -311,7 +311,7 @@ func (k *killer) isHolder(ctx context.Context, u unit, lease, identity string) b
 // for a kcm, those of every loop it can host.
 func leasesOf(u unit) []string {
 	if u.Service != stack.KCM {
-		return []string{u.Service}
+		return leaseNames(u.Service)
 	}
 	var out []string
 	for _, c := range stack.Controllers {

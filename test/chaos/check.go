@@ -193,15 +193,17 @@ func checkInvariants(s *snapshot, ns string, controllers []string, live func(con
 	}
 
 	for _, c := range controllers {
-		lease := s.leases[c]
-		holder := lease.GetSpec().GetHolderIdentity()
-		switch {
-		case lease == nil:
-			add("lease kplane-system/%s does not exist", c)
-		case holder == "":
-			add("lease kplane-system/%s has no holder", c)
-		case !live(c, holder):
-			add("lease kplane-system/%s is held by %s, which is not a running %s", c, holder, c)
+		for _, name := range leaseNames(c) {
+			lease := s.leases[name]
+			holder := lease.GetSpec().GetHolderIdentity()
+			switch {
+			case lease == nil:
+				add("lease kplane-system/%s does not exist", name)
+			case holder == "":
+				add("lease kplane-system/%s has no holder", name)
+			case !live(c, holder):
+				add("lease kplane-system/%s is held by %s, which is not a running %s", name, holder, c)
+			}
 		}
 	}
 

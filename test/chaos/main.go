@@ -24,6 +24,9 @@
 //     revision, and every node the DaemonSet fits has exactly one of its
 //     pods (none where it may not run);
 //   - every controller Lease is held by a running process;
+//   - with --cloud (local): every LoadBalancer Service's load balancer
+//     in cloudsim targets exactly the ready nodes, and every node with a
+//     pod CIDR has exactly one route, to its instance;
 //   - no acknowledged write is lost: a ledger of every write and its
 //     outcome is compared with the store.
 //
@@ -46,7 +49,11 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/kplane/kplane/pkg/client"
+	cloudsimv1 "github.com/kplane/kplane/proto/kplane/cloudsim/v1"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 	"github.com/kplane/kplane/test/e2e/stack"
 )
@@ -72,6 +79,7 @@ type config struct {
 	maxDown         time.Duration
 	verbose         bool
 	only            string
+	cloud           bool
 }
 
 func main() {
@@ -96,6 +104,7 @@ func main() {
 	flag.DurationVar(&c.maxDown, "max-down", 3*time.Second, "longest time a killed service stays down")
 	flag.BoolVar(&c.verbose, "v", false, "log every kill and restart")
 	flag.StringVar(&c.only, "only", "", "kill only these services (comma-separated, e.g. deploymentctl,replicactl); default every service")
+	flag.BoolVar(&c.cloud, "cloud", true, "local: run the simulated cloud (cloudsim and cloudctl, both killed like the rest) with a LoadBalancer Service, and check that its load balancer targets exactly the ready nodes and every node with a pod CIDR has exactly one route")
 	flag.Parse()
 	if c.seed == 0 {
 		c.seed = uint64(time.Now().UnixNano())
@@ -192,6 +201,23 @@ func run(ctx context.Context, c config) (int, error) {
 			return 0, err
 		}
 	}
+
+	var cloud cloudsimv1.CloudClient
+	if lt, ok := t.(*localTarget); ok && c.cloud {
+		cc, err := grpc.NewClient(lt.s.Options().CloudAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return 0, fmt.Errorf("cloudsim: %w", err)
+		}
+		defer cc.Close() //nolint:errcheck // the run is over; a failed close loses nothing
+		cloud = cloudsimv1.NewCloudClient(cc)
+		setupCtx, cancel := context.WithTimeout(ctx, time.Minute)
+		err = setupLoadBalancer(setupCtx, api, ns)
+		cancel()
+		if err != nil {
+			return 0, fmt.Errorf("create the LoadBalancer Service: %w", err)
+		}
+	}
+
 	k := newKiller(t, api, c.seed, logf)
 	k.quorum = regs != nil
 	k.minInterval, k.maxInterval, k.maxDown = c.minInterval, c.maxInterval, c.maxDown
@@ -267,6 +293,13 @@ func run(ctx context.Context, c config) (int, error) {
 			violations = checkInvariants(s, ns, t.Controllers(), live, l)
 			violations = append(violations, checkDeployments(w, s.deploys, s.sets)...)
 			violations = append(violations, checkSets(convCtx, w, s.nodes)...)
+			if cloud != nil {
+				cv, cerr := checkCloud(convCtx, api, cloud, s.nodes)
+				if cerr != nil {
+					cv = []string{cerr.Error()}
+				}
+				violations = append(violations, cv...)
+			}
 			lastChecked = violations
 			if len(violations) == 0 {
 				converged = true
@@ -319,13 +352,14 @@ func run(ctx context.Context, c config) (int, error) {
 // timings so that failovers take seconds and the run converges fast.
 func localOptions(c config, bin, dir string) stack.Options {
 	return stack.Options{
-		BinDir: bin, DataDir: dir, Replicas: c.replicas, Runtime: stack.RuntimeFake, Nodes: c.nodes, Mono: c.mono,
+		BinDir: bin, DataDir: dir, Replicas: c.replicas, Runtime: stack.RuntimeFake, Nodes: c.nodes, Mono: c.mono, Cloud: c.cloud,
 		LogLevel: "info",
 		ControllerArgs: []string{"--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s",
 			"--leader-elect-retry-period", "500ms", "--shutdown-grace-period", "2s"},
 		Args: map[string][]string{
 			"nodeagent": {"--heartbeat-interval", "1s", "--lease-duration", "10s", "--housekeeping-interval", "1s"},
 			"nodectl":   {"--node-monitor-period", "1s", "--node-monitor-grace-period", "10s"},
+			"cloudctl":  {"--node-monitor-period", "1s", "--route-reconcile-period", "1s", "--load-balancer-reconcile-period", "2s"},
 		},
 	}
 }

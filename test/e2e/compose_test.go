@@ -193,6 +193,8 @@ func TestCompose(t *testing.T) {
 		"proxy": "services/proxy", "endpointsctl": "services/endpointsctl", "jobctl": "services/jobctl", "cronjobctl": "services/cronjobctl",
 		"pvctl": "services/pvctl", "deploymentctl": "services/deploymentctl", "statefulsetctl": "services/statefulsetctl", "daemonsetctl": "services/daemonsetctl", "disruptionctl": "services/disruptionctl",
 		"tokenctl": "services/tokenctl", "kpctl": "cmd/kpctl", "healthcheck": "cmd/healthcheck",
+		// build-images.sh builds the cloud's images too (profile cloud).
+		"cloudsim": "services/cloudsim", "cloudctl": "services/cloudctl",
 	} {
 		if err := ensureBinary(name, pkg); err != nil {
 			t.Fatal(err)
@@ -237,7 +239,7 @@ func TestCompose(t *testing.T) {
 		if out, err := c.run(3*time.Minute, "down", "-v", "--remove-orphans", "--timeout", "10"); err != nil {
 			t.Errorf("compose down: %v\n%s", err, out)
 		}
-		for _, s := range []string{"apiserver", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "jobctl", "cronjobctl", "pvctl", "deploymentctl", "statefulsetctl", "daemonsetctl", "disruptionctl", "tokenctl", "nodeagent", "proxy", "kpctl"} {
+		for _, s := range []string{"apiserver", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "jobctl", "cronjobctl", "pvctl", "deploymentctl", "statefulsetctl", "daemonsetctl", "disruptionctl", "tokenctl", "nodeagent", "proxy", "kpctl", "cloudsim", "cloudctl"} {
 			_ = exec.Command("docker", "image", "rm", "kplane/"+s+":"+c.tag).Run()
 		}
 	})

@@ -4172,8 +4172,11 @@ func (x *ServicePort) GetNodePort() int32 {
 
 // ServiceStatus is the observed state of a service.
 type ServiceStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Conditions    []*Condition           `protobuf:"bytes,1,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Conditions []*Condition           `protobuf:"bytes,1,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// load_balancer is the external load balancer of a type LoadBalancer
+	// service, written by the cloud controller manager (cloudctl).
+	LoadBalancer  *LoadBalancerStatus `protobuf:"bytes,2,opt,name=load_balancer,json=loadBalancer,proto3" json:"load_balancer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4215,6 +4218,194 @@ func (x *ServiceStatus) GetConditions() []*Condition {
 	return nil
 }
 
+func (x *ServiceStatus) GetLoadBalancer() *LoadBalancerStatus {
+	if x != nil {
+		return x.LoadBalancer
+	}
+	return nil
+}
+
+// LoadBalancerStatus lists where a load balancer accepts traffic.
+type LoadBalancerStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ingress holds one entry per address of the load balancer.
+	Ingress       []*LoadBalancerIngress `protobuf:"bytes,1,rep,name=ingress,proto3" json:"ingress,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoadBalancerStatus) Reset() {
+	*x = LoadBalancerStatus{}
+	mi := &file_kplane_v1_core_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadBalancerStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadBalancerStatus) ProtoMessage() {}
+
+func (x *LoadBalancerStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadBalancerStatus.ProtoReflect.Descriptor instead.
+func (*LoadBalancerStatus) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *LoadBalancerStatus) GetIngress() []*LoadBalancerIngress {
+	if x != nil {
+		return x.Ingress
+	}
+	return nil
+}
+
+// LoadBalancerIngress is one address of a load balancer: clients connect
+// to ip (or hostname) on the service's ports.
+type LoadBalancerIngress struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Ip       string                 `protobuf:"bytes,1,opt,name=ip,proto3" json:"ip,omitempty"`
+	Hostname string                 `protobuf:"bytes,2,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	// ip_mode is VIP (traffic arrives addressed to the load balancer's IP)
+	// or Proxy (the load balancer opens its own connections to the nodes).
+	IpMode *string `protobuf:"bytes,3,opt,name=ip_mode,json=ipMode,proto3,oneof" json:"ip_mode,omitempty"`
+	// ports report per service port whether the load balancer serves it.
+	Ports         []*PortStatus `protobuf:"bytes,4,rep,name=ports,proto3" json:"ports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoadBalancerIngress) Reset() {
+	*x = LoadBalancerIngress{}
+	mi := &file_kplane_v1_core_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadBalancerIngress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadBalancerIngress) ProtoMessage() {}
+
+func (x *LoadBalancerIngress) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadBalancerIngress.ProtoReflect.Descriptor instead.
+func (*LoadBalancerIngress) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *LoadBalancerIngress) GetIp() string {
+	if x != nil {
+		return x.Ip
+	}
+	return ""
+}
+
+func (x *LoadBalancerIngress) GetHostname() string {
+	if x != nil {
+		return x.Hostname
+	}
+	return ""
+}
+
+func (x *LoadBalancerIngress) GetIpMode() string {
+	if x != nil && x.IpMode != nil {
+		return *x.IpMode
+	}
+	return ""
+}
+
+func (x *LoadBalancerIngress) GetPorts() []*PortStatus {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
+}
+
+// PortStatus is the state of one service port on a load balancer.
+type PortStatus struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Port     int32                  `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
+	Protocol string                 `protobuf:"bytes,2,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// error is empty while the port is served, else a CamelCase reason.
+	Error         *string `protobuf:"bytes,3,opt,name=error,proto3,oneof" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PortStatus) Reset() {
+	*x = PortStatus{}
+	mi := &file_kplane_v1_core_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PortStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PortStatus) ProtoMessage() {}
+
+func (x *PortStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_v1_core_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PortStatus.ProtoReflect.Descriptor instead.
+func (*PortStatus) Descriptor() ([]byte, []int) {
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *PortStatus) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *PortStatus) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+func (x *PortStatus) GetError() string {
+	if x != nil && x.Error != nil {
+		return *x.Error
+	}
+	return ""
+}
+
 // Endpoints lists the addresses behind a service (written by endpointsctl).
 type Endpoints struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -4226,7 +4417,7 @@ type Endpoints struct {
 
 func (x *Endpoints) Reset() {
 	*x = Endpoints{}
-	mi := &file_kplane_v1_core_proto_msgTypes[61]
+	mi := &file_kplane_v1_core_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4238,7 +4429,7 @@ func (x *Endpoints) String() string {
 func (*Endpoints) ProtoMessage() {}
 
 func (x *Endpoints) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[61]
+	mi := &file_kplane_v1_core_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4251,7 +4442,7 @@ func (x *Endpoints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoints.ProtoReflect.Descriptor instead.
 func (*Endpoints) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{61}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *Endpoints) GetMetadata() *ObjectMeta {
@@ -4280,7 +4471,7 @@ type EndpointSubset struct {
 
 func (x *EndpointSubset) Reset() {
 	*x = EndpointSubset{}
-	mi := &file_kplane_v1_core_proto_msgTypes[62]
+	mi := &file_kplane_v1_core_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4292,7 +4483,7 @@ func (x *EndpointSubset) String() string {
 func (*EndpointSubset) ProtoMessage() {}
 
 func (x *EndpointSubset) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[62]
+	mi := &file_kplane_v1_core_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4305,7 +4496,7 @@ func (x *EndpointSubset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointSubset.ProtoReflect.Descriptor instead.
 func (*EndpointSubset) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{62}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *EndpointSubset) GetAddresses() []*EndpointAddress {
@@ -4342,7 +4533,7 @@ type EndpointAddress struct {
 
 func (x *EndpointAddress) Reset() {
 	*x = EndpointAddress{}
-	mi := &file_kplane_v1_core_proto_msgTypes[63]
+	mi := &file_kplane_v1_core_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4354,7 +4545,7 @@ func (x *EndpointAddress) String() string {
 func (*EndpointAddress) ProtoMessage() {}
 
 func (x *EndpointAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[63]
+	mi := &file_kplane_v1_core_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4367,7 +4558,7 @@ func (x *EndpointAddress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointAddress.ProtoReflect.Descriptor instead.
 func (*EndpointAddress) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{63}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *EndpointAddress) GetIp() string {
@@ -4410,7 +4601,7 @@ type EndpointPort struct {
 
 func (x *EndpointPort) Reset() {
 	*x = EndpointPort{}
-	mi := &file_kplane_v1_core_proto_msgTypes[64]
+	mi := &file_kplane_v1_core_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4422,7 +4613,7 @@ func (x *EndpointPort) String() string {
 func (*EndpointPort) ProtoMessage() {}
 
 func (x *EndpointPort) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[64]
+	mi := &file_kplane_v1_core_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4435,7 +4626,7 @@ func (x *EndpointPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointPort.ProtoReflect.Descriptor instead.
 func (*EndpointPort) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{64}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *EndpointPort) GetName() string {
@@ -4472,7 +4663,7 @@ type ServiceAccount struct {
 
 func (x *ServiceAccount) Reset() {
 	*x = ServiceAccount{}
-	mi := &file_kplane_v1_core_proto_msgTypes[65]
+	mi := &file_kplane_v1_core_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4484,7 +4675,7 @@ func (x *ServiceAccount) String() string {
 func (*ServiceAccount) ProtoMessage() {}
 
 func (x *ServiceAccount) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[65]
+	mi := &file_kplane_v1_core_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4497,7 +4688,7 @@ func (x *ServiceAccount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceAccount.ProtoReflect.Descriptor instead.
 func (*ServiceAccount) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{65}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ServiceAccount) GetMetadata() *ObjectMeta {
@@ -4543,7 +4734,7 @@ type Secret struct {
 
 func (x *Secret) Reset() {
 	*x = Secret{}
-	mi := &file_kplane_v1_core_proto_msgTypes[66]
+	mi := &file_kplane_v1_core_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4555,7 +4746,7 @@ func (x *Secret) String() string {
 func (*Secret) ProtoMessage() {}
 
 func (x *Secret) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[66]
+	mi := &file_kplane_v1_core_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4568,7 +4759,7 @@ func (x *Secret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Secret.ProtoReflect.Descriptor instead.
 func (*Secret) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{66}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *Secret) GetMetadata() *ObjectMeta {
@@ -4631,7 +4822,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_kplane_v1_core_proto_msgTypes[67]
+	mi := &file_kplane_v1_core_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4643,7 +4834,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[67]
+	mi := &file_kplane_v1_core_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4656,7 +4847,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{67}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *Event) GetMetadata() *ObjectMeta {
@@ -4761,7 +4952,7 @@ type EventSource struct {
 
 func (x *EventSource) Reset() {
 	*x = EventSource{}
-	mi := &file_kplane_v1_core_proto_msgTypes[68]
+	mi := &file_kplane_v1_core_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4773,7 +4964,7 @@ func (x *EventSource) String() string {
 func (*EventSource) ProtoMessage() {}
 
 func (x *EventSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[68]
+	mi := &file_kplane_v1_core_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4786,7 +4977,7 @@ func (x *EventSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventSource.ProtoReflect.Descriptor instead.
 func (*EventSource) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{68}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *EventSource) GetComponent() string {
@@ -4821,7 +5012,7 @@ type PriorityClass struct {
 
 func (x *PriorityClass) Reset() {
 	*x = PriorityClass{}
-	mi := &file_kplane_v1_core_proto_msgTypes[69]
+	mi := &file_kplane_v1_core_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4833,7 +5024,7 @@ func (x *PriorityClass) String() string {
 func (*PriorityClass) ProtoMessage() {}
 
 func (x *PriorityClass) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_v1_core_proto_msgTypes[69]
+	mi := &file_kplane_v1_core_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4846,7 +5037,7 @@ func (x *PriorityClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PriorityClass.ProtoReflect.Descriptor instead.
 func (*PriorityClass) Descriptor() ([]byte, []int) {
-	return file_kplane_v1_core_proto_rawDescGZIP(), []int{69}
+	return file_kplane_v1_core_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *PriorityClass) GetMetadata() *ObjectMeta {
@@ -5254,11 +5445,27 @@ const file_kplane_v1_core_proto_rawDesc = "" +
 	"\x04port\x18\x03 \x01(\x05R\x04port\x127\n" +
 	"\vtarget_port\x18\x06 \x01(\v2\x16.kplane.v1.IntOrStringR\n" +
 	"targetPort\x12\x1b\n" +
-	"\tnode_port\x18\x05 \x01(\x05R\bnodePortJ\x04\b\x04\x10\x05\"E\n" +
+	"\tnode_port\x18\x05 \x01(\x05R\bnodePortJ\x04\b\x04\x10\x05\"\x89\x01\n" +
 	"\rServiceStatus\x124\n" +
 	"\n" +
 	"conditions\x18\x01 \x03(\v2\x14.kplane.v1.ConditionR\n" +
-	"conditions\"s\n" +
+	"conditions\x12B\n" +
+	"\rload_balancer\x18\x02 \x01(\v2\x1d.kplane.v1.LoadBalancerStatusR\floadBalancer\"N\n" +
+	"\x12LoadBalancerStatus\x128\n" +
+	"\aingress\x18\x01 \x03(\v2\x1e.kplane.v1.LoadBalancerIngressR\aingress\"\x98\x01\n" +
+	"\x13LoadBalancerIngress\x12\x0e\n" +
+	"\x02ip\x18\x01 \x01(\tR\x02ip\x12\x1a\n" +
+	"\bhostname\x18\x02 \x01(\tR\bhostname\x12\x1c\n" +
+	"\aip_mode\x18\x03 \x01(\tH\x00R\x06ipMode\x88\x01\x01\x12+\n" +
+	"\x05ports\x18\x04 \x03(\v2\x15.kplane.v1.PortStatusR\x05portsB\n" +
+	"\n" +
+	"\b_ip_mode\"a\n" +
+	"\n" +
+	"PortStatus\x12\x12\n" +
+	"\x04port\x18\x01 \x01(\x05R\x04port\x12\x1a\n" +
+	"\bprotocol\x18\x02 \x01(\tR\bprotocol\x12\x19\n" +
+	"\x05error\x18\x03 \x01(\tH\x00R\x05error\x88\x01\x01B\b\n" +
+	"\x06_error\"s\n" +
 	"\tEndpoints\x121\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x15.kplane.v1.ObjectMetaR\bmetadata\x123\n" +
 	"\asubsets\x18\x02 \x03(\v2\x19.kplane.v1.EndpointSubsetR\asubsets\"\xc5\x01\n" +
@@ -5336,7 +5543,7 @@ func file_kplane_v1_core_proto_rawDescGZIP() []byte {
 	return file_kplane_v1_core_proto_rawDescData
 }
 
-var file_kplane_v1_core_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_kplane_v1_core_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_kplane_v1_core_proto_goTypes = []any{
 	(*Namespace)(nil),                         // 0: kplane.v1.Namespace
 	(*NamespaceSpec)(nil),                     // 1: kplane.v1.NamespaceSpec
@@ -5399,52 +5606,55 @@ var file_kplane_v1_core_proto_goTypes = []any{
 	(*ServiceSpec)(nil),                       // 58: kplane.v1.ServiceSpec
 	(*ServicePort)(nil),                       // 59: kplane.v1.ServicePort
 	(*ServiceStatus)(nil),                     // 60: kplane.v1.ServiceStatus
-	(*Endpoints)(nil),                         // 61: kplane.v1.Endpoints
-	(*EndpointSubset)(nil),                    // 62: kplane.v1.EndpointSubset
-	(*EndpointAddress)(nil),                   // 63: kplane.v1.EndpointAddress
-	(*EndpointPort)(nil),                      // 64: kplane.v1.EndpointPort
-	(*ServiceAccount)(nil),                    // 65: kplane.v1.ServiceAccount
-	(*Secret)(nil),                            // 66: kplane.v1.Secret
-	(*Event)(nil),                             // 67: kplane.v1.Event
-	(*EventSource)(nil),                       // 68: kplane.v1.EventSource
-	(*PriorityClass)(nil),                     // 69: kplane.v1.PriorityClass
-	nil,                                       // 70: kplane.v1.NodeStatus.CapacityEntry
-	nil,                                       // 71: kplane.v1.NodeStatus.AllocatableEntry
-	nil,                                       // 72: kplane.v1.PodSpec.NodeSelectorEntry
-	nil,                                       // 73: kplane.v1.ServiceSpec.SelectorEntry
-	nil,                                       // 74: kplane.v1.Secret.DataEntry
-	nil,                                       // 75: kplane.v1.Secret.StringDataEntry
-	(*ObjectMeta)(nil),                        // 76: kplane.v1.ObjectMeta
-	(*timestamppb.Timestamp)(nil),             // 77: google.protobuf.Timestamp
-	(*Condition)(nil),                         // 78: kplane.v1.Condition
-	(*LabelSelector)(nil),                     // 79: kplane.v1.LabelSelector
-	(*ResourceRequirements)(nil),              // 80: kplane.v1.ResourceRequirements
-	(*IntOrString)(nil),                       // 81: kplane.v1.IntOrString
-	(*ObjectReference)(nil),                   // 82: kplane.v1.ObjectReference
-	(*LocalObjectReference)(nil),              // 83: kplane.v1.LocalObjectReference
+	(*LoadBalancerStatus)(nil),                // 61: kplane.v1.LoadBalancerStatus
+	(*LoadBalancerIngress)(nil),               // 62: kplane.v1.LoadBalancerIngress
+	(*PortStatus)(nil),                        // 63: kplane.v1.PortStatus
+	(*Endpoints)(nil),                         // 64: kplane.v1.Endpoints
+	(*EndpointSubset)(nil),                    // 65: kplane.v1.EndpointSubset
+	(*EndpointAddress)(nil),                   // 66: kplane.v1.EndpointAddress
+	(*EndpointPort)(nil),                      // 67: kplane.v1.EndpointPort
+	(*ServiceAccount)(nil),                    // 68: kplane.v1.ServiceAccount
+	(*Secret)(nil),                            // 69: kplane.v1.Secret
+	(*Event)(nil),                             // 70: kplane.v1.Event
+	(*EventSource)(nil),                       // 71: kplane.v1.EventSource
+	(*PriorityClass)(nil),                     // 72: kplane.v1.PriorityClass
+	nil,                                       // 73: kplane.v1.NodeStatus.CapacityEntry
+	nil,                                       // 74: kplane.v1.NodeStatus.AllocatableEntry
+	nil,                                       // 75: kplane.v1.PodSpec.NodeSelectorEntry
+	nil,                                       // 76: kplane.v1.ServiceSpec.SelectorEntry
+	nil,                                       // 77: kplane.v1.Secret.DataEntry
+	nil,                                       // 78: kplane.v1.Secret.StringDataEntry
+	(*ObjectMeta)(nil),                        // 79: kplane.v1.ObjectMeta
+	(*timestamppb.Timestamp)(nil),             // 80: google.protobuf.Timestamp
+	(*Condition)(nil),                         // 81: kplane.v1.Condition
+	(*LabelSelector)(nil),                     // 82: kplane.v1.LabelSelector
+	(*ResourceRequirements)(nil),              // 83: kplane.v1.ResourceRequirements
+	(*IntOrString)(nil),                       // 84: kplane.v1.IntOrString
+	(*ObjectReference)(nil),                   // 85: kplane.v1.ObjectReference
+	(*LocalObjectReference)(nil),              // 86: kplane.v1.LocalObjectReference
 }
 var file_kplane_v1_core_proto_depIdxs = []int32{
-	76,  // 0: kplane.v1.Namespace.metadata:type_name -> kplane.v1.ObjectMeta
+	79,  // 0: kplane.v1.Namespace.metadata:type_name -> kplane.v1.ObjectMeta
 	1,   // 1: kplane.v1.Namespace.spec:type_name -> kplane.v1.NamespaceSpec
 	2,   // 2: kplane.v1.Namespace.status:type_name -> kplane.v1.NamespaceStatus
-	76,  // 3: kplane.v1.Node.metadata:type_name -> kplane.v1.ObjectMeta
+	79,  // 3: kplane.v1.Node.metadata:type_name -> kplane.v1.ObjectMeta
 	4,   // 4: kplane.v1.Node.spec:type_name -> kplane.v1.NodeSpec
 	7,   // 5: kplane.v1.Node.status:type_name -> kplane.v1.NodeStatus
 	5,   // 6: kplane.v1.NodeSpec.taints:type_name -> kplane.v1.Taint
-	77,  // 7: kplane.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
-	70,  // 8: kplane.v1.NodeStatus.capacity:type_name -> kplane.v1.NodeStatus.CapacityEntry
-	71,  // 9: kplane.v1.NodeStatus.allocatable:type_name -> kplane.v1.NodeStatus.AllocatableEntry
-	78,  // 10: kplane.v1.NodeStatus.conditions:type_name -> kplane.v1.Condition
+	80,  // 7: kplane.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
+	73,  // 8: kplane.v1.NodeStatus.capacity:type_name -> kplane.v1.NodeStatus.CapacityEntry
+	74,  // 9: kplane.v1.NodeStatus.allocatable:type_name -> kplane.v1.NodeStatus.AllocatableEntry
+	81,  // 10: kplane.v1.NodeStatus.conditions:type_name -> kplane.v1.Condition
 	8,   // 11: kplane.v1.NodeStatus.addresses:type_name -> kplane.v1.NodeAddress
 	9,   // 12: kplane.v1.NodeStatus.daemon_endpoints:type_name -> kplane.v1.NodeDaemonEndpoints
 	11,  // 13: kplane.v1.NodeStatus.node_info:type_name -> kplane.v1.NodeSystemInfo
 	10,  // 14: kplane.v1.NodeDaemonEndpoints.kubelet_endpoint:type_name -> kplane.v1.DaemonEndpoint
-	76,  // 15: kplane.v1.Pod.metadata:type_name -> kplane.v1.ObjectMeta
+	79,  // 15: kplane.v1.Pod.metadata:type_name -> kplane.v1.ObjectMeta
 	13,  // 16: kplane.v1.Pod.spec:type_name -> kplane.v1.PodSpec
 	48,  // 17: kplane.v1.Pod.status:type_name -> kplane.v1.PodStatus
 	25,  // 18: kplane.v1.PodSpec.containers:type_name -> kplane.v1.Container
 	25,  // 19: kplane.v1.PodSpec.init_containers:type_name -> kplane.v1.Container
-	72,  // 20: kplane.v1.PodSpec.node_selector:type_name -> kplane.v1.PodSpec.NodeSelectorEntry
+	75,  // 20: kplane.v1.PodSpec.node_selector:type_name -> kplane.v1.PodSpec.NodeSelectorEntry
 	6,   // 21: kplane.v1.PodSpec.tolerations:type_name -> kplane.v1.Toleration
 	43,  // 22: kplane.v1.PodSpec.volumes:type_name -> kplane.v1.Volume
 	17,  // 23: kplane.v1.PodSpec.affinity:type_name -> kplane.v1.Affinity
@@ -5462,13 +5672,13 @@ var file_kplane_v1_core_proto_depIdxs = []int32{
 	23,  // 35: kplane.v1.PodAffinity.preferred_during_scheduling_ignored_during_execution:type_name -> kplane.v1.WeightedPodAffinityTerm
 	22,  // 36: kplane.v1.PodAntiAffinity.required_during_scheduling_ignored_during_execution:type_name -> kplane.v1.PodAffinityTerm
 	23,  // 37: kplane.v1.PodAntiAffinity.preferred_during_scheduling_ignored_during_execution:type_name -> kplane.v1.WeightedPodAffinityTerm
-	79,  // 38: kplane.v1.PodAffinityTerm.label_selector:type_name -> kplane.v1.LabelSelector
-	79,  // 39: kplane.v1.PodAffinityTerm.namespace_selector:type_name -> kplane.v1.LabelSelector
+	82,  // 38: kplane.v1.PodAffinityTerm.label_selector:type_name -> kplane.v1.LabelSelector
+	82,  // 39: kplane.v1.PodAffinityTerm.namespace_selector:type_name -> kplane.v1.LabelSelector
 	22,  // 40: kplane.v1.WeightedPodAffinityTerm.pod_affinity_term:type_name -> kplane.v1.PodAffinityTerm
-	79,  // 41: kplane.v1.TopologySpreadConstraint.label_selector:type_name -> kplane.v1.LabelSelector
+	82,  // 41: kplane.v1.TopologySpreadConstraint.label_selector:type_name -> kplane.v1.LabelSelector
 	28,  // 42: kplane.v1.Container.env:type_name -> kplane.v1.EnvVar
 	35,  // 43: kplane.v1.Container.ports:type_name -> kplane.v1.ContainerPort
-	80,  // 44: kplane.v1.Container.resources:type_name -> kplane.v1.ResourceRequirements
+	83,  // 44: kplane.v1.Container.resources:type_name -> kplane.v1.ResourceRequirements
 	37,  // 45: kplane.v1.Container.readiness_probe:type_name -> kplane.v1.Probe
 	37,  // 46: kplane.v1.Container.liveness_probe:type_name -> kplane.v1.Probe
 	36,  // 47: kplane.v1.Container.volume_mounts:type_name -> kplane.v1.VolumeMount
@@ -5488,15 +5698,15 @@ var file_kplane_v1_core_proto_depIdxs = []int32{
 	41,  // 61: kplane.v1.Probe.tcp_socket:type_name -> kplane.v1.TCPSocketAction
 	42,  // 62: kplane.v1.Probe.http_get:type_name -> kplane.v1.HTTPGetAction
 	38,  // 63: kplane.v1.Probe.grpc:type_name -> kplane.v1.GRPCAction
-	81,  // 64: kplane.v1.TCPSocketAction.port:type_name -> kplane.v1.IntOrString
-	81,  // 65: kplane.v1.HTTPGetAction.port:type_name -> kplane.v1.IntOrString
+	84,  // 64: kplane.v1.TCPSocketAction.port:type_name -> kplane.v1.IntOrString
+	84,  // 65: kplane.v1.HTTPGetAction.port:type_name -> kplane.v1.IntOrString
 	39,  // 66: kplane.v1.HTTPGetAction.http_headers:type_name -> kplane.v1.HTTPHeader
 	44,  // 67: kplane.v1.Volume.persistent_volume_claim:type_name -> kplane.v1.PersistentVolumeClaimVolumeSource
 	45,  // 68: kplane.v1.Volume.empty_dir:type_name -> kplane.v1.EmptyDirVolumeSource
 	46,  // 69: kplane.v1.Volume.secret:type_name -> kplane.v1.SecretVolumeSource
 	47,  // 70: kplane.v1.Volume.host_path:type_name -> kplane.v1.HostPathVolumeSource
-	78,  // 71: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
-	77,  // 72: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
+	81,  // 71: kplane.v1.PodStatus.conditions:type_name -> kplane.v1.Condition
+	80,  // 72: kplane.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
 	51,  // 73: kplane.v1.PodStatus.container_statuses:type_name -> kplane.v1.ContainerStatus
 	51,  // 74: kplane.v1.PodStatus.init_container_statuses:type_name -> kplane.v1.ContainerStatus
 	49,  // 75: kplane.v1.PodStatus.pod_ips:type_name -> kplane.v1.PodIP
@@ -5506,42 +5716,45 @@ var file_kplane_v1_core_proto_depIdxs = []int32{
 	53,  // 79: kplane.v1.ContainerState.waiting:type_name -> kplane.v1.ContainerStateWaiting
 	54,  // 80: kplane.v1.ContainerState.running:type_name -> kplane.v1.ContainerStateRunning
 	55,  // 81: kplane.v1.ContainerState.terminated:type_name -> kplane.v1.ContainerStateTerminated
-	77,  // 82: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
-	77,  // 83: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
-	77,  // 84: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
-	76,  // 85: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
+	80,  // 82: kplane.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
+	80,  // 83: kplane.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
+	80,  // 84: kplane.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
+	79,  // 85: kplane.v1.PodTemplateSpec.metadata:type_name -> kplane.v1.ObjectMeta
 	13,  // 86: kplane.v1.PodTemplateSpec.spec:type_name -> kplane.v1.PodSpec
-	76,  // 87: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
+	79,  // 87: kplane.v1.Service.metadata:type_name -> kplane.v1.ObjectMeta
 	58,  // 88: kplane.v1.Service.spec:type_name -> kplane.v1.ServiceSpec
 	60,  // 89: kplane.v1.Service.status:type_name -> kplane.v1.ServiceStatus
-	73,  // 90: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
+	76,  // 90: kplane.v1.ServiceSpec.selector:type_name -> kplane.v1.ServiceSpec.SelectorEntry
 	59,  // 91: kplane.v1.ServiceSpec.ports:type_name -> kplane.v1.ServicePort
-	81,  // 92: kplane.v1.ServicePort.target_port:type_name -> kplane.v1.IntOrString
-	78,  // 93: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
-	76,  // 94: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
-	62,  // 95: kplane.v1.Endpoints.subsets:type_name -> kplane.v1.EndpointSubset
-	63,  // 96: kplane.v1.EndpointSubset.addresses:type_name -> kplane.v1.EndpointAddress
-	63,  // 97: kplane.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.v1.EndpointAddress
-	64,  // 98: kplane.v1.EndpointSubset.ports:type_name -> kplane.v1.EndpointPort
-	82,  // 99: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
-	76,  // 100: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
-	82,  // 101: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
-	83,  // 102: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
-	76,  // 103: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
-	74,  // 104: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
-	75,  // 105: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
-	76,  // 106: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
-	82,  // 107: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
-	68,  // 108: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
-	77,  // 109: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
-	77,  // 110: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
-	77,  // 111: kplane.v1.Event.event_time:type_name -> google.protobuf.Timestamp
-	76,  // 112: kplane.v1.PriorityClass.metadata:type_name -> kplane.v1.ObjectMeta
-	113, // [113:113] is the sub-list for method output_type
-	113, // [113:113] is the sub-list for method input_type
-	113, // [113:113] is the sub-list for extension type_name
-	113, // [113:113] is the sub-list for extension extendee
-	0,   // [0:113] is the sub-list for field type_name
+	84,  // 92: kplane.v1.ServicePort.target_port:type_name -> kplane.v1.IntOrString
+	81,  // 93: kplane.v1.ServiceStatus.conditions:type_name -> kplane.v1.Condition
+	61,  // 94: kplane.v1.ServiceStatus.load_balancer:type_name -> kplane.v1.LoadBalancerStatus
+	62,  // 95: kplane.v1.LoadBalancerStatus.ingress:type_name -> kplane.v1.LoadBalancerIngress
+	63,  // 96: kplane.v1.LoadBalancerIngress.ports:type_name -> kplane.v1.PortStatus
+	79,  // 97: kplane.v1.Endpoints.metadata:type_name -> kplane.v1.ObjectMeta
+	65,  // 98: kplane.v1.Endpoints.subsets:type_name -> kplane.v1.EndpointSubset
+	66,  // 99: kplane.v1.EndpointSubset.addresses:type_name -> kplane.v1.EndpointAddress
+	66,  // 100: kplane.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.v1.EndpointAddress
+	67,  // 101: kplane.v1.EndpointSubset.ports:type_name -> kplane.v1.EndpointPort
+	85,  // 102: kplane.v1.EndpointAddress.target_ref:type_name -> kplane.v1.ObjectReference
+	79,  // 103: kplane.v1.ServiceAccount.metadata:type_name -> kplane.v1.ObjectMeta
+	85,  // 104: kplane.v1.ServiceAccount.secrets:type_name -> kplane.v1.ObjectReference
+	86,  // 105: kplane.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.v1.LocalObjectReference
+	79,  // 106: kplane.v1.Secret.metadata:type_name -> kplane.v1.ObjectMeta
+	77,  // 107: kplane.v1.Secret.data:type_name -> kplane.v1.Secret.DataEntry
+	78,  // 108: kplane.v1.Secret.string_data:type_name -> kplane.v1.Secret.StringDataEntry
+	79,  // 109: kplane.v1.Event.metadata:type_name -> kplane.v1.ObjectMeta
+	85,  // 110: kplane.v1.Event.involved_object:type_name -> kplane.v1.ObjectReference
+	71,  // 111: kplane.v1.Event.source:type_name -> kplane.v1.EventSource
+	80,  // 112: kplane.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
+	80,  // 113: kplane.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
+	80,  // 114: kplane.v1.Event.event_time:type_name -> google.protobuf.Timestamp
+	79,  // 115: kplane.v1.PriorityClass.metadata:type_name -> kplane.v1.ObjectMeta
+	116, // [116:116] is the sub-list for method output_type
+	116, // [116:116] is the sub-list for method input_type
+	116, // [116:116] is the sub-list for extension type_name
+	116, // [116:116] is the sub-list for extension extendee
+	0,   // [0:116] is the sub-list for field type_name
 }
 
 func init() { file_kplane_v1_core_proto_init() }
@@ -5561,16 +5774,18 @@ func file_kplane_v1_core_proto_init() {
 	file_kplane_v1_core_proto_msgTypes[38].OneofWrappers = []any{}
 	file_kplane_v1_core_proto_msgTypes[46].OneofWrappers = []any{}
 	file_kplane_v1_core_proto_msgTypes[51].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[65].OneofWrappers = []any{}
-	file_kplane_v1_core_proto_msgTypes[66].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[62].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[63].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[68].OneofWrappers = []any{}
 	file_kplane_v1_core_proto_msgTypes[69].OneofWrappers = []any{}
+	file_kplane_v1_core_proto_msgTypes[72].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_v1_core_proto_rawDesc), len(file_kplane_v1_core_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   76,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -434,7 +434,19 @@ var kubernetesTypes = map[string]string{
 		targetPort IntOrString
 		nodePort int32`,
 	"ServiceStatus": `
+		loadBalancer LoadBalancerStatus
 		conditions []Condition`,
+	"LoadBalancerStatus": `
+		ingress []LoadBalancerIngress`,
+	"LoadBalancerIngress": `
+		ip string
+		hostname string
+		ipMode string
+		ports []PortStatus`,
+	"PortStatus": `
+		port int32
+		protocol string
+		error string`,
 
 	"Endpoints": `
 		metadata ObjectMeta

@@ -36,6 +36,9 @@ const (
 	// Kubernetes' node IPAM controller spells them.
 	reasonCIDRNotAvailable = "CIDRNotAvailable"
 	reasonCIDRAssigned     = "CIDRAssigned"
+	// reasonNoRouteCreated is the route controller's (cloudctl's), set
+	// by a node agent with --cloud-provider=external.
+	reasonNoRouteCreated = "NoRouteCreated"
 )
 
 // ipamController assigns pod CIDRs. Its work queue keys are node names.
@@ -295,6 +298,11 @@ func (c *ipamController) setNetworkCondition(ctx context.Context, node *kplanev1
 	_, _, err := controller.UpdateStatus(ctx, c.api, node, func(cur *kplanev1.Node) *kplanev1.Node {
 		old := networkCondition(cur)
 		if (old == nil && status == kplanev1.ConditionFalse) || (old.GetStatus() == status && old.GetReason() == reason) {
+			return nil
+		}
+		if status == kplanev1.ConditionFalse && old.GetReason() == reasonNoRouteCreated {
+			// The cloud's route controller (cloudctl) owns the condition
+			// of this node: the network is there once the route is.
 			return nil
 		}
 		now := timestamppb.Now()

@@ -85,8 +85,18 @@ type Options struct {
 	// the host (every node's pods share the host's network, so one proxy
 	// serves them all), as a kube-proxy beside each node agent in compose.
 	NoProxy bool
+	// CloudAddr is cloudsim's gRPC address with Cloud; free when empty.
+	CloudAddr string
 	// LogFormat and LogLevel are passed to every process when set.
 	LogFormat, LogLevel string
+	// Cloud runs the simulated cloud: cloudsim (state in
+	// DataDir/cloudsim, an instance per node created at its start) and
+	// cloudctl, the cloud controller manager; every node agent runs with
+	// --cloud-provider=external at an address of its own (NodeIP).
+	Cloud bool
+	// CloudLBRange is cloudsim's --lb-ip-range; a loopback /24 of this
+	// process's own when empty.
+	CloudLBRange string
 	// Insecure runs the apiserver in plaintext without authentication or
 	// authorization (anyone reaching it may do anything). By default the
 	// stack runs as compose does: TLS, every process under its own
@@ -157,6 +167,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := s.services[0].WaitReady(ctx); err != nil {
 		return nil, err
 	}
+	if opts.Cloud {
+		if err := s.startCloud(ctx); err != nil {
+			return nil, err
+		}
+	}
 	separate, hosted := opts.split()
 	if err := s.startKCM(hosted); err != nil {
 		return nil, err
@@ -171,6 +186,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			args = append(args, opts.identityArgs(c)...)
 			if c == "tokenctl" {
 				args = append(args, opts.tokenctlArgs()...)
+			}
+			if c == "cloudctl" {
+				args = append(args, "--cloud", opts.CloudAddr)
 			}
 			if c == "pvctl" {
 				// local-path volumes live here; the node agents, on the
@@ -319,6 +337,19 @@ func (o *Options) complete() error {
 		// one: a secure stack cannot run pods without it.
 		o.Controllers = append([]string{"tokenctl"}, o.Controllers...)
 	}
+	if o.Cloud {
+		if !slices.Contains(o.Controllers, "cloudctl") {
+			o.Controllers = append(slices.Clone(o.Controllers), "cloudctl")
+		}
+		if o.CloudAddr == "" {
+			if o.CloudAddr, err = launcher.FreeAddr(); err != nil {
+				return err
+			}
+		}
+		if o.CloudLBRange == "" {
+			o.CloudLBRange = fmt.Sprintf("127.246.%d.0/24", os.Getpid()%250)
+		}
+	}
 	if o.Replicas < 1 {
 		o.Replicas = 1
 	}
@@ -340,6 +371,9 @@ func (o *Options) complete() error {
 	bins := append([]string{"apiserver", "nodeagent"}, separate...)
 	if len(hosted) > 0 && o.KCMBinary == "" {
 		bins = append(bins, KCM)
+	}
+	if o.Cloud {
+		bins = append(bins, "cloudsim")
 	}
 	if !o.NoProxy {
 		bins = append(bins, "proxy")
@@ -371,6 +405,9 @@ func (s *Stack) startNodeAgents() error {
 		root := filepath.Join(o.DataDir, "nodes", "fake")
 		args := []string{"--apiserver", o.APIAddr, "--health-addr", health, "--logs-addr", logs,
 			"--runtime", RuntimeFake, "--fake-nodes", strconv.Itoa(o.Nodes), "--node-name", "node", "--root-dir", root}
+		if o.Cloud {
+			args = append(args, "--cloud-provider", "external") // each node's address is its instance's
+		}
 		// One process plays every fake node, which no node identity may
 		// do (the Node authorizer confines an agent to its own Node): it
 		// runs as the admin.
@@ -391,6 +428,12 @@ func (s *Stack) startNodeAgents() error {
 		root := filepath.Join(o.DataDir, "nodes", node)
 		args := []string{"--apiserver", o.APIAddr, "--health-addr", health, "--logs-addr", logs,
 			"--runtime", RuntimeExec, "--node-name", node, "--root-dir", root}
+		if o.Cloud {
+			// The node's own address (its instance's), where its logs
+			// server listens too, so that kpctl logs reaches it.
+			_, port, _ := strings.Cut(logs, ":")
+			args = append(args, "--cloud-provider", "external", "--node-ip", o.NodeIP(i), "--logs-addr", o.NodeIP(i)+":"+port)
+		}
 		args = append(args, o.identityArgs(node)...)
 		if _, err := s.add(fmt.Sprintf("nodeagent-%d", i), "nodeagent", health, root, args, ""); err != nil {
 			return err

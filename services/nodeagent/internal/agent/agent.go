@@ -25,6 +25,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/time/rate"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kplane/kplane/pkg/apiutil"
@@ -34,7 +36,9 @@ import (
 	"github.com/kplane/kplane/pkg/informer"
 	"github.com/kplane/kplane/pkg/quantity"
 	"github.com/kplane/kplane/pkg/record"
+	cloudsimv1 "github.com/kplane/kplane/proto/kplane/cloudsim/v1"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+	"github.com/kplane/kplane/services/nodeagent/internal/cloudroutes"
 )
 
 // Name of the service (binary, logs, events).
@@ -264,6 +268,19 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer wg.Done()
 		a.housekeeping(ctx)
 	}()
+	if a.cfg.CloudRoutesFrom != "" {
+		conn, err := grpc.NewClient(a.cfg.CloudRoutesFrom, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return fmt.Errorf("--cloud-routes-from %s: %w", a.cfg.CloudRoutesFrom, err)
+		}
+		defer func() { _ = conn.Close() }()
+		sync := &cloudroutes.Syncer{Cloud: cloudsimv1.NewCloudClient(conn), Self: a.cfg.NodeName, Interval: a.cfg.CloudRoutesEvery, Log: a.log.Named("cloudroutes")}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sync.Run(ctx)
+		}()
+	}
 	// Ranges opened before the pod cache was filled missed the addresses
 	// pods report; reserve them before any pod is synced.
 	a.netMu.Lock()

@@ -132,6 +132,11 @@ func (a *Agent) register(ctx context.Context, name string) (*kplanev1.Node, erro
 	// With --pod-cidr the Node says which range its pods use; otherwise
 	// ipamctl assigns one.
 	n := &kplanev1.Node{Metadata: &kplanev1.ObjectMeta{Name: name, Labels: lbls}, Spec: &kplanev1.NodeSpec{PodCidr: a.cfg.PodCIDR}}
+	if a.cfg.CloudProvider == kplanev1.CloudProviderExternal {
+		// Kept off by the scheduler until cloudctl has filled in what the
+		// cloud knows (providerID, addresses, zone) and removed it.
+		n.Spec.Taints = []*kplanev1.Taint{{Key: kplanev1.TaintNodeUninitialized, Value: "true", Effect: kplanev1.TaintEffectNoSchedule}}
+	}
 	out, err := client.For[*kplanev1.Node](a.api).Create(ctx, n)
 	if client.IsAlreadyExists(err) {
 		return client.For[*kplanev1.Node](a.api).Get(ctx, "", name)
@@ -206,18 +211,29 @@ func (a *Agent) nodeStatus(name string, old *kplanev1.NodeStatus, info *kplanev1
 	ready.LastHeartbeatTime = timestamppb.New(now)
 	ready.LastTransitionTime = timestamppb.New(now)
 	conds := apiutil.SetStatusCondition(old.GetConditions(), ready) // conditions owned by others stay
+	if a.cfg.CloudProvider == kplanev1.CloudProviderExternal && apiutil.FindCondition(conds, kplanev1.NodeNetworkUnavailable) == nil {
+		// The cloud's route controller turns it False once the route of
+		// the node's pod CIDR exists; until then the network is not there.
+		conds = apiutil.SetStatusCondition(conds, &kplanev1.Condition{Type: kplanev1.NodeNetworkUnavailable, Status: kplanev1.ConditionTrue,
+			Reason: "NoRouteCreated", Message: "waiting for the cloud route of the node's pod CIDR",
+			LastHeartbeatTime: timestamppb.New(now), LastTransitionTime: timestamppb.New(now)})
+	}
+	addresses := []*kplanev1.NodeAddress{
+		{Type: kplanev1.NodeInternalIP, Address: a.cfg.NodeIP},
+		{Type: kplanev1.NodeHostName, Address: name},
+	}
+	if a.cfg.CloudProvider == kplanev1.CloudProviderExternal && len(old.GetAddresses()) > 0 {
+		addresses = old.GetAddresses() // the cloud's, written by cloudctl
+	}
 	for _, c := range a.pressureConditions(now) {
 		c.LastHeartbeatTime, c.LastTransitionTime = timestamppb.New(now), timestamppb.New(now)
 		conds = apiutil.SetStatusCondition(conds, c)
 	}
 	return &kplanev1.NodeStatus{
-		Capacity:    maps.Clone(a.capacity),
-		Allocatable: maps.Clone(a.allocatable),
-		Conditions:  conds,
-		Addresses: []*kplanev1.NodeAddress{
-			{Type: "InternalIP", Address: a.cfg.NodeIP},
-			{Type: "Hostname", Address: name},
-		},
+		Capacity:        maps.Clone(a.capacity),
+		Allocatable:     maps.Clone(a.allocatable),
+		Conditions:      conds,
+		Addresses:       addresses,
 		DaemonEndpoints: &kplanev1.NodeDaemonEndpoints{KubeletEndpoint: &kplanev1.DaemonEndpoint{Port: int32(a.logsPort)}},
 		NodeInfo:        info,
 	}

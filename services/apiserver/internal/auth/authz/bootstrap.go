@@ -163,6 +163,17 @@ var controllerRules = map[string][]*kplanev1.PolicyRule{
 		readRule(core, "pods", "replicationcontrollers"),
 		readRule(apps, "replicasets", "deployments", "statefulsets"),
 	},
+	"cloudctl": {
+		// The node loop initialises Nodes and deletes those whose
+		// instance is gone; the route loop writes NetworkUnavailable; the
+		// service loop holds LoadBalancer Services by a finalizer and
+		// writes their status.loadBalancer.
+		rule(core, res("nodes"), "get", "list", "watch", "update", "delete"),
+		rule(core, res("nodes/status"), "get", "update"),
+		rule(core, res("services"), "get", "list", "watch", "update"),
+		rule(core, res("services/status"), "get", "update"),
+		events,
+	},
 	"tokenctl": {
 		rule(core, res("namespaces"), informerRWs...),
 		rule(core, res("serviceaccounts"), "get", "list", "watch", "create", "update"),
@@ -175,7 +186,13 @@ var controllerRules = map[string][]*kplanev1.PolicyRule{
 var leaderElected = map[string]bool{
 	"scheduler": true, "replicactl": true, "nodectl": true, "ipamctl": true, "gcctl": true,
 	"endpointsctl": true, "jobctl": true, "cronjobctl": true, "pvctl": true, "deploymentctl": true,
-	"statefulsetctl": true, "daemonsetctl": true, "tokenctl": true, "disruptionctl": true,
+	"statefulsetctl": true, "daemonsetctl": true, "tokenctl": true, "disruptionctl": true, "cloudctl": true,
+}
+
+// loopLeases are the Leases of binaries that run several loops, each
+// elected on its own Lease (the rest hold one, named as the binary).
+var loopLeases = map[string][]string{
+	"cloudctl": {"cloudctl-node", "cloudctl-route", "cloudctl-service"},
 }
 
 // KCM is the binary that hosts several controllers in one process
@@ -268,11 +285,15 @@ func BootstrapPolicy() []*kplanev1.Object {
 		if !leaderElected[b] {
 			continue
 		}
+		leases := []string{b}
+		if ls, ok := loopLeases[b]; ok {
+			leases = ls
+		}
 		le := name + LeaderElectionSuffix
 		roles = append(roles, kplanev1.MustWrap(&kplanev1.Role{Metadata: meta(kplanev1.NamespaceSystem, le), Rules: []*kplanev1.PolicyRule{
 			// Create cannot be confined by name; get and update can.
 			rule([]string{"coordination.k8s.io"}, res("leases"), "create"),
-			{ApiGroups: []string{"coordination.k8s.io"}, Resources: res("leases"), ResourceNames: []string{b}, Verbs: []string{"get", "update"}},
+			{ApiGroups: []string{"coordination.k8s.io"}, Resources: res("leases"), ResourceNames: leases, Verbs: []string{"get", "update"}},
 		}}))
 		bindings = append(bindings, kplanev1.MustWrap(&kplanev1.RoleBinding{Metadata: meta(kplanev1.NamespaceSystem, le),
 			RoleRef: &kplanev1.RoleRef{ApiGroup: RBACGroup, Kind: "Role", Name: le}, Subjects: subjects}))
