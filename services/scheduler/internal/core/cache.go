@@ -141,6 +141,7 @@ func (c *Cache) SyncPod(pod *kplanev1.Pod) (freed bool) {
 		info.Pod = pod
 		st.info = &info
 		if n := c.nodes[node]; n != nil {
+			n.touch()
 			n.pods[uid] = &info
 			if _, ok := n.withAffinity[uid]; ok {
 				n.withAffinity[uid] = &info
