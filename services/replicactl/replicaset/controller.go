@@ -247,12 +247,14 @@ func (r *replicaController) candidates(owner *Owner) []*kplanev1.Pod {
 	if err != nil {
 		owned = nil // every pod store has the owner index
 	}
-	seen := make(map[*kplanev1.Object]struct{}, len(matching))
+	// By uid, not by object: the two reads are separate, so a pod updated
+	// between them comes back as two objects.
+	seen := make(map[string]struct{}, len(matching))
 	out := make([]*kplanev1.Pod, 0, max(len(matching), len(owned)))
 	for _, objs := range [][]*kplanev1.Object{matching, owned} {
 		for _, o := range objs {
-			if _, ok := seen[o]; !ok {
-				seen[o] = struct{}{}
+			if uid := o.Meta().GetUid(); !has(seen, uid) {
+				seen[uid] = struct{}{}
 				out = append(out, o.GetPod())
 			}
 		}
@@ -370,4 +372,9 @@ func setStatus(obj *kplanev1.Object, st *kplanev1.ReplicaSetStatus) {
 	case obj.GetReplicationController() != nil:
 		obj.GetReplicationController().Status = st
 	}
+}
+
+func has(set map[string]struct{}, k string) bool {
+	_, ok := set[k]
+	return ok
 }
