@@ -39,6 +39,9 @@ type scaleConfig struct {
 	Insecure bool
 	// Timeout bounds the wait for every pod to run.
 	Timeout time.Duration
+	// DataDir keeps etcd's data and the processes' logs ("" for a
+	// temporary directory).
+	DataDir string
 }
 
 // scaleResult is what one run measured.
@@ -91,7 +94,7 @@ func TestScaleSmall(t *testing.T) {
 func BenchmarkScale(b *testing.B) {
 	cfg := scaleConfig{Nodes: envInt(b, "SCALE_NODES", 1000), Pods: envInt(b, "SCALE_PODS", 100000),
 		Plot: os.Getenv("SCALE_PLOT"), ProfileDir: os.Getenv("SCALE_PROFILE_DIR"),
-		ProfileAt: envInt(b, "SCALE_PROFILE_AT", 20000), Insecure: os.Getenv("SCALE_INSECURE") == "1"}
+		ProfileAt: envInt(b, "SCALE_PROFILE_AT", 20000), Insecure: os.Getenv("SCALE_INSECURE") == "1", DataDir: os.Getenv("SCALE_DATA_DIR")}
 	cfg.Timeout = max(10*time.Minute, time.Duration(cfg.Pods/50)*time.Second)
 	for range b.N {
 		res := runScale(b, cfg)
@@ -127,7 +130,11 @@ func runScale(tb testing.TB, cfg scaleConfig) *scaleResult {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout+5*time.Minute)
 	defer cancel()
-	s, err := stack.Start(ctx, stack.Options{BinDir: binDir, DataDir: tb.TempDir(),
+	dataDir := cfg.DataDir
+	if dataDir == "" {
+		dataDir = tb.TempDir()
+	}
+	s, err := stack.Start(ctx, stack.Options{BinDir: binDir, DataDir: dataDir,
 		Controllers: []string{"scheduler", "replicactl", "ipamctl"}, Runtime: stack.RuntimeFake, Nodes: cfg.Nodes,
 		NoProxy: true, LogLevel: "warn", Insecure: cfg.Insecure})
 	if err != nil {
@@ -229,6 +236,9 @@ func runScale(tb testing.TB, cfg scaleConfig) *scaleResult {
 			break
 		}
 		if time.Now().After(deadline) {
+			for i := 0; i < len(res.Samples); i += max(1, len(res.Samples)/20) {
+				fmt.Printf("at %5.0fs: %d Running\n", res.Samples[i].At.Seconds(), res.Samples[i].Running)
+			}
 			tb.Fatalf("%d/%d pods Running after %v", running, cfg.Pods, cfg.Timeout)
 		}
 		for _, svc := range s.Services() {
