@@ -105,4 +105,3 @@ func BenchmarkList20000(b *testing.B) {
 			n, fullCache.Round(time.Millisecond), pagedCache.Round(time.Millisecond), fullEtcd.Round(time.Millisecond), pagedEtcd.Round(time.Millisecond))
 	}
 }
-
