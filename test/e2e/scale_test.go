@@ -246,6 +246,12 @@ func runScale(tb testing.TB, cfg scaleConfig) *scaleResult {
 			for i := 0; i < len(res.Samples); i += max(1, len(res.Samples)/20) {
 				fmt.Printf("at %5.0fs: %d Running\n", res.Samples[i].At.Seconds(), res.Samples[i].Running)
 			}
+			if cfg.Plot != "" {
+				title := fmt.Sprintf("kplane: ReplicaSet of %d on %d fake nodes (timed out)", cfg.Pods, cfg.Nodes)
+				if err := scalereport.Plot(cfg.Plot, title, res.Samples); err != nil {
+					tb.Error(err)
+				}
+			}
 			tb.Fatalf("%d/%d pods Running after %v", running, cfg.Pods, cfg.Timeout)
 		}
 		for _, svc := range s.Services() {
