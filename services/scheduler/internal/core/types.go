@@ -296,8 +296,11 @@ var nodeGenerations atomic.Uint64
 
 // Generation identifies the node's assigned pods as they are: it is
 // unique to this set of pods (across every node and clone), so a
-// per-node figure computed from the pods (e.g. how many match a
-// selector) can be kept and reused while the generation stays.
+// per-node figure computed from the pods' labels, namespaces and
+// deletion marks (e.g. how many match a selector) can be kept and reused
+// while the generation stays. It changes when a pod is added or removed
+// (a label change re-adds it) or starts being deleted, not when a pod's
+// status is written.
 func (n *NodeInfo) Generation() uint64 { return n.gen }
 
 // touch gives the node a new generation after its pods changed.
