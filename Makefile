@@ -272,3 +272,19 @@ bench-proxy:
 
 clean:
 	rm -rf $(BIN) ./data
+
+# The scale scenario (issue 23): apiserver, scheduler, replicactl, ipamctl
+# (tokenctl when secure) and one node agent faking NODES nodes as
+# processes, a ReplicaSet of PODS: pods Running/s by tenth and the
+# last/first ratio, every process's RSS and CPU, pod startup p50/p99, API
+# p99 per method, paginated and full List and kpctl get pods -A times,
+# and a PNG plot (SCALE_PLOT). SCALE_PROFILE_DIR=dir saves CPU and heap
+# profiles of every process at SCALE_PROFILE_AT Running pods. CI runs the
+# small version (TestScaleSmall: 100 nodes, 5,000 pods).
+NODES ?= 1000
+PODS  ?= 100000
+SCALE_PLOT ?= $(CURDIR)/docs/bench-scale.png
+.PHONY: bench-scale
+bench-scale: build
+	cd test/e2e && KPLANE_BIN=$(BIN) SCALE_NODES=$(NODES) SCALE_PODS=$(PODS) SCALE_PLOT=$(SCALE_PLOT) \
+		$(GO) test -run '^$$' -bench BenchmarkScale -benchtime 1x -timeout 90m .

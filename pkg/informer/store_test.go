@@ -1,6 +1,7 @@
 package informer
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -48,6 +49,13 @@ func TestStoreIndexes(t *testing.T) {
 		}
 		if !slices.Equal(keys(got), want) {
 			t.Fatalf("ByIndex(%s, %s) = %v, want %v", index, value, keys(got), want)
+		}
+		anyOrder, err := s.ByIndexAnyOrder(index, value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k := keys(anyOrder); !slices.Equal(slices.Sorted(slices.Values(k)), want) {
+			t.Fatalf("ByIndexAnyOrder(%s, %s) = %v, want %v in any order", index, value, k, want)
 		}
 	}
 	check(NamespaceIndex, "a", "a/p1", "a/p2")
@@ -169,5 +177,30 @@ func TestObjectOf(t *testing.T) {
 	}
 	if _, ok := ObjectOf("x"); ok {
 		t.Fatal("ObjectOf accepted a string")
+	}
+}
+
+// The AnyOrder variants hold the same objects as the sorted ones.
+func TestStoreAnyOrderMatchesSorted(t *testing.T) {
+	s := NewStore(Indexers{OwnerUIDIndex: IndexByOwnerUID})
+	for i := range 300 {
+		ns := []string{"a", "b", "c"}[i%3]
+		app := []string{"web", "db"}[i%2]
+		o := testPod(ns, fmt.Sprintf("p%03d", i), "", map[string]string{"app": app}, fmt.Sprintf("u%d", i%7))
+		s.put(o.Key(), o)
+	}
+	web := labels.SelectorFromSet(map[string]string{"app": "web"})
+	for _, ns := range []string{"", "a", "b", "none"} {
+		for _, sel := range []Matcher{nil, web} {
+			want := keys(s.ListBySelector(ns, sel))
+			got := keys(s.ListBySelectorAnyOrder(ns, sel))
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Fatalf("ListBySelectorAnyOrder(%q, %v) = %v, want %v", ns, sel, got, want)
+			}
+		}
+	}
+	if _, err := s.ByIndexAnyOrder("no-such-index", "x"); err == nil {
+		t.Fatal("ByIndexAnyOrder of a missing index: want an error")
 	}
 }

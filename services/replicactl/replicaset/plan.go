@@ -181,7 +181,18 @@ func Victims(pods []*kplanev1.Pod, n int) []*kplanev1.Pod {
 		return nil
 	}
 	ranked := rankPods(pods)
-	sort.SliceStable(ranked, func(i, j int) bool { return victimLess(ranked[i], ranked[j]) })
+	// Ties go by name, so the choice does not depend on the order the
+	// pods came in (the informer hands them over unsorted).
+	sort.Slice(ranked, func(i, j int) bool {
+		a, b := ranked[i], ranked[j]
+		if victimLess(a, b) {
+			return true
+		}
+		if victimLess(b, a) {
+			return false
+		}
+		return a.pod.GetMetadata().GetName() < b.pod.GetMetadata().GetName()
+	})
 	n = min(n, len(ranked))
 	out := make([]*kplanev1.Pod, n)
 	for i := range n {

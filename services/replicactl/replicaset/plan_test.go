@@ -2,6 +2,8 @@ package replicaset
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"testing"
@@ -363,6 +365,27 @@ func TestSplitOwnerKey(t *testing.T) {
 	for _, bad := range []string{"default/web", "Pod/default/web", "ReplicaSet/web", ""} {
 		if _, _, _, err := splitOwnerKey(bad); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// The informer hands pods over in no particular order; the victims must
+// not depend on it (ties in the ranking go by name).
+func TestVictimsIgnoreInputOrder(t *testing.T) {
+	var pods []*kplanev1.Pod
+	for i := range 40 {
+		pods = append(pods, mkPod(fmt.Sprintf("p-%02d", i)))
+	}
+	want := Victims(pods, 7)
+	rnd := rand.New(rand.NewPCG(3, 4))
+	for range 20 {
+		shuffled := slices.Clone(pods)
+		rnd.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		got := Victims(shuffled, 7)
+		for i := range want {
+			if got[i].GetMetadata().GetName() != want[i].GetMetadata().GetName() {
+				t.Fatalf("victims of a shuffled list differ at %d: %s, want %s", i, got[i].GetMetadata().GetName(), want[i].GetMetadata().GetName())
+			}
 		}
 	}
 }

@@ -24,9 +24,16 @@ const (
 // Configuration is the --config file: KubeSchedulerConfiguration's
 // shape, the fields kplane's scheduler reads.
 type Configuration struct {
-	APIVersion string    `json:"apiVersion"`
-	Kind       string    `json:"kind"`
-	Profiles   []Profile `json:"profiles,omitempty"`
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// PercentageOfNodesToScore is, as in Kubernetes, the share of the
+	// nodes (0-100) a scheduling cycle looks at once at least 100 nodes
+	// are feasible: filtering stops when that many feasible nodes are
+	// found (starting where the previous cycle stopped) and only they
+	// are scored. Unset or 0 is adaptive: 50% minus 1% per 125 nodes, at
+	// least 5%; 100 looks at every node.
+	PercentageOfNodesToScore *int32    `json:"percentageOfNodesToScore,omitempty"`
+	Profiles                 []Profile `json:"profiles,omitempty"`
 }
 
 // Profile is one schedulerName and its plugins.
@@ -114,6 +121,9 @@ func ParseConfig(data []byte) (*Configuration, error) {
 	}
 	if c.Kind != ConfigKind {
 		return nil, fmt.Errorf("scheduler config: kind: Unsupported value: %q: supported values: %q", c.Kind, ConfigKind)
+	}
+	if p := c.PercentageOfNodesToScore; p != nil && (*p < 0 || *p > 100) {
+		return nil, fmt.Errorf("scheduler config: percentageOfNodesToScore: Invalid value: %d: not in valid range [0-100]", *p)
 	}
 	if len(c.Profiles) == 0 {
 		c.Profiles = []Profile{{SchedulerName: DefaultSchedulerName}}
@@ -226,6 +236,9 @@ func NewProfiles(c *Configuration, registry Registry, defaults []DefaultPlugin, 
 			return nil, err
 		}
 		f.waiting = waiting
+		if c.PercentageOfNodesToScore != nil {
+			f.percentToScore = int(*c.PercentageOfNodesToScore)
+		}
 		f.rnd = rand.New(rand.NewPCG(seed+uint64(i), seed^0x9e3779b97f4a7c15))
 		qs := ""
 		if f.queueSort != nil {

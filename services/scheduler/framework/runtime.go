@@ -40,6 +40,12 @@ type Framework struct {
 	postBind   []PostBindPlugin
 	waiting    *waitingPods
 
+	// percentToScore is the configuration's percentageOfNodesToScore (0:
+	// adaptive); nextStart is where the next cycle's filtering starts, so
+	// successive pods look at different nodes.
+	percentToScore int
+	nextStart      int
+
 	// scratch reused by SelectNode (one decision at a time).
 	active   []FilterPlugin
 	rnd      *rand.Rand
@@ -168,7 +174,18 @@ func (f *Framework) SelectNode(ctx context.Context, state *CycleState, pod *PodI
 			f.active = append(f.active, p)
 		}
 	}
-	for _, n := range nodes {
+	want := f.numFeasibleNodesToFind(len(nodes))
+	start := 0
+	if len(nodes) > 0 {
+		start = f.nextStart % len(nodes)
+	}
+	looked := 0
+	for i := range nodes {
+		if len(f.feasible) >= want {
+			break
+		}
+		n := nodes[(start+i)%len(nodes)]
+		looked++
 		st := f.runActiveFilters(ctx, state, pod, withNominated(pod, n))
 		if st.IsSuccess() {
 			f.feasible = append(f.feasible, n)
@@ -186,6 +203,9 @@ func (f *Framework) SelectNode(ctx context.Context, state *CycleState, pod *PodI
 			fit.Reasons[r]++
 		}
 	}
+	if len(nodes) > 0 {
+		f.nextStart = (start + looked) % len(nodes)
+	}
 	if len(f.feasible) == 0 {
 		if fit == nil {
 			fit = &FitError{Reasons: map[string]int{}}
@@ -201,6 +221,27 @@ func (f *Framework) SelectNode(ctx context.Context, state *CycleState, pod *PodI
 		return nil, nil, err
 	}
 	return f.feasible[core.SelectHost(totals, f.rnd)], nil, nil
+}
+
+// minFeasibleNodesToFind and minFeasibleNodesPercentageToFind are
+// Kubernetes' floors for percentageOfNodesToScore.
+const (
+	minFeasibleNodesToFind           = 100
+	minFeasibleNodesPercentageToFind = 5
+)
+
+// numFeasibleNodesToFind is how many feasible nodes a cycle looks for
+// among total before it stops filtering and scores them (every node
+// below 100 nodes, or at 100%).
+func (f *Framework) numFeasibleNodesToFind(total int) int {
+	if total < minFeasibleNodesToFind || f.percentToScore >= 100 {
+		return total
+	}
+	pct := f.percentToScore
+	if pct <= 0 {
+		pct = max(50-total/125, minFeasibleNodesPercentageToFind)
+	}
+	return max(total*pct/100, minFeasibleNodesToFind)
 }
 
 // prioritize runs PreScore and the weighted Score (+ NormalizeScore)

@@ -5,6 +5,8 @@ package server
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -22,6 +24,17 @@ import (
 // catchUpTimeout bounds how long a watch from "" waits for the watch
 // cache to reach etcd's current revision.
 const catchUpTimeout = 10 * time.Second
+
+// listCatchUpTimeout bounds how long a List waits for the watch cache to
+// reach etcd's current revision before it reads etcd instead.
+const listCatchUpTimeout = 3 * time.Second
+
+// Paginated Lists served from the watch cache keep their snapshot this
+// long after their last page, at most listSnapshots at once.
+const (
+	listSnapshotTTL = 30 * time.Second
+	listSnapshots   = 8
+)
 
 // Server is the Resources service.
 type Server struct {
@@ -44,6 +57,9 @@ type Server struct {
 	// open now must end (the apiserver's etcd member lost its leader), so
 	// their clients resume on another apiserver.
 	watchBreak func() <-chan struct{}
+	// lists keeps the snapshots of paginated Lists served from the watch
+	// caches.
+	lists *watchcache.Snapshots
 }
 
 // WithWatchBreak ends each watch with Unavailable when the channel
@@ -68,7 +84,8 @@ func WithServiceAccountAdmission() Option {
 // New returns the service over a store and one watch cache per kind.
 // Watches end with Unavailable once shutdown is done.
 func New(st *store.Store, caches map[string]*watchcache.Cache, bookmarkInterval time.Duration, shutdown context.Context, log hclog.Logger, opts ...Option) *Server {
-	s := &Server{store: st, caches: caches, bookmarkInterval: bookmarkInterval, shutdown: shutdown, log: log}
+	s := &Server{store: st, caches: caches, bookmarkInterval: bookmarkInterval, shutdown: shutdown, log: log,
+		lists: watchcache.NewSnapshots(listSnapshotTTL, listSnapshots)}
 	for _, o := range opts {
 		o(s)
 	}
@@ -174,15 +191,24 @@ func (s *Server) Get(ctx context.Context, req *kplanev1.GetRequest) (*kplanev1.G
 	return &kplanev1.GetResponse{Object: obj}, nil
 }
 
-// List implements kplanev1.ResourcesServer.
+// List implements kplanev1.ResourcesServer. A List is served from the
+// kind's watch cache once the cache has caught up to etcd's current
+// revision (so it shows every write acknowledged before the List began,
+// as a read of etcd would); the next pages of a paginated List read the
+// same snapshot while it is kept (listSnapshotTTL), else etcd at the
+// snapshot's revision, as does any List the cache cannot serve in time.
 func (s *Server) List(ctx context.Context, req *kplanev1.ListRequest) (*kplanev1.ListResponse, error) {
-	res, err := s.store.List(ctx, req.GetKind(), store.ListOptions{
+	opts := store.ListOptions{
 		Namespace:     req.GetNamespace(),
 		LabelSelector: req.GetLabelSelector(),
 		FieldSelector: req.GetFieldSelector(),
 		Limit:         req.GetLimit(),
 		Continue:      req.GetContinue(),
-	})
+	}
+	if resp, ok, err := s.listFromCache(ctx, req.GetKind(), opts); ok || err != nil {
+		return resp, err
+	}
+	res, err := s.store.List(ctx, req.GetKind(), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -192,6 +218,74 @@ func (s *Server) List(ctx context.Context, req *kplanev1.ListRequest) (*kplanev1
 		Continue:           res.Continue,
 		RemainingItemCount: res.RemainingCount,
 	}, nil
+}
+
+// listFromCache serves a List from the watch cache; ok is false when
+// etcd must serve it (no cache, the cache is not loaded or did not catch
+// up in time, or a continuation whose snapshot is no longer kept).
+func (s *Server) listFromCache(ctx context.Context, kind string, opts store.ListOptions) (_ *kplanev1.ListResponse, ok bool, _ error) {
+	k, filter, prefix, err := opts.Validate(kind)
+	if err != nil {
+		return nil, false, err
+	}
+	cache := s.caches[k.Name]
+	if cache == nil {
+		return nil, false, nil
+	}
+	select {
+	case <-cache.Ready():
+	default:
+		return nil, false, nil
+	}
+	kindPrefix := store.KindPrefix(k)
+	sel := k.Name + "\x00" + filter.Namespace + "\x00" + opts.LabelSelector + "\x00" + opts.FieldSelector
+	var snap *watchcache.ListSnapshot
+	start := ""
+	now := time.Now()
+	if opts.Continue != "" {
+		rev, from, err := store.DecodeContinue(opts.Continue, prefix)
+		if err != nil {
+			return nil, false, err
+		}
+		if snap, ok = s.lists.Get(sel+"\x00"+strconv.FormatInt(rev, 10), now); !ok {
+			return nil, false, nil // etcd at rev
+		}
+		start = strings.TrimPrefix(from, kindPrefix)
+	} else {
+		cur, err := s.store.CurrentRevision(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		wctx, cancel := context.WithTimeout(ctx, listCatchUpTimeout)
+		err = cache.WaitForRevision(wctx, cur)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, false, status.FromContextError(ctx.Err()).Err()
+			}
+			s.log.Debug("watch cache behind etcd; listing from etcd", "kind", k.Name, "error", err)
+			return nil, false, nil
+		}
+		snap = cache.Select(strings.TrimPrefix(prefix, kindPrefix), filter)
+	}
+	page, remaining := snap.Page(start, opts.Limit)
+	resp := &kplanev1.ListResponse{Items: make([]*kplanev1.Object, len(page)), ResourceVersion: store.FormatRevision(snap.Rev)}
+	for i, e := range page {
+		resp.Items[i] = e.Object
+	}
+	id := sel + "\x00" + strconv.FormatInt(snap.Rev, 10)
+	if remaining > 0 {
+		resp.Continue = store.EncodeContinue(snap.Rev, kindPrefix+page[len(page)-1].Key+"\x00")
+		if filter.Empty() {
+			resp.RemainingItemCount = int64(remaining)
+		}
+		if opts.Continue == "" {
+			s.lists.Put(id, snap, now)
+		}
+	} else if opts.Continue != "" {
+		s.lists.Drop(id)
+	}
+	return resp, true, nil
 }
 
 // Update implements kplanev1.ResourcesServer.

@@ -81,29 +81,16 @@ func (f *Filter) Empty() bool { return f.Label.Empty() && f.Field.Empty() }
 
 // List reads a consistent snapshot of a kind, filtered and paged.
 func (s *Store) List(ctx context.Context, kind string, opts ListOptions) (*ListResult, error) {
-	k, err := LookupKind(kind)
+	k, filter, prefix, err := opts.Validate(kind)
 	if err != nil {
 		return nil, err
 	}
-	if opts.Limit < 0 {
-		return nil, invalid("limit: must be greater than or equal to 0")
-	}
-	filter, err := NewFilter(k, opts.Namespace, opts.LabelSelector, opts.FieldSelector)
-	if err != nil {
-		return nil, err
-	}
-	prefix := ListPrefix(k, filter.Namespace)
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	start, rev := prefix, int64(0)
 	if opts.Continue != "" {
-		tok, err := decodeContinue(opts.Continue)
-		if err != nil {
+		if rev, start, err = DecodeContinue(opts.Continue, prefix); err != nil {
 			return nil, err
 		}
-		if !strings.HasPrefix(tok.Start, prefix) {
-			return nil, invalid("continue: token does not belong to this list (kind %s, namespace %q)", k.Name, filter.Namespace)
-		}
-		start, rev = tok.Start, tok.Rev
 	}
 
 	res := &ListResult{}
@@ -184,4 +171,41 @@ func decodeContinue(s string) (continueToken, error) {
 		return t, invalid("continue: malformed token %q", s)
 	}
 	return t, nil
+}
+
+// Validate checks a List's options as List does, returning the kind, the
+// parsed filter and the etcd key prefix of the selection.
+func (o ListOptions) Validate(kind string) (*kplanev1.KindInfo, *Filter, string, error) {
+	k, err := LookupKind(kind)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if o.Limit < 0 {
+		return nil, nil, "", invalid("limit: must be greater than or equal to 0")
+	}
+	filter, err := NewFilter(k, o.Namespace, o.LabelSelector, o.FieldSelector)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return k, filter, ListPrefix(k, filter.Namespace), nil
+}
+
+// DecodeContinue reads a continue token of a List whose keys start with
+// prefix: the snapshot's revision and the etcd key the page starts at.
+func DecodeContinue(token, prefix string) (rev int64, start string, err error) {
+	tok, err := decodeContinue(token)
+	if err != nil {
+		return 0, "", err
+	}
+	if !strings.HasPrefix(tok.Start, prefix) {
+		return 0, "", invalid("continue: token does not belong to this list (key prefix %s)", prefix)
+	}
+	return tok.Rev, tok.Start, nil
+}
+
+// EncodeContinue makes the continue token of a page that ends before the
+// etcd key start, in snapshot rev: the same token List makes, so either
+// the watch cache or etcd can serve the next page.
+func EncodeContinue(rev int64, start string) string {
+	return encodeContinue(continueToken{Rev: rev, Start: start})
 }

@@ -102,6 +102,7 @@ type Agent struct {
 	tokensOff atomic.Bool
 
 	mu      sync.Mutex
+	adm     admission                  // admit.go
 	states  map[string]*podState       // by pod uid
 	byKey   map[string]map[string]bool // pod key -> uids the runtime holds
 	written map[string]*kplanev1.Pod   // by uid: the pod our last status write returned
@@ -144,6 +145,7 @@ func New(c *app.Context, cfg *Config) (*Agent, error) {
 		nodes:   map[string]bool{},
 		ranges:  map[string]*nodeRange{},
 		states:  map[string]*podState{}, byKey: map[string]map[string]bool{}, written: map[string]*kplanev1.Pod{},
+		adm:      admission{admitted: map[string]string{}, byNode: map[string]map[string]string{}},
 		netReady: make(chan struct{}, 1),
 	}
 	for _, n := range cfg.nodeNames() {
@@ -177,6 +179,9 @@ func New(c *app.Context, cfg *Config) (*Agent, error) {
 	}
 	for _, rp := range a.rt.Pods() {
 		a.track(rp.Key(), rp.UID)
+		a.mu.Lock()
+		a.admitLocked(rp.UID, rp.Node, rp.Key()) // it ran here before the restart
+		a.mu.Unlock()
 	}
 	a.press.crossed, a.press.lastCrossed, a.press.evicted = map[string]string{}, map[string]time.Time{}, map[string]bool{}
 	a.stats = newStatsSource(a)
@@ -350,6 +355,7 @@ func (a *Agent) untrack(key, uid string) {
 	}
 	delete(a.states, uid)
 	delete(a.written, uid)
+	a.forgetAdmittedLocked(uid)
 }
 
 func (a *Agent) uidsFor(key string) []string {
@@ -477,6 +483,14 @@ func (a *Agent) syncPod(ctx context.Context, cached *kplanev1.Pod) (time.Time, e
 	uid, key := md.GetUid(), md.GetNamespace()+"/"+md.GetName()
 	if md.GetDeletionTimestamp() != nil {
 		return a.terminate(ctx, pod)
+	}
+	if f := a.admit(pod); f != nil {
+		// Refused before anything was set up for it: no address, no
+		// runtime state, just the Failed status.
+		if pod.GetStatus().GetReason() != f.reason {
+			a.log.Info("pod refused", "pod", key, "node", pod.GetSpec().GetNodeName(), "reason", f.reason, "message", f.message)
+		}
+		return time.Time{}, a.writeStatus(ctx, pod, refusedStatus(pod, f))
 	}
 	now := time.Now()
 	st := a.state(uid)

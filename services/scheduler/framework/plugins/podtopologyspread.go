@@ -48,6 +48,9 @@ type PodTopologySpread struct {
 	// node missing one of the keys still counts for the others (as in
 	// Kubernetes, so clusters without zone labels still spread by node).
 	systemDefaults bool
+	// matching keeps per-node counts of matching pods between cycles
+	// (nil: count afresh, as tests that build the plugin bare do).
+	matching *matchCounts
 }
 
 // Name implements framework.Plugin.
@@ -132,9 +135,11 @@ func (pl PodTopologySpread) parseConstraints(pod *framework.PodInfo, when string
 }
 
 // count builds the per-domain counts of constraints over nodes.
-func count(pod *framework.PodInfo, constraints []spreadConstraint, nodes []*framework.NodeInfo) *spreadState {
+func count(pod *framework.PodInfo, constraints []spreadConstraint, nodes []*framework.NodeInfo, matching *matchCounts) *spreadState {
 	s := &spreadState{constraints: constraints, counts: make([]map[string]int64, len(constraints)), self: make([]int64, len(constraints))}
+	keys := make([]string, len(constraints))
 	for i, c := range constraints {
+		keys[i] = selectorKey(pod.Namespace, c.selector)
 		s.counts[i] = map[string]int64{}
 		if c.selector.Matches(pod.Labels) {
 			s.self[i] = 1
@@ -165,14 +170,7 @@ func count(pod *framework.PodInfo, constraints []spreadConstraint, nodes []*fram
 				continue
 			}
 			v := n.Labels[c.key]
-			cnt := s.counts[i][v]
-			n.Pods(func(e *framework.PodInfo) bool {
-				if e.Namespace == pod.Namespace && e.Pod.GetMetadata().GetDeletionTimestamp() == nil && c.selector.Matches(e.Labels) {
-					cnt++
-				}
-				return true
-			})
-			s.counts[i][v] = cnt
+			s.counts[i][v] += matching.count(keys[i], pod.Namespace, c.selector, n)
 		}
 	}
 	return s
@@ -198,7 +196,7 @@ func (pl PodTopologySpread) Filter(_ context.Context, state *framework.CycleStat
 	} else {
 		cs := pl.parseConstraints(pod, DoNotSchedule)
 		if len(cs) > 0 {
-			s = count(pod, cs, state.Nodes())
+			s = count(pod, cs, state.Nodes(), pl.matching)
 		}
 		state.Write(spreadFilterKey, s)
 	}
@@ -233,7 +231,7 @@ func (pl PodTopologySpread) PreScore(_ context.Context, state *framework.CycleSt
 	if len(cs) == 0 {
 		return framework.NewStatus(framework.Skip)
 	}
-	state.Write(spreadScoreKey, count(pod, cs, state.Nodes()))
+	state.Write(spreadScoreKey, count(pod, cs, state.Nodes(), pl.matching))
 	return nil
 }
 

@@ -60,7 +60,7 @@ func NewPodTopologySpread(raw json.RawMessage, h framework.Handle) (framework.Pl
 	if err != nil {
 		return nil, err
 	}
-	p := PodTopologySpread{systemDefaults: args.DefaultingType != ListDefaulting}
+	p := PodTopologySpread{systemDefaults: args.DefaultingType != ListDefaulting, matching: newMatchCounts()}
 	if len(defaults) == 0 || h == nil {
 		return p, nil
 	}

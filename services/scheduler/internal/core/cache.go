@@ -137,10 +137,16 @@ func (c *Cache) SyncPod(pod *kplanev1.Pod) (freed bool) {
 		// do not change (its labels may, which other pods' affinity and
 		// spreading read: then it is counted afresh below).
 		// The PodInfo is shared with snapshots: replace, never modify it.
+		marked := (st.info.Pod.GetMetadata().GetDeletionTimestamp() == nil) != (pod.GetMetadata().GetDeletionTimestamp() == nil)
 		info := *st.info
 		info.Pod = pod
 		st.info = &info
 		if n := c.nodes[node]; n != nil {
+			if marked {
+				// Counts of a node's pods skip pods being deleted; a
+				// status write changes nothing they read.
+				n.touch()
+			}
 			n.pods[uid] = &info
 			if _, ok := n.withAffinity[uid]; ok {
 				n.withAffinity[uid] = &info

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
@@ -168,5 +169,40 @@ func TestScheduleSpreadsIdenticalNodes(t *testing.T) {
 	}
 	if count["a"] != 10 || count["b"] != 10 || count["c"] != 10 {
 		t.Fatalf("pods of one owner per node = %v, want 10 each", count)
+	}
+}
+
+// A node's generation changes when its pods' labels or deletion marks
+// change, not when a pod's status is written.
+func TestNodeGenerationFollowsWhatCountsRead(t *testing.T) {
+	c := NewCache(30*time.Second, nil, 1)
+	c.SetNode(testNode("n", "2", "2Gi", 10))
+	p := bound(testPod("p", [2]string{"100m", "100Mi"}), "n")
+	p.Metadata.Labels = map[string]string{"app": "web"}
+	c.SyncPod(p)
+	gen := func() uint64 {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.nodes["n"].Generation()
+	}
+	g0 := gen()
+	running := proto.Clone(p).(*kplanev1.Pod)
+	running.Status = &kplanev1.PodStatus{Phase: kplanev1.PodRunning}
+	c.SyncPod(running)
+	if gen() != g0 {
+		t.Fatal("a status write changed the node's generation")
+	}
+	relabelled := proto.Clone(running).(*kplanev1.Pod)
+	relabelled.Metadata.Labels = map[string]string{"app": "db"}
+	c.SyncPod(relabelled)
+	g1 := gen()
+	if g1 == g0 {
+		t.Fatal("a label change left the node's generation")
+	}
+	deleting := proto.Clone(relabelled).(*kplanev1.Pod)
+	deleting.Metadata.DeletionTimestamp = timestamppb.Now()
+	c.SyncPod(deleting)
+	if gen() == g1 {
+		t.Fatal("a deletion mark left the node's generation")
 	}
 }

@@ -9,6 +9,7 @@ package core
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/kplane/kplane/pkg/apiutil"
 	"github.com/kplane/kplane/pkg/quantity"
@@ -284,7 +285,26 @@ type NodeInfo struct {
 	// nominated are pods preemption made room for here, not yet bound,
 	// by uid: pods of lower priority must not take that room.
 	nominated map[string]*PodInfo
+	// gen changes whenever the assigned pods (or one of their objects)
+	// change; see Generation.
+	gen uint64
 }
+
+// nodeGenerations hands out generations: one counter for every node and
+// clone, so two NodeInfos with the same generation hold the same pods.
+var nodeGenerations atomic.Uint64
+
+// Generation identifies the node's assigned pods as they are: it is
+// unique to this set of pods (across every node and clone), so a
+// per-node figure computed from the pods' labels, namespaces and
+// deletion marks (e.g. how many match a selector) can be kept and reused
+// while the generation stays. It changes when a pod is added or removed
+// (a label change re-adds it) or starts being deleted, not when a pod's
+// status is written.
+func (n *NodeInfo) Generation() uint64 { return n.gen }
+
+// touch gives the node a new generation after its pods changed.
+func (n *NodeInfo) touch() { n.gen = nodeGenerations.Add(1) }
 
 // NominatedPods calls fn for each pod nominated to the node (by
 // preemption) and not yet bound.
@@ -298,7 +318,8 @@ func (n *NodeInfo) NominatedPods(fn func(*PodInfo)) {
 func (n *NodeInfo) NumNominated() int { return len(n.nominated) }
 
 func newNodeInfo(name string) *NodeInfo {
-	return &NodeInfo{NodeState: NodeState{Name: name}, owners: map[string]int{}, pods: map[string]*PodInfo{}, withAffinity: map[string]*PodInfo{}, nominated: map[string]*PodInfo{}}
+	return &NodeInfo{NodeState: NodeState{Name: name}, owners: map[string]int{}, pods: map[string]*PodInfo{}, withAffinity: map[string]*PodInfo{}, nominated: map[string]*PodInfo{},
+		gen: nodeGenerations.Add(1)}
 }
 
 // NewNodeInfo returns a node with the given state and pods assigned, for
@@ -319,6 +340,7 @@ func (n *NodeInfo) OwnerCount(uid string) int { return n.owners[uid] }
 func (n *NodeInfo) NumPods() int { return len(n.pods) }
 
 func (n *NodeInfo) addPod(p *PodInfo) {
+	n.touch()
 	n.pods[p.UID] = p
 	if p.HasPodAffinity() {
 		n.withAffinity[p.UID] = p
@@ -335,6 +357,7 @@ func (n *NodeInfo) removePod(uid string) {
 	if !ok {
 		return
 	}
+	n.touch()
 	delete(n.pods, uid)
 	delete(n.withAffinity, uid)
 	n.Requested = n.Requested.Sub(p.Requests)
@@ -374,7 +397,7 @@ func (n *NodeInfo) NumPodsWithAffinity() int { return len(n.withAffinity) }
 // (AddPod, RemovePod) without touching n: for simulations such as
 // preemption's. The node's state and the pods themselves are shared.
 func (n *NodeInfo) Clone() *NodeInfo {
-	c := &NodeInfo{NodeState: n.NodeState, Known: n.Known, Requested: n.Requested, NonZeroRequested: n.NonZeroRequested,
+	c := &NodeInfo{NodeState: n.NodeState, Known: n.Known, Requested: n.Requested, NonZeroRequested: n.NonZeroRequested, gen: n.gen,
 		owners: make(map[string]int, len(n.owners)), pods: make(map[string]*PodInfo, len(n.pods)),
 		withAffinity: make(map[string]*PodInfo, len(n.withAffinity)), nominated: make(map[string]*PodInfo, len(n.nominated))}
 	for k, v := range n.nominated {
