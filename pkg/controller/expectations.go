@@ -48,6 +48,13 @@ type expectation struct {
 	// pending counts the writes issued but not yet returned.
 	written int64
 	pending int
+	// unknown is set when a write's outcome is unknown and no revision
+	// could be read after it (e.g. the term ended and cancelled the
+	// read): the revision rule must not apply until ObjectControl.
+	// SatisfiedAt has read one, in kind and namespace.
+	unknown          bool
+	unknownKind      string
+	unknownNamespace string
 }
 
 // NewExpectations returns an empty set with the given TTL
@@ -91,7 +98,7 @@ func (e *Expectations) SatisfiedAt(key string, cacheRevision int64) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	x, ok := e.m[key]
-	if !ok || x.pending > 0 || x.written == 0 || cacheRevision < x.written {
+	if !ok || x.pending > 0 || x.unknown || x.written == 0 || cacheRevision < x.written {
 		return false
 	}
 	delete(e.m, key)
@@ -117,6 +124,46 @@ func (e *Expectations) WriteAcknowledged(key string, revision int64) {
 		if x.pending > 0 {
 			x.pending--
 		}
+		x.written = max(x.written, revision)
+	}
+}
+
+// WriteOutcomeUnknown records that a create or delete call for key
+// returned an error after which the object of the given kind in namespace
+// may or may not have been written, and no revision could be read after
+// it. Until ObjectControl.SatisfiedAt reads one, only the observed events
+// or the TTL release key.
+func (e *Expectations) WriteOutcomeUnknown(key, kind, namespace string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if x, ok := e.m[key]; ok {
+		if x.pending > 0 {
+			x.pending--
+		}
+		x.unknown, x.unknownKind, x.unknownNamespace = true, kind, namespace
+	}
+}
+
+// unresolved returns the kind and namespace of a write of unknown outcome
+// for key once every write for key has returned and the expectations are
+// otherwise unmet.
+func (e *Expectations) unresolved(key string) (kind, namespace string, ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	x, found := e.m[key]
+	if !found || !x.unknown || x.pending > 0 {
+		return "", "", false
+	}
+	return x.unknownKind, x.unknownNamespace, true
+}
+
+// resolve records revision as read after the writes of unknown outcome of
+// key: the cache shows them (or what became of them) once it is there.
+func (e *Expectations) resolve(key string, revision int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if x, ok := e.m[key]; ok && x.unknown {
+		x.unknown = false
 		x.written = max(x.written, revision)
 	}
 }

@@ -69,7 +69,14 @@ func (c *ObjectControl) Create(ctx context.Context, key string, n int, newObj fu
 			// gone mid-call): lowering the expectation now could create the
 			// object twice. Keep it expected until the cache has caught up
 			// with a revision read after the failure, which shows either way.
-			exp.WriteAcknowledged(key, c.revisionAfterFailure(ctx, obj))
+			// When none can be read now (the apiserver is gone, or a lost
+			// lease cancelled ctx), SatisfiedAt reads one in a later
+			// reconcile: without it the owner would wait out the TTL.
+			if rev := c.revisionAfterFailure(ctx, obj); rev > 0 {
+				exp.WriteAcknowledged(key, rev)
+			} else {
+				exp.WriteOutcomeUnknown(key, obj.KindName(), obj.Meta().GetNamespace())
+			}
 			failed.Add(1)
 			return err
 		}
@@ -214,6 +221,51 @@ func (c *ObjectControl) Handler(ownersOf func(*kplanev1.Object) []string, enqueu
 			}
 		},
 	}
+}
+
+// SatisfiedAt reports whether the owner with key may act, as
+// Expectations.SatisfiedAt does with the revision of cache (the informer
+// of the owned kind): sample it before reading the cache. When a write
+// of unknown outcome left no revision to wait for (see Create), it first
+// reads one from the apiserver: a fresh list of the object's kind in its
+// namespace, whose newest item the cache must have applied. That write was
+// issued before this call, so the list shows it if it was committed; the
+// owner is then not stuck until the expectations' TTL, which matters most
+// for a controller that lost its lease mid-create and won it back in the
+// same process. An error means that revision could not be read: retry.
+func (c *ObjectControl) SatisfiedAt(ctx context.Context, key string, cache *informer.Informer) (bool, error) {
+	rev, err := CacheRevision(cache)
+	if err != nil {
+		return false, err
+	}
+	exp := c.Expectations
+	if exp.SatisfiedAt(key, rev) {
+		return true, nil
+	}
+	kind, namespace, ok := exp.unresolved(key)
+	if !ok {
+		return false, nil
+	}
+	var newest int64
+	_, err = client.ListPages(ctx, c.API, &kplanev1.ListRequest{Kind: kind, Namespace: namespace, Limit: 5000}, func(items []*kplanev1.Object) error {
+		for _, o := range items {
+			if rv := revisionOf(o, nil); rv > newest {
+				newest = rv
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("expectations of %s: read the revision after a write of unknown outcome: %w", key, err)
+	}
+	// Nothing of that kind is left at all: any revision will do, the
+	// cache's own one included.
+	exp.resolve(key, max(newest, 1))
+	rev, err = CacheRevision(cache)
+	if err != nil {
+		return false, err
+	}
+	return exp.SatisfiedAt(key, rev), nil
 }
 
 // revisionOf is the revision a successful write returned, 0 otherwise (0

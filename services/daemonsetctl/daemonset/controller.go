@@ -140,11 +140,10 @@ func (r *dsController) Reconcile(ctx context.Context, key string) error {
 		r.recorder.Eventf(ctx, obj, record.Warning, "SelectingAll", "This daemon set's selector is invalid or selects all pods: %v", err)
 		return nil
 	}
-	rev, err := controller.CacheRevision(r.pods)
+	manage, err := r.control.SatisfiedAt(ctx, key, r.pods)
 	if err != nil {
 		return err
 	}
-	manage := r.exp.SatisfiedAt(key, rev)
 
 	var collision *int32
 	if st := ds.GetStatus(); st != nil {

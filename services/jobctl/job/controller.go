@@ -152,11 +152,10 @@ func (r *jobController) Reconcile(ctx context.Context, key string) error {
 	if !ok {
 		return nil
 	}
-	rev, err := controller.CacheRevision(r.pods)
+	manage, err := r.control.SatisfiedAt(ctx, key, r.pods)
 	if err != nil {
 		return err
 	}
-	manage := r.exp.SatisfiedAt(key, rev)
 	owned, err := r.pods.Store().ByIndex(informer.OwnerUIDIndex, j.GetMetadata().GetUid())
 	if err != nil {
 		return fmt.Errorf("pods of job %s: %w", key, err)

@@ -191,11 +191,10 @@ func (r *replicaController) Reconcile(ctx context.Context, key string) error {
 	}
 	// Sample expectations before reading pods: a creation observed in
 	// between then shows in the pods we read, never the other way round.
-	rev, err := controller.CacheRevision(r.pods)
+	manage, err := r.control.SatisfiedAt(ctx, key, r.pods)
 	if err != nil {
 		return err
 	}
-	manage := r.exp.SatisfiedAt(key, rev)
 	plan := Decide(owner, r.candidates(owner), manage, r.burst)
 
 	if err := r.claim(ctx, owner, plan); err != nil {

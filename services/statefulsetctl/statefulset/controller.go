@@ -162,11 +162,10 @@ func (r *setController) Reconcile(ctx context.Context, key string) error {
 	}
 	// Sample the cache revision before reading pods: a creation observed
 	// in between then shows in the pods read, never the other way round.
-	rev, err := controller.CacheRevision(r.pods)
+	manage, err := r.control.SatisfiedAt(ctx, key, r.pods)
 	if err != nil {
 		return err
 	}
-	manage := r.exp.SatisfiedAt(key, rev)
 
 	current, update, collision, err := r.revisionsFor(ctx, obj)
 	if err != nil || update == nil {
