@@ -172,6 +172,9 @@ func (s *Server) List(ctx context.Context, req *kplanev1.ListRequest) (*kplanev1
 		FieldSelector: req.GetFieldSelector(),
 		Limit:         req.GetLimit(),
 		Continue:      req.GetContinue(),
+
+		ResourceVersion:      req.GetResourceVersion(),
+		ResourceVersionMatch: req.GetResourceVersionMatch(),
 	})
 	if err != nil {
 		return nil, err
