@@ -125,10 +125,13 @@ func TestKubectlDeletePodGraceful(t *testing.T) {
 		`trap 'echo sigterm > ../term; while [ ! -e ../release ]; do sleep 0.05; done; exit 0' TERM; while true; do sleep 0.05; done`)
 	p := c.waitPod("victim", "Running", naPhase("Running"))
 	dir := c.podDir(p)
+	t0 := time.Now()
+	step := func(what string) { t.Logf("%6.1fs %s", time.Since(t0).Seconds(), what) }
 
 	watch := newWatch(t, k, "get", "pods", "-w")
 	watch.waitMatch(regexp.MustCompile(`^victim\s+1/1\s+Running\s`), 0)
 
+	step("get -w shows victim Running")
 	del := k.cmd(nil, "delete", "pod", "victim", "--grace-period=60")
 	var out, errb bytes.Buffer
 	del.Stdout, del.Stderr = &out, &errb
@@ -150,6 +153,7 @@ func TestKubectlDeletePodGraceful(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(dir, "term"))
 		return string(b) == "sigterm\n"
 	})
+	step("the container got SIGTERM")
 	got, err := c.get("victim")
 	if err != nil {
 		t.Fatalf("the pod is gone while its container still runs: %v", err)
@@ -160,6 +164,7 @@ func TestKubectlDeletePodGraceful(t *testing.T) {
 	k.expect(`^60$`, "get", "pod", "victim", "-o", "jsonpath={.metadata.deletionGracePeriodSeconds}")
 	k.expect(`(?m)^victim\s+1/1\s+Terminating\s`, "get", "pod", "victim")
 	watch.waitMatch(regexp.MustCompile(`^victim\s+\S+\s+Terminating\s`), 0)
+	step("Terminating seen by get and get -w")
 	select {
 	case err := <-done:
 		t.Fatalf("kubectl delete returned while the pod was terminating: %v %q %q", err, out.String(), errb.String())
@@ -177,6 +182,7 @@ func TestKubectlDeletePodGraceful(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("kubectl delete still waiting after the container exited: %q %q", out.String(), errb.String())
 	}
+	step("kubectl delete returned")
 	if _, err := c.get("victim"); status.Code(err) != codes.NotFound {
 		t.Fatalf("after kubectl delete returned: %v, want NotFound", err)
 	}
