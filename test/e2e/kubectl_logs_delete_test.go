@@ -138,14 +138,17 @@ func TestKubectlDeletePodGraceful(t *testing.T) {
 	if err := del.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- del.Wait() }()
+	// finished closes once kubectl delete returned; delErr is its result.
+	var delErr error
+	finished := make(chan struct{})
+	go func() { delErr = del.Wait(); close(finished) }()
 	t.Cleanup(func() {
 		_ = os.WriteFile(filepath.Join(dir, "release"), nil, 0o644)
 		select {
-		case <-done:
+		case <-finished:
 		case <-time.After(90 * time.Second):
 			_ = del.Process.Kill()
+			<-finished
 		}
 	})
 
@@ -166,8 +169,8 @@ func TestKubectlDeletePodGraceful(t *testing.T) {
 	watch.waitMatch(regexp.MustCompile(`^victim\s+\S+\s+Terminating\s`), 0)
 	step("Terminating seen by get and get -w")
 	select {
-	case err := <-done:
-		t.Fatalf("kubectl delete returned while the pod was terminating: %v %q %q", err, out.String(), errb.String())
+	case <-finished:
+		t.Fatalf("kubectl delete returned while the pod was terminating: %v %q %q", delErr, out.String(), errb.String())
 	default:
 	}
 
@@ -175,9 +178,9 @@ func TestKubectlDeletePodGraceful(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-done:
-		if err != nil || out.String() != "pod \"victim\" deleted\n" {
-			t.Fatalf("kubectl delete: %v %q %q", err, out.String(), errb.String())
+	case <-finished:
+		if delErr != nil || out.String() != "pod \"victim\" deleted\n" {
+			t.Fatalf("kubectl delete: %v %q %q", delErr, out.String(), errb.String())
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatalf("kubectl delete still waiting after the container exited: %q %q", out.String(), errb.String())
