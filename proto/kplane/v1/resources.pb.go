@@ -769,9 +769,18 @@ type ListRequest struct {
 	// limit caps the page size; 0 means no limit.
 	Limit int64 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
 	// continue is the token from the previous page's response.
-	Continue      string `protobuf:"bytes,6,opt,name=continue,proto3" json:"continue,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Continue string `protobuf:"bytes,6,opt,name=continue,proto3" json:"continue,omitempty"`
+	// resource_version and resource_version_match say which revision to
+	// list, as Kubernetes' list options do: "" (or "0") lists the newest;
+	// a revision with match "" or "NotOlderThan" lists the newest, which
+	// must not be older than it; with "Exact" lists the snapshot at exactly
+	// that revision (OUT_OF_RANGE once compacted). A revision newer than the
+	// store's is DEADLINE_EXCEEDED (Kubernetes' "Too large resource
+	// version").
+	ResourceVersion      string `protobuf:"bytes,7,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,8,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *ListRequest) Reset() {
@@ -842,6 +851,20 @@ func (x *ListRequest) GetLimit() int64 {
 func (x *ListRequest) GetContinue() string {
 	if x != nil {
 		return x.Continue
+	}
+	return ""
+}
+
+func (x *ListRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *ListRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
 	}
 	return ""
 }
@@ -2209,14 +2232,16 @@ const file_kplane_v1_resources_proto_rawDesc = "" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\"8\n" +
 	"\vGetResponse\x12)\n" +
-	"\x06object\x18\x01 \x01(\v2\x11.kplane.v1.ObjectR\x06object\"\xbf\x01\n" +
+	"\x06object\x18\x01 \x01(\v2\x11.kplane.v1.ObjectR\x06object\"\xa0\x02\n" +
 	"\vListRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12%\n" +
 	"\x0elabel_selector\x18\x03 \x01(\tR\rlabelSelector\x12%\n" +
 	"\x0efield_selector\x18\x04 \x01(\tR\rfieldSelector\x12\x14\n" +
 	"\x05limit\x18\x05 \x01(\x03R\x05limit\x12\x1a\n" +
-	"\bcontinue\x18\x06 \x01(\tR\bcontinue\"\xb0\x01\n" +
+	"\bcontinue\x18\x06 \x01(\tR\bcontinue\x12)\n" +
+	"\x10resource_version\x18\a \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\b \x01(\tR\x14resourceVersionMatch\"\xb0\x01\n" +
 	"\fListResponse\x12'\n" +
 	"\x05items\x18\x01 \x03(\v2\x11.kplane.v1.ObjectR\x05items\x12)\n" +
 	"\x10resource_version\x18\x02 \x01(\tR\x0fresourceVersion\x12\x1a\n" +

@@ -31,7 +31,9 @@ const (
 // (protobuf), 16 concurrent clients each, against one in-process
 // apiserver, and prints each operation's rate and the gRPC/REST ratio.
 // The REST side calls the gRPC service in process, so the ratio is the
-// cost of Kubernetes' JSON and HTTP/1.1. Run with `make bench-rest`.
+// cost of Kubernetes' JSON and HTTP/1.1. In the same run, watch fan-out:
+// events per second delivered to 100 watchers over each protocol
+// (rest_watch_test.go). Run with `make bench-rest`.
 func BenchmarkRESTvsGRPC(b *testing.B) {
 	srv := testserver.Start(b)
 	api := srv.Client()
@@ -130,5 +132,12 @@ func BenchmarkRESTvsGRPC(b *testing.B) {
 			b.ReportMetric(r, o.name+"-rest-ops/s")
 			fmt.Printf("%-6s gRPC %8.0f/s  REST %8.0f/s  gRPC/REST %.2f\n", o.name, g, r, g/r)
 		}
+		// Watch fan-out: events delivered per second to 100 watchers of
+		// 1,000 creates (rest_watch_test.go).
+		g := watchFanout(b, srv, fmt.Sprintf("fan-grpc-%d", i), grpcFanWatch(srv))
+		r := watchFanout(b, srv, fmt.Sprintf("fan-rest-%d", i), restFanWatch(srv))
+		b.ReportMetric(g, "Watch-grpc-events/s")
+		b.ReportMetric(r, "Watch-rest-events/s")
+		fmt.Printf("%-6s gRPC %8.0f/s  REST %8.0f/s  gRPC/REST %.2f  (events delivered, %d watchers x %d events)\n", "Watch", g, r, g/r, restFanWatchers, restFanEvents)
 	}
 }

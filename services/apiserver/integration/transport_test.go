@@ -134,6 +134,8 @@ func (s restStatus) grpcError() error {
 		code = codes.Unavailable
 	case "InternalError":
 		code = codes.Internal
+	case "Timeout":
+		code = codes.DeadlineExceeded
 	}
 	return status.Error(code, s.Message)
 }
@@ -326,6 +328,8 @@ func (c *restResources) List(ctx context.Context, in *kplanev1.ListRequest, _ ..
 	set("labelSelector", in.GetLabelSelector())
 	set("fieldSelector", in.GetFieldSelector())
 	set("continue", in.GetContinue())
+	set("resourceVersion", in.GetResourceVersion())
+	set("resourceVersionMatch", in.GetResourceVersionMatch())
 	if in.GetLimit() != 0 {
 		q.Set("limit", strconv.FormatInt(in.GetLimit(), 10))
 	}

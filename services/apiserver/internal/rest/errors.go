@@ -61,7 +61,10 @@ func statusFor(err error, req request) *metav1.Status {
 	case codes.Unavailable:
 		s.Reason, s.Code = metav1.StatusReasonServiceUnavailable, http.StatusServiceUnavailable
 	case codes.DeadlineExceeded, codes.Canceled:
+		// A list at a revision the store has not reached carries the
+		// ResourceVersionTooLarge cause client-go looks for.
 		s.Reason, s.Code = metav1.StatusReasonTimeout, http.StatusGatewayTimeout
+		details.Causes = infoCauses(st)
 	case codes.Unimplemented:
 		s.Reason, s.Code = metav1.StatusReasonMethodNotAllowed, http.StatusMethodNotAllowed
 	default:

@@ -17,7 +17,8 @@ import (
 )
 
 // logParams are the pods/log query parameters forwarded to the node
-// agent, which applies or refuses each.
+// agent, which applies or refuses each (sinceSeconds, sinceTime and
+// timestamps from the per-line times its shim records).
 var logParams = []string{"follow", "tailLines", "limitBytes", "sinceSeconds", "sinceTime", "timestamps", "previous"}
 
 // logClient reaches node agents. No overall timeout: a followed log
@@ -88,6 +89,11 @@ func (h *Handler) serveLog(w http.ResponseWriter, r *http.Request, req request) 
 	}
 	w.Header().Set("Content-Type", "text/plain")
 	w.WriteHeader(http.StatusOK)
+	// A follower whose first line is not due yet (sinceTime ahead of the
+	// log) still gets its response at once.
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
 	if err := copyFlushing(w, resp.Body); err != nil && ctx.Err() == nil {
 		h.log.Debug("log stream ended", "pod", req.namespace+"/"+req.name, "container", container, "error", err)
 	}

@@ -34,10 +34,6 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, req request) {
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request, req request) {
 	q := r.URL.Query()
-	if s := checkListResourceVersion(q.Get("resourceVersion"), q.Get("resourceVersionMatch")); s != nil {
-		writeStatus(w, s)
-		return
-	}
 	limit, s := intParam(q.Get("limit"), "limit")
 	if s != nil {
 		writeStatus(w, s)
@@ -47,37 +43,13 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, req request) {
 		Kind: req.res.Kind, Namespace: req.namespace,
 		LabelSelector: q.Get("labelSelector"), FieldSelector: q.Get("fieldSelector"),
 		Limit: limit, Continue: q.Get("continue"),
+		ResourceVersion: q.Get("resourceVersion"), ResourceVersionMatch: q.Get("resourceVersionMatch"),
 	})
 	if err != nil {
 		writeStatus(w, statusFor(err, req))
 		return
 	}
 	h.writeList(w, r, req, resp)
-}
-
-// checkListResourceVersion accepts the resourceVersion semantics a List
-// from the store provides: the store always lists a consistent snapshot
-// at the newest revision, which satisfies "" (most recent), "0" (any)
-// and NotOlderThan; an Exact read of an older revision it cannot serve.
-func checkListResourceVersion(rv, match string) *metav1.Status {
-	if rv != "" {
-		if _, err := strconv.ParseUint(rv, 10, 64); err != nil {
-			return badRequest("resourceVersion: Invalid value: %q: must be a revision number", rv)
-		}
-	}
-	switch match {
-	case "":
-	case string(metav1.ResourceVersionMatchNotOlderThan):
-		if rv == "" {
-			return badRequest("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided")
-		}
-	case string(metav1.ResourceVersionMatchExact):
-		return newStatus(http.StatusBadRequest, metav1.StatusReasonBadRequest,
-			"resourceVersionMatch: Unsupported value: %q: lists are served at the newest revision; supported values: %q", match, metav1.ResourceVersionMatchNotOlderThan)
-	default:
-		return badRequest("resourceVersionMatch: Unsupported value: %q: supported values: %q, %q", match, metav1.ResourceVersionMatchExact, metav1.ResourceVersionMatchNotOlderThan)
-	}
-	return nil
 }
 
 func intParam(v, name string) (int64, *metav1.Status) {

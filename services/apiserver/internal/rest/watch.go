@@ -53,13 +53,20 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request, req request) {
 			defer cancel()
 		}
 	}
+	table := tableRequested(r)
+	if table {
+		if s := checkIncludeObject(r); s != nil {
+			writeStatus(w, s)
+			return
+		}
+	}
 	wr := &kplanev1.WatchRequest{
 		Kind: req.res.Kind, Namespace: req.namespace,
 		LabelSelector: q.Get("labelSelector"), FieldSelector: q.Get("fieldSelector"),
 		ResourceVersion: q.Get("resourceVersion"),
 		AllowBookmarks:  q.Get("allowWatchBookmarks") == "true",
 	}
-	s := &watchStream{ctx: ctx, w: w, h: h, res: req.res, table: tableRequested(r), r: r}
+	s := &watchStream{ctx: ctx, w: w, h: h, res: req.res, table: table, r: r}
 	err := h.api.Watch(wr, s)
 	if ctx.Err() != nil {
 		// The client left or timeoutSeconds passed: a normal end.

@@ -199,14 +199,20 @@ func (s *Server) Get(ctx context.Context, req *kplanev1.GetRequest) (*kplanev1.G
 // snapshot's revision, as does any List the cache cannot serve in time.
 func (s *Server) List(ctx context.Context, req *kplanev1.ListRequest) (*kplanev1.ListResponse, error) {
 	opts := store.ListOptions{
-		Namespace:     req.GetNamespace(),
-		LabelSelector: req.GetLabelSelector(),
-		FieldSelector: req.GetFieldSelector(),
-		Limit:         req.GetLimit(),
-		Continue:      req.GetContinue(),
+		Namespace:            req.GetNamespace(),
+		LabelSelector:        req.GetLabelSelector(),
+		FieldSelector:        req.GetFieldSelector(),
+		Limit:                req.GetLimit(),
+		Continue:             req.GetContinue(),
+		ResourceVersion:      req.GetResourceVersion(),
+		ResourceVersionMatch: req.GetResourceVersionMatch(),
 	}
-	if resp, ok, err := s.listFromCache(ctx, req.GetKind(), opts); ok || err != nil {
-		return resp, err
+	// The watch cache serves the lists that ask for the current state (no
+	// revision, or "0": any); a named revision or Exact reads etcd.
+	if opts.ResourceVersionMatch == "" && (opts.ResourceVersion == "" || opts.ResourceVersion == "0") {
+		if resp, ok, err := s.listFromCache(ctx, req.GetKind(), opts); ok || err != nil {
+			return resp, err
+		}
 	}
 	res, err := s.store.List(ctx, req.GetKind(), opts)
 	if err != nil {

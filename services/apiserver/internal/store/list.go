@@ -24,6 +24,10 @@ type ListOptions struct {
 	FieldSelector string
 	Limit         int64
 	Continue      string
+	// ResourceVersion and ResourceVersionMatch choose the revision, as
+	// kplanev1.ListRequest describes.
+	ResourceVersion      string
+	ResourceVersionMatch string
 }
 
 // ListResult is one page of a consistent snapshot.
@@ -85,8 +89,12 @@ func (s *Store) List(ctx context.Context, kind string, opts ListOptions) (*ListR
 	if err != nil {
 		return nil, err
 	}
+	exact, atLeast, err := listRevision(opts)
+	if err != nil {
+		return nil, err
+	}
 	end := clientv3.GetPrefixRangeEnd(prefix)
-	start, rev := prefix, int64(0)
+	start, rev := prefix, exact
 	if opts.Continue != "" {
 		if rev, start, err = DecodeContinue(opts.Continue, prefix); err != nil {
 			return nil, err
@@ -109,6 +117,16 @@ func (s *Store) List(ctx context.Context, kind string, opts ListOptions) (*ListR
 			getOpts = append(getOpts, clientv3.WithLimit(batch))
 		}
 		resp, err := s.cli.Get(ctx, start, getOpts...)
+		if err != nil && exact > 0 && isFutureRevision(err) {
+			cur, cerr := s.CurrentRevision(ctx)
+			if cerr != nil {
+				return nil, cerr
+			}
+			return nil, tooLargeRevision(exact, cur)
+		}
+		if err != nil && exact > 0 && rev == exact && status.Code(backendError(ctx, "list", err)) == codes.OutOfRange {
+			return nil, status.Errorf(codes.OutOfRange, "The resourceVersion for the provided list is too old: revision %d has been compacted", exact)
+		}
 		if err != nil {
 			if status.Code(backendError(ctx, "list", err)) == codes.OutOfRange {
 				return nil, status.Errorf(codes.OutOfRange, "continue: the list snapshot at revision %d has been compacted; start the list again", rev)
@@ -117,6 +135,11 @@ func (s *Store) List(ctx context.Context, kind string, opts ListOptions) (*ListR
 		}
 		if rev == 0 {
 			rev = resp.Header.Revision
+			// etcd reads linearizably, so a revision the client saw
+			// from this store is never newer than this one.
+			if rev < atLeast {
+				return nil, tooLargeRevision(atLeast, rev)
+			}
 		}
 		for i, kv := range resp.Kvs {
 			obj, err := Decode(kv.Value, kv.ModRevision)

@@ -28,6 +28,7 @@ import (
 //	pods/<uid>/pod.json                      identity and IP of the pod
 //	pods/<uid>/<container>/                  the container's working directory
 //	pods/<uid>/<container>/container.log     stdout and stderr, all runs appended
+//	pods/<uid>/<container>/container.times   offset and time of each line start (written by the shim)
 //	pods/<uid>/<container>/.state/pid.<n>    written by the shim of run n
 //	pods/<uid>/<container>/.state/exit.<n>   written by the shim when run n ended
 const (
@@ -435,7 +436,7 @@ func (r *execRuntime) StartContainer(_ context.Context, pod *kplanev1.Pod, spec 
 		return fmt.Errorf("record where the run's log starts: %w", err)
 	}
 	args := append([]string{shim.Command, "--exit-file", c.exitFile(attempt), "--pid-file", c.pidFile(attempt),
-		"--log-file", logPath, "--dir", workDir, "--"}, argv...)
+		"--log-file", logPath, "--times-file", filepath.Join(c.dir, timesFileName), "--dir", workDir, "--"}, argv...)
 	cmd := exec.Command(r.shim, args...)
 	cmd.Env = append(containerEnv(pod, spec, podIP, c.dir), EnvTerminationMessagePath+"="+c.msgPath)
 	cmd.Env = append(cmd.Env, r.volumeEnvOf(uid, spec.GetName())...)
@@ -747,7 +748,11 @@ func (r *execRuntime) poll() []string {
 	return changed
 }
 
-// Logs implements Runtime.
+// Logs implements Runtime. The run's section of the one log file is
+// found from the recorded run start offsets; tailLines counts back from
+// its end, sinceTime starts at the first line not older than it (the
+// later of the two wins, as the kubelet applies both), and timestamps
+// prefixes each line with the time the shim read it.
 func (r *execRuntime) Logs(ctx context.Context, pod *kplanev1.Pod, container string, opts LogOptions, w io.Writer) error {
 	follow := opts.Follow && !opts.Previous
 	uid := pod.GetMetadata().GetUid()
@@ -781,47 +786,121 @@ func (r *execRuntime) Logs(ctx context.Context, pod *kplanev1.Pod, container str
 	}
 	// Only read: a failed Close loses nothing.
 	defer func() { _ = f.Close() }()
-	if end >= 0 {
-		// The previous run: a finished section of the file.
-		sec := io.NewSectionReader(f, start, end-start)
-		if opts.TailLines >= 0 {
-			if err := seekTail(sec, opts.TailLines); err != nil {
-				return fmt.Errorf("seek the last %d lines: %w", opts.TailLines, err)
-			}
+	var times *lineTimes
+	if opts.Timestamps || !opts.Since.IsZero() {
+		if times, err = openLineTimes(lc.dir); err != nil {
+			return err
 		}
-		if _, err := io.Copy(w, sec); err != nil {
+		defer times.close()
+	}
+	var src io.ReadSeeker = f
+	if end >= 0 {
+		// The previous run: a finished section of the file, read with
+		// offsets relative to its start.
+		src = io.NewSectionReader(f, start, end-start)
+	}
+	base := int64(0) // file offset of src's offset 0
+	if end >= 0 {
+		base, start = start, 0
+	}
+	if opts.TailLines >= 0 {
+		if err := seekTail(src, opts.TailLines); err != nil {
+			return fmt.Errorf("seek the last %d lines: %w", opts.TailLines, err)
+		}
+	}
+	pos, err := src.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return fmt.Errorf("seek log: %w", err)
+	}
+	pos = max(pos, start)
+	// sinceFound: the first line not older than since is known (always,
+	// without since); until then a follower waits for one.
+	sinceFound := true
+	seekSince := func() error {
+		off, ok, err := times.firstSince(opts.Since, base+pos)
+		if err != nil || !ok {
+			return err
+		}
+		sinceFound, pos = true, off-base
+		return nil
+	}
+	if !opts.Since.IsZero() {
+		sinceFound = false
+		if err := seekSince(); err != nil {
+			return err
+		}
+	}
+	if !sinceFound && !follow {
+		return nil
+	}
+	out := w
+	if opts.Timestamps {
+		out = &stampWriter{w: w, times: times, off: base + pos}
+	}
+	flush := func() {
+		if fl, ok := out.(interface{ Flush() }); ok {
+			fl.Flush()
+		}
+	}
+	if end >= 0 {
+		// A finished run: what lies between pos and its end.
+		if pos >= end-base {
+			return nil
+		}
+		if _, err := src.Seek(pos, io.SeekStart); err != nil {
+			return fmt.Errorf("seek log: %w", err)
+		}
+		if _, err := io.Copy(out, src); err != nil {
 			return fmt.Errorf("copy log: %w", err)
 		}
 		return nil
 	}
-	if opts.TailLines >= 0 {
-		if err := seekTail(f, opts.TailLines); err != nil {
-			return fmt.Errorf("seek the last %d lines: %w", opts.TailLines, err)
-		}
-	}
-	if pos, err := f.Seek(0, io.SeekCurrent); err != nil {
-		return fmt.Errorf("seek log: %w", err)
-	} else if pos < start {
-		if _, err := f.Seek(start, io.SeekStart); err != nil {
+	if sinceFound {
+		if _, err := f.Seek(pos, io.SeekStart); err != nil {
 			return fmt.Errorf("seek log: %w", err)
-		}
-	}
-	flush := func() {
-		if fl, ok := w.(interface{ Flush() }); ok {
-			fl.Flush()
 		}
 	}
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if _, err := io.Copy(w, f); err != nil {
-			return fmt.Errorf("copy log: %w", err)
+		if !sinceFound {
+			if err := seekSince(); err != nil {
+				return err
+			}
+			if sinceFound {
+				if _, err := f.Seek(pos, io.SeekStart); err != nil {
+					return fmt.Errorf("seek log: %w", err)
+				}
+				if sw, ok := out.(*stampWriter); ok {
+					sw.off = pos
+				}
+			}
 		}
+		if sinceFound {
+			if _, err := io.Copy(out, f); err != nil {
+				return fmt.Errorf("copy log: %w", err)
+			}
+		}
+		// Also while no line is due yet: the response starts, so the
+		// follower is not left waiting for its headers.
 		flush()
 		if !follow || !r.State(uid, container, time.Now()).Running {
 			// One more copy catches what was written just before the exit.
-			if follow {
-				_, _ = io.Copy(w, f)
+			if follow && !sinceFound {
+				if err := seekSince(); err != nil {
+					return err
+				}
+				if sinceFound {
+					if _, err := f.Seek(pos, io.SeekStart); err != nil {
+						return fmt.Errorf("seek log: %w", err)
+					}
+					if sw, ok := out.(*stampWriter); ok {
+						sw.off = pos
+					}
+				}
+			}
+			if follow && sinceFound {
+				_, _ = io.Copy(out, f)
 				flush()
 			}
 			return nil

@@ -253,6 +253,16 @@ func (r *fakeRuntime) Logs(_ context.Context, pod *kplanev1.Pod, container strin
 	if opts.TailLines == 0 {
 		return nil
 	}
+	// The one line was "written" when the container started.
+	started := r.State(pod.GetMetadata().GetUid(), container, time.Now()).StartedAt
+	if !opts.Since.IsZero() && started.Before(opts.Since) {
+		return nil
+	}
+	if opts.Timestamps {
+		if _, err := io.WriteString(w, started.UTC().Format(rfc3339NanoFixed)+" "); err != nil {
+			return err
+		}
+	}
 	_, err := fmt.Fprintf(w, "fake runtime: container %s of pod %s/%s on node %s (no process runs)\n",
 		container, pod.GetMetadata().GetNamespace(), pod.GetMetadata().GetName(), pod.GetSpec().GetNodeName())
 	return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -15,12 +16,13 @@ import (
 // logsServer serves container logs:
 //
 //	GET /logs/<namespace>/<pod>/<container>[?follow=true][&tailLines=N][&limitBytes=N][&previous=true]
+//	    [&sinceSeconds=N | &sinceTime=RFC3339][&timestamps=true]
 //	GET /logs/<namespace>/<pod>[?...]      (pods with one container)
 //
 // The parameters are those of Kubernetes' pods/log, which the apiserver
-// forwards, previous included (the run before the current one).
-// sinceSeconds, sinceTime and timestamps are refused with 400: the
-// container writes its log file directly, so it holds no time per line.
+// forwards, previous included (the run before the current one). The
+// exec runtime's shim records when it read each line (shim.TimeRecord),
+// which sinceSeconds, sinceTime and timestamps use.
 type logsServer struct {
 	srv  *http.Server
 	done chan struct{}
@@ -120,22 +122,29 @@ type LogOptions struct {
 	// Previous asks for the log of the container's run before the
 	// current one (Follow does not apply to it).
 	Previous bool
+	// Since, when set, leaves out lines older than it (sinceTime, or
+	// sinceSeconds before the request).
+	Since time.Time
+	// Timestamps prefixes every line with its time (RFC 3339, UTC,
+	// nanoseconds) and a space.
+	Timestamps bool
 }
 
 // parseLogOptions reads the query of a logs request: the options for the
 // runtime and the byte limit (negative: none).
 func parseLogOptions(q url.Values) (LogOptions, int64, error) {
+	return parseLogOptionsAt(q, time.Now())
+}
+
+// parseLogOptionsAt is parseLogOptions with sinceSeconds counted back
+// from now.
+func parseLogOptionsAt(q url.Values, now time.Time) (LogOptions, int64, error) {
 	opts := LogOptions{TailLines: -1}
 	limit := int64(-1)
-	for _, p := range []string{"sinceSeconds", "sinceTime", "timestamps"} {
-		if v := q.Get(p); v != "" && v != "false" {
-			return opts, 0, fmt.Errorf("%s: Unsupported value: %q: this node agent's logs keep no time per line", p, v)
-		}
-	}
 	for _, p := range []struct {
 		name string
 		into *bool
-	}{{"follow", &opts.Follow}, {"previous", &opts.Previous}} {
+	}{{"follow", &opts.Follow}, {"previous", &opts.Previous}, {"timestamps", &opts.Timestamps}} {
 		if v := q.Get(p.name); v != "" {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
@@ -144,19 +153,34 @@ func parseLogOptions(q url.Values) (LogOptions, int64, error) {
 			*p.into = b
 		}
 	}
+	var since int64
 	for _, p := range []struct {
 		name string
 		into *int64
-	}{{"tailLines", &opts.TailLines}, {"limitBytes", &limit}} {
+	}{{"tailLines", &opts.TailLines}, {"limitBytes", &limit}, {"sinceSeconds", &since}} {
 		v := q.Get(p.name)
 		if v == "" {
 			continue
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 || (p.name == "limitBytes" && n == 0) {
-			return opts, 0, fmt.Errorf("%s: Invalid value: %q: must be a non-negative integer (limitBytes: positive)", p.name, v)
+		if err != nil || n < 0 || (p.name != "tailLines" && n == 0) {
+			return opts, 0, fmt.Errorf("%s: Invalid value: %q: must be a non-negative integer (limitBytes and sinceSeconds: positive)", p.name, v)
 		}
 		*p.into = n
+	}
+	st := q.Get("sinceTime")
+	if st != "" && since > 0 {
+		return opts, 0, fmt.Errorf("sinceSeconds: Forbidden: at most one of sinceTime or sinceSeconds may be specified")
+	}
+	if st != "" {
+		t, err := time.Parse(time.RFC3339, st)
+		if err != nil {
+			return opts, 0, fmt.Errorf("sinceTime: Invalid value: %q: must be an RFC 3339 time", st)
+		}
+		opts.Since = t
+	}
+	if since > 0 {
+		opts.Since = now.Add(-time.Duration(min(since, int64(math.MaxInt64/time.Second))) * time.Second)
 	}
 	return opts, limit, nil
 }

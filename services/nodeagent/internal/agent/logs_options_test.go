@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSeekTail(t *testing.T) {
@@ -40,17 +41,27 @@ func TestSeekTail(t *testing.T) {
 
 func TestParseLogOptions(t *testing.T) {
 	opts, limit, err := parseLogOptions(url.Values{"follow": {"true"}, "tailLines": {"5"}, "limitBytes": {"100"}, "timestamps": {"false"}, "previous": {"true"}})
-	if err != nil || !opts.Follow || opts.TailLines != 5 || limit != 100 || !opts.Previous {
+	if err != nil || !opts.Follow || opts.TailLines != 5 || limit != 100 || !opts.Previous || opts.Timestamps || !opts.Since.IsZero() {
 		t.Fatalf("got %+v %d %v", opts, limit, err)
 	}
 	opts, limit, err = parseLogOptions(url.Values{})
 	if err != nil || opts.Follow || opts.TailLines != -1 || limit != -1 {
 		t.Fatalf("defaults: got %+v %d %v", opts, limit, err)
 	}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	opts, _, err = parseLogOptionsAt(url.Values{"sinceSeconds": {"10"}, "timestamps": {"true"}}, now)
+	if err != nil || !opts.Since.Equal(now.Add(-10*time.Second)) || !opts.Timestamps {
+		t.Fatalf("sinceSeconds=10: got %+v %v", opts, err)
+	}
+	opts, _, err = parseLogOptionsAt(url.Values{"sinceTime": {"2026-01-01T00:00:00.5Z"}}, now)
+	if err != nil || !opts.Since.Equal(time.Date(2026, 1, 1, 0, 0, 0, 5e8, time.UTC)) {
+		t.Fatalf("sinceTime: got %+v %v", opts, err)
+	}
 	for q, field := range map[string]string{
 		"tailLines=-1": "tailLines", "tailLines=x": "tailLines", "limitBytes=0": "limitBytes",
-		"follow=maybe": "follow", "sinceSeconds=10": "sinceSeconds", "timestamps=true": "timestamps",
-		"previous=yes": "previous", "sinceTime=2026-01-01T00:00:00Z": "sinceTime",
+		"follow=maybe": "follow", "sinceSeconds=0": "sinceSeconds", "sinceSeconds=-3": "sinceSeconds", "timestamps=yes": "timestamps",
+		"previous=yes": "previous", "sinceTime=yesterday": "sinceTime",
+		"sinceTime=2026-01-01T00:00:00Z&sinceSeconds=5": "sinceSeconds: Forbidden",
 	} {
 		v, _ := url.ParseQuery(q)
 		if _, _, err := parseLogOptions(v); err == nil || !strings.HasPrefix(err.Error(), field+":") {

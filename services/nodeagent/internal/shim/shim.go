@@ -2,10 +2,13 @@
 // node agent and each container process. The agent re-executes its own
 // binary as
 //
-//	nodeagent shim --exit-file F --pid-file P --log-file L --dir D -- cmd args...
+//	nodeagent shim --exit-file F --pid-file P --log-file L [--times-file T] --dir D -- cmd args...
 //
 // in a new process group. The shim starts the container (stdout and
 // stderr appended to L, working directory D, the shim's environment),
+// with --times-file through a pipe the shim copies to L, appending to T
+// the offset and time of every line start (lines.go), so the node agent
+// can serve sinceTime, sinceSeconds and timestamps;
 // writes P, waits, and writes F with the exit status. Because the shim, not
 // the agent, is the container's parent and records the exit status on
 // disk, an agent that is killed and restarted re-adopts running containers
@@ -21,6 +24,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -65,6 +69,7 @@ func Main(args []string) int {
 	exitFile := fs.String("exit-file", "", "file to write the container's exit status to (required)")
 	pidFile := fs.String("pid-file", "", "file to write the container's pid to (required)")
 	logFile := fs.String("log-file", "", "file the container's stdout and stderr are appended to (required)")
+	timesFile := fs.String("times-file", "", "file the offset and time of every line start of the log are appended to (optional)")
 	dir := fs.String("dir", "", "working directory of the container")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -80,7 +85,7 @@ func Main(args []string) int {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	info := run(cmdArgs, *dir, *logFile, *pidFile)
+	info := run(cmdArgs, *dir, *logFile, *timesFile, *pidFile)
 	if err := writeJSON(*exitFile, info); err != nil {
 		fmt.Fprintf(os.Stderr, "nodeagent shim: %v\n", err)
 		return 1
@@ -88,7 +93,7 @@ func Main(args []string) int {
 	return 0
 }
 
-func run(cmdArgs []string, dir, logPath, pidPath string) ExitInfo {
+func run(cmdArgs []string, dir, logPath, timesPath, pidPath string) ExitInfo {
 	start := time.Now()
 	fail := func(err error) ExitInfo {
 		return ExitInfo{ExitCode: StartErrorCode, Message: err.Error(), StartedAt: start, FinishedAt: time.Now(), StartError: true}
@@ -97,23 +102,64 @@ func run(cmdArgs []string, dir, logPath, pidPath string) ExitInfo {
 	if err != nil {
 		return fail(fmt.Errorf("open log: %w", err))
 	}
-	// The container writes through its own descriptor; the shim's two
-	// notes below are best effort, as the exit file carries the error.
+	// The container writes through its own descriptor (or the pipe); the
+	// shim's two notes below are best effort, as the exit file carries
+	// the error.
 	defer func() { _ = logf.Close() }()
+	var out io.Writer = logf
+	var lt *lineTimer
+	if timesPath != "" {
+		timesf, err := os.OpenFile(timesPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return fail(fmt.Errorf("open times file: %w", err))
+		}
+		defer func() { _ = timesf.Close() }()
+		if lt, err = newLineTimer(logf, timesf); err != nil {
+			return fail(err)
+		}
+		out = lt
+	}
 	cmd := exec.Command(cmdArgs[0], cmdArgs[1:]...)
 	cmd.Dir = dir
 	cmd.Stdout = logf
 	cmd.Stderr = logf
+	var pr *os.File
+	if lt != nil {
+		var pw *os.File
+		if pr, pw, err = os.Pipe(); err != nil {
+			return fail(fmt.Errorf("create the output pipe: %w", err))
+		}
+		// An *os.File, so Wait does not wait for the copy: a background
+		// child holding the pipe cannot delay the exit record past
+		// drainBound.
+		cmd.Stdout, cmd.Stderr = pw, pw
+		defer func() { _ = pr.Close() }()
+		defer func() { _ = pw.Close() }()
+	}
 	if err := cmd.Start(); err != nil {
-		_, _ = fmt.Fprintf(logf, "failed to start container: %v\n", err)
+		_, _ = fmt.Fprintf(out, "failed to start container: %v\n", err)
 		return fail(fmt.Errorf("start %s: %w", cmdArgs[0], err))
 	}
 	start = time.Now()
+	copied := make(chan error, 1)
+	if lt != nil {
+		// The shim's copy of the write end goes, so the pipe ends when
+		// the container's (and its children's) do.
+		_ = cmd.Stdout.(*os.File).Close()
+		go func() { copied <- copyLines(lt, pr) }()
+	}
 	if err := writeJSON(pidPath, PidInfo{ShimPid: os.Getpid(), Pid: cmd.Process.Pid, StartedAt: start}); err != nil {
-		_, _ = fmt.Fprintf(logf, "failed to record pid: %v\n", err)
+		_, _ = fmt.Fprintf(out, "failed to record pid: %v\n", err)
 	}
 	werr := cmd.Wait()
-	out := ExitInfo{StartedAt: start, FinishedAt: time.Now()}
+	finished := time.Now()
+	if lt != nil {
+		_ = pr.SetReadDeadline(time.Now().Add(drainBound))
+		if err := <-copied; err != nil {
+			_, _ = fmt.Fprintf(os.Stderr, "nodeagent shim: %v\n", err)
+		}
+	}
+	info := ExitInfo{StartedAt: start, FinishedAt: finished}
 	var ee *exec.ExitError
 	switch {
 	case werr == nil:
@@ -121,17 +167,17 @@ func run(cmdArgs []string, dir, logPath, pidPath string) ExitInfo {
 		ws, ok := ee.Sys().(syscall.WaitStatus)
 		switch {
 		case ok && ws.Signaled():
-			out.Signal = int(ws.Signal())
-			out.ExitCode = 128 + out.Signal
-			out.Message = "killed by signal " + ws.Signal().String()
+			info.Signal = int(ws.Signal())
+			info.ExitCode = 128 + info.Signal
+			info.Message = "killed by signal " + ws.Signal().String()
 		default:
-			out.ExitCode = ee.ExitCode()
+			info.ExitCode = ee.ExitCode()
 		}
 	default:
-		out.ExitCode = StartErrorCode
-		out.Message = werr.Error()
+		info.ExitCode = StartErrorCode
+		info.Message = werr.Error()
 	}
-	return out
+	return info
 }
 
 // writeJSON writes v to path atomically (temp file and rename), so a
