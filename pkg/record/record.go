@@ -9,10 +9,10 @@ package record
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -29,6 +29,13 @@ const (
 // foldWindow is how long a repeated event is folded into the previous one.
 const foldWindow = 10 * time.Minute
 
+// foldCacheSize bounds how many recent events a recorder remembers for
+// folding. A component that records one event per object (the scheduler's
+// Scheduled for every pod) would otherwise keep every one for the whole
+// window; past the bound, the least recently recorded are forgotten and
+// their next repeat starts a new Event, as Kubernetes' event correlator does.
+const foldCacheSize = 4096
+
 // Recorder writes Events through the apiserver. It is safe for concurrent use.
 type Recorder struct {
 	api       kplanev1.ResourcesClient
@@ -37,8 +44,9 @@ type Recorder struct {
 	log       hclog.Logger
 	now       func() time.Time
 
-	mu     sync.Mutex
-	recent map[foldKey]*kplanev1.Event
+	// recent holds the last Event written per foldKey; it is
+	// safe for concurrent use and evicts in O(1).
+	recent *lru.Cache[foldKey, *kplanev1.Event]
 }
 
 type foldKey struct {
@@ -47,10 +55,18 @@ type foldKey struct {
 
 // New returns a recorder reporting as component (e.g. "scheduler") on host.
 func New(api kplanev1.ResourcesClient, component, host string, log hclog.Logger) *Recorder {
+	return newRecorder(api, component, host, log, foldCacheSize)
+}
+
+func newRecorder(api kplanev1.ResourcesClient, component, host string, log hclog.Logger, remember int) *Recorder {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Recorder{api: api, component: component, host: host, log: log, now: time.Now, recent: map[foldKey]*kplanev1.Event{}}
+	recent, err := lru.New[foldKey, *kplanev1.Event](remember)
+	if err != nil {
+		panic(fmt.Sprintf("record: fold cache of %d: %v", remember, err)) // only for a size <= 0
+	}
+	return &Recorder{api: api, component: component, host: host, log: log, now: time.Now, recent: recent}
 }
 
 // Eventf records an event about obj. Failures are logged, not returned:
@@ -73,16 +89,14 @@ func (r *Recorder) record(ctx context.Context, obj *kplanev1.Object, eventType, 
 	now := timestamppb.New(r.now())
 	key := foldKey{uid: meta.GetUid(), reason: reason, message: message, typ: eventType}
 
-	r.mu.Lock()
-	prev := r.recent[key]
-	r.mu.Unlock()
+	prev, _ := r.recent.Get(key)
 	if prev != nil && r.now().Sub(prev.GetLastTimestamp().AsTime()) < foldWindow {
 		next := proto.Clone(prev).(*kplanev1.Event)
 		next.Count++
 		next.LastTimestamp = now
 		resp, err := r.api.Update(ctx, &kplanev1.UpdateRequest{Object: kplanev1.MustWrap(next)})
 		if err == nil {
-			r.remember(key, resp.GetObject().GetEvent())
+			r.recent.Add(key, resp.GetObject().GetEvent())
 			return nil
 		}
 		if !client.IsNotFound(err) && !client.IsConflict(err) {
@@ -112,20 +126,6 @@ func (r *Recorder) record(ctx context.Context, obj *kplanev1.Object, eventType, 
 	if err != nil {
 		return fmt.Errorf("create event: %w", err)
 	}
-	r.remember(key, resp.GetObject().GetEvent())
+	r.recent.Add(key, resp.GetObject().GetEvent())
 	return nil
-}
-
-func (r *Recorder) remember(key foldKey, ev *kplanev1.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	// Forget folded events past the window so the map stays small.
-	if len(r.recent) > 4096 {
-		for k, e := range r.recent {
-			if r.now().Sub(e.GetLastTimestamp().AsTime()) >= foldWindow {
-				delete(r.recent, k)
-			}
-		}
-	}
-	r.recent[key] = ev
 }
