@@ -110,7 +110,7 @@ func (f *Factory) For(sel Selection) (*Informer, error) {
 		}
 		return inf, nil
 	}
-	ix := Indexers{OwnerUIDIndex: IndexByOwnerUID}
+	ix := Indexers{OwnerUIDIndex: IndexByOwnerUID, OrphanIndex: IndexOrphansByNamespace}
 	if sel.Kind == "Pod" {
 		ix[PodNodeNameIndex] = IndexPodsByNodeName
 	}

@@ -2,7 +2,9 @@ package informer
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -16,6 +18,9 @@ const (
 	PodNodeNameIndex = "spec.nodeName"
 	// OwnerUIDIndex maps an owner's uid to the objects it owns.
 	OwnerUIDIndex = "metadata.ownerReferences.uid"
+	// OrphanIndex maps a namespace to its objects that no controller
+	// owns: the ones a controller may adopt.
+	OrphanIndex = "orphans"
 )
 
 // IndexFunc returns the index values of an object; none means the object is
@@ -52,6 +57,17 @@ func IndexByOwnerUID(obj *kplanev1.Object) []string {
 		}
 	}
 	return out
+}
+
+// IndexOrphansByNamespace indexes objects without a controller owner
+// reference by metadata.namespace; controlled objects are not indexed.
+func IndexOrphansByNamespace(obj *kplanev1.Object) []string {
+	for _, r := range obj.Meta().GetOwnerReferences() {
+		if r.GetController() {
+			return nil
+		}
+	}
+	return []string{obj.Meta().GetNamespace()}
 }
 
 // Matcher selects objects by their labels; labels.Selector satisfies it.
@@ -235,6 +251,49 @@ func (s *Store) ListBySelectorAnyOrder(namespace string, sel Matcher) []*kplanev
 		match(s.items[k])
 	}
 	return out
+}
+
+// ClaimCandidates returns, in no particular order, what a controller
+// (uid ownerUID, selector sel, in namespace) must look at when it claims
+// objects: those naming it as an owner (to keep or release) and the
+// orphans of namespace that sel matches (to adopt). Objects another
+// controller owns are left out, as a claim ignores them. It reads the
+// owner and orphan indexes, not the namespace: a ReplicaSet of 100,000
+// pods costs its own pods, not a label match of every pod around it. One
+// read lock, so each object appears once. A store without OrphanIndex
+// falls back to walking namespace.
+func (s *Store) ClaimCandidates(namespace, ownerUID string, sel Matcher) []*kplanev1.Object {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	owned := s.indices[OwnerUIDIndex][ownerUID]
+	out := make([]*kplanev1.Object, 0, len(owned))
+	for k := range owned {
+		out = append(out, s.items[k])
+	}
+	orphans, indexed := s.indices[OrphanIndex]
+	keys := orphans[namespace]
+	if !indexed {
+		keys = s.indices[NamespaceIndex][namespace]
+	}
+	for k := range keys {
+		if _, dup := owned[k]; dup {
+			continue
+		}
+		o := s.items[k]
+		if !indexed && IndexOrphansByNamespace(o) == nil {
+			continue
+		}
+		if sel == nil || sel.Matches(o.Meta().GetLabels()) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// SortByKey sorts objs by their store key, for callers that want a
+// deterministic order from an AnyOrder read.
+func SortByKey(objs []*kplanev1.Object) {
+	slices.SortFunc(objs, func(a, b *kplanev1.Object) int { return strings.Compare(a.Key(), b.Key()) })
 }
 
 // IndexKeys returns the keys whose index indexName has value, sorted.

@@ -204,3 +204,64 @@ func TestStoreAnyOrderMatchesSorted(t *testing.T) {
 		t.Fatal("ByIndexAnyOrder of a missing index: want an error")
 	}
 }
+
+// ClaimCandidates is what the owner index and the orphans of the
+// namespace that the selector matches give, each object once, with or
+// without the orphan index (the fallback walks the namespace), and it
+// follows objects as they are adopted and released.
+func TestClaimCandidates(t *testing.T) {
+	web, err := labels.Parse("app=web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := []*kplanev1.Object{
+		testPod("a", "mine", "", map[string]string{"app": "web"}, "u1"),
+		testPod("a", "mine-unmatched", "", map[string]string{"app": "db"}, "u1"),
+		testPod("a", "orphan", "", map[string]string{"app": "web"}),
+		testPod("a", "orphan-unmatched", "", map[string]string{"app": "db"}),
+		testPod("a", "theirs", "", map[string]string{"app": "web"}, "u2"),
+		testPod("b", "orphan-elsewhere", "", map[string]string{"app": "web"}),
+	}
+	// An owner that is not the controller leaves the pod an orphan.
+	shared := testPod("a", "shared", "", map[string]string{"app": "web"})
+	shared.Meta().OwnerReferences = []*kplanev1.OwnerReference{{Kind: "ReplicaSet", Name: "rs-u1", Uid: "u1"}}
+	objs = append(objs, shared)
+	for _, ix := range []Indexers{
+		{OwnerUIDIndex: IndexByOwnerUID, OrphanIndex: IndexOrphansByNamespace},
+		{OwnerUIDIndex: IndexByOwnerUID},
+	} {
+		s := NewStore(ix)
+		for _, o := range objs {
+			s.put(o.Key(), o)
+		}
+		_, orphanIndex := ix[OrphanIndex]
+		check := func(what string, got []*kplanev1.Object, want ...string) {
+			t.Helper()
+			if k := slices.Sorted(slices.Values(keys(got))); !slices.Equal(k, want) {
+				t.Errorf("orphan index %v, %s: ClaimCandidates = %v, want %v", orphanIndex, what, k, want)
+			}
+		}
+		check("u1, app=web", s.ClaimCandidates("a", "u1", web), "a/mine", "a/mine-unmatched", "a/orphan", "a/shared")
+		check("u1, every label", s.ClaimCandidates("a", "u1", nil), "a/mine", "a/mine-unmatched", "a/orphan", "a/orphan-unmatched", "a/shared")
+		check("u3 in b", s.ClaimCandidates("b", "u3", web), "b/orphan-elsewhere")
+		check("u1 in an empty namespace", s.ClaimCandidates("c", "u1", web), "a/mine", "a/mine-unmatched", "a/shared")
+
+		// u1 adopts the orphan; u2 releases theirs.
+		adopted := testPod("a", "orphan", "", map[string]string{"app": "web"}, "u1")
+		released := testPod("a", "theirs", "", map[string]string{"app": "web"})
+		s.put(adopted.Key(), adopted)
+		s.put(released.Key(), released)
+		check("after adopt and release", s.ClaimCandidates("a", "u1", web), "a/mine", "a/mine-unmatched", "a/orphan", "a/shared", "a/theirs")
+		check("u2 after release", s.ClaimCandidates("a", "u2", web), "a/shared", "a/theirs")
+		s.remove("a/theirs")
+		check("after delete", s.ClaimCandidates("a", "u2", web), "a/shared")
+	}
+}
+
+func TestSortByKey(t *testing.T) {
+	objs := []*kplanev1.Object{testPod("b", "x", "", nil), testPod("a", "y", "", nil), testPod("a", "x", "", nil)}
+	SortByKey(objs)
+	if got := keys(objs); !slices.Equal(got, []string{"a/x", "a/y", "b/x"}) {
+		t.Fatalf("SortByKey: %v", got)
+	}
+}

@@ -168,16 +168,8 @@ func (r *dsController) Reconcile(ctx context.Context, key string) error {
 	hash := RevisionHash(ds.GetMetadata().GetName(), update)
 
 	m := ds.GetMetadata()
-	var candidates []*kplanev1.Object
-	seen := map[string]bool{}
-	for _, list := range [][]*kplanev1.Object{r.pods.Store().ListBySelector(m.GetNamespace(), sel), mustIndex(r.pods.Store().ByIndex(informer.OwnerUIDIndex, m.GetUid()))} {
-		for _, o := range list {
-			if !seen[o.Key()] {
-				seen[o.Key()] = true
-				candidates = append(candidates, o)
-			}
-		}
-	}
+	candidates := r.pods.Store().ClaimCandidates(m.GetNamespace(), m.GetUid(), sel)
+	informer.SortByKey(candidates)
 	ref := &kplanev1.OwnerReference{ApiVersion: kplanev1.APIVersion(kindDaemonSet), Kind: kindDaemonSet, Name: m.GetName(), Uid: m.GetUid(), Controller: true, BlockOwnerDeletion: true}
 	owned, err := controller.Claim(ctx, r.api, obj, ref, candidates, func(o *kplanev1.Object) bool { return sel.Matches(o.Meta().GetLabels()) })
 	if err != nil {
@@ -218,8 +210,6 @@ func (r *dsController) Reconcile(ctx context.Context, key string) error {
 	}
 	return nil
 }
-
-func mustIndex(objs []*kplanev1.Object, _ error) []*kplanev1.Object { return objs }
 
 // nodeStates pairs every node with the set's pods for it (bound there or
 // waiting for the scheduler to bind them there: TargetNode); pods for a

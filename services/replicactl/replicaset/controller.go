@@ -234,29 +234,16 @@ func failureCondition(st *kplanev1.ReplicaSetStatus) *kplanev1.Condition {
 	return nil
 }
 
-// candidates are the pods that may concern owner: those its selector
-// matches and those that name it as owner (which may need releasing).
+// candidates are the pods that may concern owner: those naming it as
+// owner (which may need releasing) and the orphans its selector matches.
+// Read from the owner and orphan indexes, in no particular order (Decide
+// orders what it deletes): a label match of every pod in the namespace,
+// sorted, on every reconcile was most of replicactl's work at scale.
 func (r *replicaController) candidates(owner *Owner) []*kplanev1.Pod {
-	store := r.pods.Store()
-	// In no particular order (Decide orders what it deletes): sorting a
-	// set of 100,000 pods twice per reconcile, under the informer's
-	// lock, was most of replicactl's work at scale.
-	matching := store.ListBySelectorAnyOrder(owner.Meta.GetNamespace(), owner.Selector)
-	owned, err := store.ByIndexAnyOrder(informer.OwnerUIDIndex, owner.Meta.GetUid())
-	if err != nil {
-		owned = nil // every pod store has the owner index
-	}
-	// By uid, not by object: the two reads are separate, so a pod updated
-	// between them comes back as two objects.
-	seen := make(map[string]struct{}, len(matching))
-	out := make([]*kplanev1.Pod, 0, max(len(matching), len(owned)))
-	for _, objs := range [][]*kplanev1.Object{matching, owned} {
-		for _, o := range objs {
-			if uid := o.Meta().GetUid(); !has(seen, uid) {
-				seen[uid] = struct{}{}
-				out = append(out, o.GetPod())
-			}
-		}
+	objs := r.pods.Store().ClaimCandidates(owner.Meta.GetNamespace(), owner.Meta.GetUid(), owner.Selector)
+	out := make([]*kplanev1.Pod, len(objs))
+	for i, o := range objs {
+		out[i] = o.GetPod()
 	}
 	return out
 }
@@ -371,9 +358,4 @@ func setStatus(obj *kplanev1.Object, st *kplanev1.ReplicaSetStatus) {
 	case obj.GetReplicationController() != nil:
 		obj.GetReplicationController().Status = st
 	}
-}
-
-func has(set map[string]struct{}, k string) bool {
-	_, ok := set[k]
-	return ok
 }

@@ -209,19 +209,8 @@ func (r *setController) claimPods(ctx context.Context, obj *kplanev1.Object) (ma
 	ss := obj.GetStatefulSet()
 	m := ss.GetMetadata()
 	sel, _ := labels.FromLabelSelector(ss.GetSpec().GetSelector())
-	seen := map[string]bool{}
-	var candidates []*kplanev1.Object
-	add := func(objs []*kplanev1.Object) {
-		for _, o := range objs {
-			if !seen[o.Key()] {
-				seen[o.Key()] = true
-				candidates = append(candidates, o)
-			}
-		}
-	}
-	add(r.pods.Store().ListBySelector(m.GetNamespace(), sel))
-	owned, _ := r.pods.Store().ByIndex(informer.OwnerUIDIndex, m.GetUid())
-	add(owned)
+	candidates := r.pods.Store().ClaimCandidates(m.GetNamespace(), m.GetUid(), sel)
+	informer.SortByKey(candidates)
 	ref := &kplanev1.OwnerReference{ApiVersion: kplanev1.APIVersion(kindStatefulSet), Kind: kindStatefulSet,
 		Name: m.GetName(), Uid: m.GetUid(), Controller: true, BlockOwnerDeletion: true}
 	mine, err := controller.Claim(ctx, r.api, obj, ref, candidates, func(o *kplanev1.Object) bool { return r.selects(ss, o) })
