@@ -71,7 +71,7 @@ func TestHostLoopRegainsLeaseAndReconciles(t *testing.T) {
 					return nil
 				}
 				return []string{k}
-			}, ac.Enqueue))
+			}, ac.Enqueue, nil))
 			secrets := ac.Informers.ForKind("Secret")
 			ctxs <- ac
 			return app.ReconcileFunc(func(ctx context.Context, key string) error {

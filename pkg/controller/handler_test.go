@@ -29,7 +29,7 @@ func TestObjectControlHandler(t *testing.T) {
 	h := ctl.Handler(controller.OwnerKeys("ReplicaSet"), func(key string) {
 		queued = append(queued, key)
 		satisfiedWhenQueued = append(satisfiedWhenQueued, exp.Satisfied(key))
-	})
+	}, nil)
 
 	key := "ns/a"
 	if k, ok := controller.OwnerKey(ownedBy("p", "a"), "ReplicaSet"); !ok || k != key {
@@ -58,5 +58,25 @@ func TestObjectControlHandler(t *testing.T) {
 	h.OnDelete(informer.DeletedFinalStateUnknown{Key: "ns/p", Obj: ownedBy("p", "a")})
 	if !slices.Equal(queued, []string{key}) || !satisfiedWhenQueued[0] {
 		t.Fatalf("after a tombstone: queued %v, satisfied when queued %v", queued, satisfiedWhenQueued)
+	}
+}
+
+// With enqueueUpdate, updates go there (a controller delays them to
+// gather status churn) while adds and deletes still go to enqueue.
+func TestObjectControlHandlerRoutesUpdates(t *testing.T) {
+	ctl := &controller.ObjectControl{Expectations: controller.NewExpectations(time.Minute), OwnerKey: func(o *kplanev1.Object) (string, bool) {
+		return controller.OwnerKey(o, "ReplicaSet")
+	}}
+	pod := kplanev1.MustWrap(&kplanev1.Pod{Metadata: &kplanev1.ObjectMeta{
+		Namespace: "ns", Name: "p", Uid: "uid-p",
+		OwnerReferences: []*kplanev1.OwnerReference{{Kind: "ReplicaSet", Name: "a", Uid: "uid-a", Controller: true}},
+	}})
+	var now, later []string
+	h := ctl.Handler(controller.OwnerKeys("ReplicaSet"), func(key string) { now = append(now, key) }, func(key string) { later = append(later, key) })
+	h.OnAdd(pod)
+	h.OnUpdate(pod, pod)
+	h.OnDelete(pod)
+	if !slices.Equal(now, []string{"ns/a", "ns/a"}) || !slices.Equal(later, []string{"ns/a"}) {
+		t.Fatalf("add, update, delete: enqueued %v at once and %v as updates; want the add and delete at once, the update apart", now, later)
 	}
 }

@@ -193,31 +193,38 @@ func (c *ObjectControl) ObserveDelete(obj any) {
 // first, then every key ownersOf maps the object to (for an update, the
 // old object's too, so an object that changed owner wakes both) is passed
 // to enqueue once. The reconcile an event wakes therefore already sees its
-// expectation met.
-func (c *ObjectControl) Handler(ownersOf func(*kplanev1.Object) []string, enqueue func(key string)) informer.Handler {
-	wake := func(objs ...*kplanev1.Object) {
+// expectation met. Updates go to enqueueUpdate instead when it is not
+// nil: a controller whose owned objects change status by the thousand
+// (a ReplicaSet of 100,000 pods going Ready) can gather them into one
+// reconcile with a delayed enqueue, while creations and deletions, which
+// expectations wait for, still wake the owner at once.
+func (c *ObjectControl) Handler(ownersOf func(*kplanev1.Object) []string, enqueue, enqueueUpdate func(key string)) informer.Handler {
+	if enqueueUpdate == nil {
+		enqueueUpdate = enqueue
+	}
+	wake := func(to func(string), objs ...*kplanev1.Object) {
 		var keys []string
 		for _, o := range objs {
 			keys = append(keys, ownersOf(o)...)
 		}
 		slices.Sort(keys)
 		for _, k := range slices.Compact(keys) {
-			enqueue(k)
+			to(k)
 		}
 	}
 	return informer.Handler{
 		OnAdd: func(o *kplanev1.Object) {
 			c.ObserveAdd(o)
-			wake(o)
+			wake(enqueue, o)
 		},
 		OnUpdate: func(oldObj, newObj *kplanev1.Object) {
 			c.ObserveUpdate(oldObj, newObj)
-			wake(newObj, oldObj)
+			wake(enqueueUpdate, newObj, oldObj)
 		},
 		OnDelete: func(obj any) {
 			c.ObserveDelete(obj)
 			if o, ok := informer.ObjectOf(obj); ok {
-				wake(o)
+				wake(enqueue, o)
 			}
 		},
 	}

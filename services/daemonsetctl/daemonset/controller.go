@@ -84,7 +84,7 @@ func (r *dsController) setup(c *app.Context) (app.Reconciler, error) {
 		return nil, err
 	}
 	// Pod events count against the expectations before the set is queued.
-	r.pods.AddEventHandler(r.control.Handler(r.podKeys, r.ctx.Enqueue))
+	r.pods.AddEventHandler(r.control.Handler(r.podKeys, r.ctx.Enqueue, nil))
 	r.sets.AddEventHandler(informer.Handler{OnDelete: func(obj any) {
 		if o, ok := informer.ObjectOf(obj); ok {
 			r.exp.Delete(o.Key())

@@ -114,7 +114,7 @@ func (r *jobController) setup(c *app.Context) (app.Reconciler, error) {
 	r.pods = c.Informers.ForKind("Pod")
 	r.jobs = c.Informers.ForKind(kindJob)
 	// Expectations first, then the Job (see docs/writing-a-controller.md).
-	r.pods.AddEventHandler(r.control.Handler(podJobKeys, func(key string) { r.ctx.EnqueueAfter(key, r.batchPeriod) }))
+	r.pods.AddEventHandler(r.control.Handler(podJobKeys, func(key string) { r.ctx.EnqueueAfter(key, r.batchPeriod) }, nil))
 	r.jobs.AddEventHandler(informer.Handler{OnDelete: func(obj any) {
 		if o, ok := informer.ObjectOf(obj); ok {
 			r.exp.Delete(o.Key())

@@ -27,9 +27,18 @@ import (
 // these.
 const defaultBurstReplicas = 500
 
+// defaultUpdateBatch bounds the status churn of a large set: a reconcile
+// walks every pod of the set (to count ready and available ones), so at
+// 100,000 pods one reconcile per pod update would be quadratic. Ready
+// counts lag by at most this much.
+const defaultUpdateBatch = 250 * time.Millisecond
+
 // replicaController reconciles ReplicaSets and ReplicationControllers.
 type replicaController struct {
 	burst int
+	// updateBatch delays the reconcile a pod update wakes, gathering
+	// the updates of a large set (pods going Ready) into one reconcile.
+	updateBatch time.Duration
 
 	api      *client.Client
 	log      hclog.Logger
@@ -69,6 +78,8 @@ func (r *replicaController) service() app.Service {
 		},
 		AddFlags: func(fs *flag.FlagSet) {
 			fs.IntVar(&r.burst, "burst-replicas", defaultBurstReplicas, "most pods one reconcile creates or deletes (created in slow-start batches 1, 2, 4, ...)")
+			fs.DurationVar(&r.updateBatch, "pod-update-batch-period", defaultUpdateBatch,
+				"how long a pod update waits before it wakes its owner, so that the updates of a large set (pods going Ready) are reconciled together; pod creations and deletions wake it at once (0: no wait)")
 		},
 		Setup: r.setup,
 	}
@@ -83,6 +94,9 @@ func kindKey(kind string) func(*kplanev1.Object) []string {
 func (r *replicaController) setup(c *app.Context) (app.Reconciler, error) {
 	if r.burst < 1 {
 		return nil, fmt.Errorf("--burst-replicas must be at least 1, not %d", r.burst)
+	}
+	if r.updateBatch < 0 {
+		return nil, fmt.Errorf("--pod-update-batch-period must not be negative, not %v", r.updateBatch)
 	}
 	r.api, r.log, r.ctx = c.Client, c.Logger, c
 	r.recorder = record.New(c.Client, "replicaset-controller", c.Identity, c.Logger)
@@ -104,7 +118,7 @@ func (r *replicaController) setup(c *app.Context) (app.Reconciler, error) {
 	// creation or deletion is counted against the expectations before the
 	// owner is queued: the reconcile that the event triggers then sees the
 	// expectation met.
-	r.pods.AddEventHandler(r.control.Handler(r.ownersOf, r.ctx.Enqueue))
+	r.pods.AddEventHandler(r.control.Handler(r.ownersOf, r.ctx.Enqueue, func(key string) { r.ctx.EnqueueAfter(key, r.updateBatch) }))
 	for kind, inf := range r.owners {
 		inf.AddEventHandler(informer.Handler{OnDelete: func(obj any) {
 			if o, ok := informer.ObjectOf(obj); ok {

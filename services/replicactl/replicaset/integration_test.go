@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplane/kplane/pkg/app"
 	"github.com/kplane/kplane/pkg/controllertest"
 	"github.com/kplane/kplane/pkg/labels"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -689,5 +690,18 @@ func TestDoesNotFightOtherControllers(t *testing.T) {
 	}
 	if ownerUID(resp.GetObject().GetPod()) != "job-uid" {
 		t.Fatalf("foreign pod's controller changed: %v", resp.GetObject().Meta().GetOwnerReferences())
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	srv := testserver.Start(t)
+	for flag, want := range map[string]string{
+		"--burst-replicas=0":            "--burst-replicas must be at least 1",
+		"--pod-update-batch-period=-1s": "--pod-update-batch-period must not be negative",
+	} {
+		err := app.Run(context.Background(), NewService(), []string{"--apiserver", srv.Addr(), "--health-addr", "", "--leader-elect=false", flag})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v", flag, err)
+		}
 	}
 }

@@ -80,7 +80,7 @@ func (r *setController) setup(c *app.Context) (app.Reconciler, error) {
 	}
 	// Pod events count against the expectations before the set is
 	// queued, so the reconcile they wake sees its own creations.
-	r.pods.AddEventHandler(r.control.Handler(r.podKeys, r.ctx.Enqueue))
+	r.pods.AddEventHandler(r.control.Handler(r.podKeys, r.ctx.Enqueue, nil))
 	r.sets.AddEventHandler(informer.Handler{OnDelete: func(obj any) {
 		if o, ok := informer.ObjectOf(obj); ok {
 			r.exp.Delete(o.Key())
