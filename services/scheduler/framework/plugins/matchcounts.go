@@ -29,15 +29,34 @@ type nodeCount struct {
 
 func newMatchCounts() *matchCounts { return &matchCounts{bySel: map[string]map[string]nodeCount{}} }
 
+// begin starts a counting pass: the counter holds m's lock until end,
+// so a pass over every node takes it once. A nil matchCounts gives a
+// counter that counts afresh every time.
+func (m *matchCounts) begin() counter {
+	if m != nil {
+		m.mu.Lock()
+	}
+	return counter{m: m}
+}
+
+// counter counts matching pods during one pass of a matchCounts.
+type counter struct{ m *matchCounts }
+
+// end releases the pass's lock.
+func (c counter) end() {
+	if c.m != nil {
+		c.m.mu.Unlock()
+	}
+}
+
 // count returns how many pods on n in namespace ns, not being deleted,
-// sel matches; key is selectorKey(ns, sel). A nil matchCounts counts
-// afresh every time.
-func (m *matchCounts) count(key, ns string, sel labels.Selector, n *framework.NodeInfo) int64 {
+// sel matches; key is selectorKey(ns, sel).
+func (c counter) count(key, ns string, sel labels.Selector, n *framework.NodeInfo) int64 {
+	m := c.m
 	if m == nil {
 		return countOn(ns, sel, n)
 	}
 	gen := n.Generation()
-	m.mu.Lock()
 	byNode := m.bySel[key]
 	if byNode == nil {
 		if len(m.bySel) >= maxCountedSelectors {
@@ -46,15 +65,11 @@ func (m *matchCounts) count(key, ns string, sel labels.Selector, n *framework.No
 		byNode = map[string]nodeCount{}
 		m.bySel[key] = byNode
 	}
-	if c, ok := byNode[n.Name]; ok && c.gen == gen {
-		m.mu.Unlock()
-		return c.n
+	if nc, ok := byNode[n.Name]; ok && nc.gen == gen {
+		return nc.n
 	}
-	m.mu.Unlock()
 	cnt := countOn(ns, sel, n)
-	m.mu.Lock()
 	byNode[n.Name] = nodeCount{gen: gen, n: cnt}
-	m.mu.Unlock()
 	return cnt
 }
 

@@ -145,13 +145,21 @@ func count(pod *framework.PodInfo, constraints []spreadConstraint, nodes []*fram
 			s.self[i] = 1
 		}
 	}
+	// One node label lookup per constraint and node, and the match
+	// counts' lock taken once for the whole pass: this loop runs over
+	// every node for every pod placed.
+	values := make([]string, len(constraints))
+	present := make([]bool, len(constraints))
+	counter := matching.begin()
+	defer counter.end()
 	for _, n := range nodes {
 		if !n.Known {
 			continue
 		}
 		hasKeys := true
-		for _, c := range constraints {
-			if _, ok := n.Labels[c.key]; !ok && !c.optionalKey {
+		for i, c := range constraints {
+			values[i], present[i] = n.Labels[c.key]
+			if !present[i] && !c.optionalKey {
 				hasKeys = false
 				break
 			}
@@ -160,7 +168,7 @@ func count(pod *framework.PodInfo, constraints []spreadConstraint, nodes []*fram
 			continue
 		}
 		for i, c := range constraints {
-			if _, ok := n.Labels[c.key]; !ok {
+			if !present[i] {
 				continue // an optional key (see hasKeys)
 			}
 			if c.honorAffinty && !RequiredNodeAffinityMatches(pod.Pod, n.Name, n.Labels) {
@@ -169,8 +177,7 @@ func count(pod *framework.PodInfo, constraints []spreadConstraint, nodes []*fram
 			if c.honorTaints && len(core.FilterTaints(pod, n)) > 0 {
 				continue
 			}
-			v := n.Labels[c.key]
-			s.counts[i][v] += matching.count(keys[i], pod.Namespace, c.selector, n)
+			s.counts[i][values[i]] += counter.count(keys[i], pod.Namespace, c.selector, n)
 		}
 	}
 	return s
