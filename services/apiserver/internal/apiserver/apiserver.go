@@ -264,7 +264,14 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 		authn:   chain,
 		saAuth:  saAuth,
 		store: store.New(be.Client, store.Options{MaxObjectBytes: cfg.MaxObjectBytes, Lifecycle: strategy.Config{
-			EventTTL: cfg.EventTTL, ServiceClusterIPRange: cfg.ServiceClusterIPRange, ServiceNodePortRange: cfg.ServiceNodePortRange}, Logger: log.Named("store")}),
+			EventTTL: cfg.EventTTL, ServiceClusterIPRange: cfg.ServiceClusterIPRange, ServiceNodePortRange: cfg.ServiceNodePortRange}, Logger: log.Named("store"),
+			Cached: func(k *kplanev1.KindInfo, namespace, name string) (*kplanev1.Object, bool) {
+				c := caches[k.Name]
+				if c == nil {
+					return nil, false
+				}
+				return c.Get(kplanev1.MetaKey(namespace, name))
+			}}),
 		caches:   caches,
 		member:   newMemberHealth(),
 		cancel:   cancel,

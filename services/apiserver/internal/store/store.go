@@ -40,6 +40,12 @@ type Options struct {
 	Logger    hclog.Logger
 	// Now is the clock for timestamps; time.Now when nil.
 	Now func() time.Time
+	// Cached, when set, returns a recent copy of a stored object (the
+	// watch cache's; shared, not to be modified). A conditional update
+	// whose resourceVersion it matches starts from a clone of it instead
+	// of reading etcd; the write's compare on the key's revision keeps
+	// that safe, and a failed compare is retried from etcd.
+	Cached func(k *kplanev1.KindInfo, namespace, name string) (*kplanev1.Object, bool)
 }
 
 // DefaultMaxObjectBytes stays under embedded etcd's default 1.5 MiB
@@ -333,10 +339,14 @@ func (s *Store) update(ctx context.Context, in *kplanev1.Object, statusOnly bool
 		return nil, invalid("metadata.%v", err)
 	}
 	pk := newPicker(ctx, s.cli)
+	tryCache := wantRev != 0 && s.opts.Cached != nil
 	for attempt, races := 0, 0; ; attempt++ {
-		cur, curRev, err := s.get(ctx, k, inMeta.Namespace, inMeta.Name)
-		if err != nil {
-			return nil, err
+		cur, curRev, fromCache := s.cachedAt(k, inMeta.Namespace, inMeta.Name, wantRev, tryCache)
+		tryCache = false
+		if !fromCache {
+			if cur, curRev, err = s.get(ctx, k, inMeta.Namespace, inMeta.Name); err != nil {
+				return nil, err
+			}
 		}
 		if wantRev != 0 && wantRev != curRev {
 			return nil, conflict(k.Name, inMeta.Name, fmt.Sprintf("the object has been modified (resourceVersion %d, stored %d)", wantRev, curRev))
@@ -369,11 +379,33 @@ func (s *Store) update(ctx context.Context, in *kplanev1.Object, statusOnly bool
 			}
 			return nil, status.Errorf(codes.Aborted, "%s %q: every value picked was taken by concurrent writers; try again", k.Name, inMeta.Name)
 		}
+		if status.Code(err) == codes.Aborted && fromCache {
+			attempt--
+			continue // the cache was behind etcd: decide again from etcd's copy
+		}
 		if status.Code(err) == codes.Aborted && wantRev == 0 && attempt < maxUpdateRetries {
 			continue // unconditional update raced another writer: reapply
 		}
 		return out, err
 	}
+}
+
+// cachedAt returns a private copy of the cached object when try is set
+// and the cache holds it at exactly rev: the state a conditional update
+// at rev must start from. The etcd read it saves was half of an
+// update's cost at 100,000 pods.
+func (s *Store) cachedAt(k *kplanev1.KindInfo, namespace, name string, rev int64, try bool) (*kplanev1.Object, int64, bool) {
+	if !try {
+		return nil, 0, false
+	}
+	obj, ok := s.opts.Cached(k, namespace, name)
+	if !ok {
+		return nil, 0, false
+	}
+	if got, err := ParseRevision(obj.Meta().GetResourceVersion()); err != nil || got != rev {
+		return nil, 0, false
+	}
+	return proto.Clone(obj).(*kplanev1.Object), rev, true
 }
 
 // prepareUpdate builds the object an Update would store: the caller's
