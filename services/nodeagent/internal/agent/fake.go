@@ -123,6 +123,13 @@ func (r *fakeRuntime) State(uid, name string, now time.Time) ContainerState {
 }
 
 func (r *fakeRuntime) stateLocked(p *fakePod, c *fakeContainer, now time.Time) ContainerState {
+	if now.Before(c.created) {
+		// The caller's clock was read before it started the container (a
+		// sync reads it once): the state is the one at creation, so a
+		// container without a start delay is running at once and its pod
+		// goes to Running in one status write.
+		now = c.created
+	}
 	st := ContainerState{Created: true, Attempt: c.attempt, Previous: c.prev}
 	started := c.created.Add(p.startDelay)
 	switch {
@@ -159,7 +166,7 @@ func (r *fakeRuntime) NextChange(uid string, now time.Time) time.Time {
 		started := c.created.Add(p.startDelay)
 		var t time.Time
 		switch {
-		case started.After(now):
+		case started.After(now) && p.startDelay > 0: // as of creation at the latest (stateLocked)
 			t = started
 		case c.initExit:
 			continue
