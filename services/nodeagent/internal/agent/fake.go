@@ -243,12 +243,44 @@ func (r *fakeRuntime) Pods() []RuntimePod {
 	out := make([]RuntimePod, 0, len(r.pods))
 	for _, p := range r.pods {
 		rp := p.meta
-		for _, c := range p.containers {
-			rp.Running = rp.Running || r.stateLocked(p, c, now).Running
-		}
+		rp.Running = r.runningLocked(p, now)
 		out = append(out, rp)
 	}
 	return out
+}
+
+// Running implements Runtime.
+func (r *fakeRuntime) Running(uid string) (known, running bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.pods[uid]
+	if !ok {
+		return false, false
+	}
+	return true, r.runningLocked(p, time.Now())
+}
+
+// RunningPods implements Runtime.
+func (r *fakeRuntime) RunningPods() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	n := 0
+	for _, p := range r.pods {
+		if r.runningLocked(p, now) {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *fakeRuntime) runningLocked(p *fakePod, now time.Time) bool {
+	for _, c := range p.containers {
+		if r.stateLocked(p, c, now).Running {
+			return true
+		}
+	}
+	return false
 }
 
 // Logs implements Runtime with one synthetic line.
