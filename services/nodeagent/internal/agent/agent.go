@@ -199,6 +199,9 @@ func New(c *app.Context, cfg *Config) (*Agent, error) {
 	if a.pods, err = c.Informers.For(sel); err != nil {
 		return nil, fmt.Errorf("pod informer: %w", err)
 	}
+	if err := a.pods.SetTransform(a.trimPod); err != nil {
+		return nil, fmt.Errorf("pod informer: %w", err)
+	}
 	enqueue := func(o *kplanev1.Object) {
 		if a.nodes[o.GetPod().GetSpec().GetNodeName()] {
 			c.Enqueue(o.Key())
@@ -235,6 +238,34 @@ func New(c *app.Context, cfg *Config) (*Agent, error) {
 	a.log.Info("node agent configured", "nodes", len(a.nodes), "node", cfg.NodeName, "runtime", a.rt.Name(),
 		"root_dir", cfg.RootDir, "pod_cidr", cfg.PodCIDR, "recovered_pods", len(a.rt.Pods()))
 	return a, nil
+}
+
+// trimPod is the pod informer's transform: it drops what the agent never
+// reads, since one agent may cache 100,000 pods. A pod of another node
+// (fake nodes watch every bound pod) keeps only its identity and node; a
+// pod of ours loses the fields only the scheduler and the controllers
+// read. Status writes send the trimmed pod, which is safe: UpdateStatus
+// takes only the status from it.
+func (a *Agent) trimPod(o *kplanev1.Object) *kplanev1.Object {
+	p := o.GetPod()
+	if p == nil {
+		return o
+	}
+	md := p.GetMetadata()
+	if !a.nodes[p.GetSpec().GetNodeName()] {
+		p.Metadata = &kplanev1.ObjectMeta{Name: md.GetName(), Namespace: md.GetNamespace(), Uid: md.GetUid(),
+			ResourceVersion: md.GetResourceVersion(), DeletionTimestamp: md.GetDeletionTimestamp()}
+		p.Spec, p.Status = &kplanev1.PodSpec{NodeName: p.GetSpec().GetNodeName()}, nil
+		return o
+	}
+	if md != nil {
+		md.ManagedFields, md.OwnerReferences, md.GenerateName = nil, nil, ""
+	}
+	if s := p.GetSpec(); s != nil {
+		s.NodeSelector, s.Tolerations, s.Affinity, s.TopologySpreadConstraints = nil, nil, nil, nil
+		s.SchedulerName, s.PriorityClassName, s.PreemptionPolicy = "", "", nil
+	}
+	return o
 }
 
 // Run serves logs, registers and heartbeats the node(s), watches the exec
