@@ -30,7 +30,8 @@ import (
 // they turn Running, the create→Running latency, the status writes per
 // pod (MODIFIED events a watch sees) and the agent's own peak RSS, heap in
 // use at the end and CPU seconds (KPLANE_BENCH_HEAP_PROFILE=file saves its
-// heap profile once all pods run). Run with
+// heap profile once all pods run; KPLANE_BENCH_AGENT_ARGS adds flags to
+// the agent's). Run with
 //
 //	go test -run '^$' -bench AgentScale -benchtime 1x ./internal/agent/
 func BenchmarkAgentScale(b *testing.B) {
@@ -57,6 +58,7 @@ func BenchmarkAgentScale(b *testing.B) {
 		cmd := exec.Command(bin, "--apiserver", srv.Addr(), "--health-addr", health, "--logs-addr", "127.0.0.1:0",
 			"--log-level", "warn", "--root-dir", b.TempDir(), "--runtime", "fake", "--fake-nodes", strconv.Itoa(nodes),
 			"--node-name", "bench", "--heartbeat-interval", "10s")
+		cmd.Args = append(cmd.Args, strings.Fields(os.Getenv("KPLANE_BENCH_AGENT_ARGS"))...)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
