@@ -31,14 +31,18 @@ import (
 // pod (MODIFIED events a watch sees) and the agent's own peak RSS, heap in
 // use at the end and CPU seconds (KPLANE_BENCH_HEAP_PROFILE=file saves its
 // heap profile once all pods run; KPLANE_BENCH_AGENT_ARGS adds flags to
-// the agent's). Run with
+// the agent's; KPLANE_BENCH_AGENT_BIN runs that binary instead of one
+// built from this tree, to compare with another commit). Run with
 //
 //	go test -run '^$' -bench AgentScale -benchtime 1x ./internal/agent/
 func BenchmarkAgentScale(b *testing.B) {
 	nodes, pods := envInt(b, "KPLANE_BENCH_NODES", 200), envInt(b, "KPLANE_BENCH_PODS", 20000)
-	bin := filepath.Join(b.TempDir(), "nodeagent")
-	if out, err := exec.Command("go", "build", "-o", bin, "../..").CombinedOutput(); err != nil {
-		b.Fatalf("build the node agent: %v\n%s", err, out)
+	bin := os.Getenv("KPLANE_BENCH_AGENT_BIN")
+	if bin == "" {
+		bin = filepath.Join(b.TempDir(), "nodeagent")
+		if out, err := exec.Command("go", "build", "-o", bin, "../..").CombinedOutput(); err != nil {
+			b.Fatalf("build the node agent: %v\n%s", err, out)
+		}
 	}
 	for range b.N {
 		srv := testserver.Start(b)
