@@ -14,6 +14,10 @@
 //
 // A Factory shares one informer per kind and selection among the
 // controllers of a process.
+//
+// A transform (Options.Transform, or SetTransform before Run) rewrites
+// each object before it is stored, so a large cache can hold only the
+// fields its users read.
 package informer
 
 import (
@@ -81,7 +85,26 @@ type Options struct {
 	Logger hclog.Logger
 	// Metrics (default: unregistered counters).
 	Metrics *Metrics
+	// Transform, when set, rewrites every object the informer receives
+	// before it is stored and handed to handlers (see TransformFunc).
+	Transform TransformFunc
 }
+
+// TransformFunc rewrites an object before an informer stores it, the
+// model being client-go's SetTransform: typically it clears fields the
+// cache's users never read (managedFields, say), so that a cache of
+// 100,000 objects holds only what is needed. It is applied to list items
+// and to the objects of ADDED, MODIFIED and DELETED events, on the
+// informer's goroutine, so it should be cheap.
+//
+// It receives an object freshly decoded from the apiserver that nothing
+// else holds yet, so it may change it in place and return it (or return
+// another object). It must keep the kind, metadata.name, namespace, uid
+// and resourceVersion, and return an object of the same kind; an object
+// it returns nil for is stored as received. Every user of the informer
+// sees the transformed objects, which, like all cached objects, are
+// shared and must not be modified afterwards.
+type TransformFunc func(*kplanev1.Object) *kplanev1.Object
 
 // Informer caches one kind (and selection) and notifies handlers. Create
 // it with New or a Factory, add handlers and indexers, then Run it.
@@ -151,6 +174,35 @@ func (i *Informer) Store() *Store { return i.store }
 
 // AddIndexers adds indexes to the cache (also after start).
 func (i *Informer) AddIndexers(ix Indexers) error { return i.store.AddIndexers(ix) }
+
+// SetTransform sets the informer's Transform. Like client-go's, it must
+// be called before Run, so that every cached object went through it: it
+// fails once the informer has started, and when it already has one (an
+// informer shared through a Factory serves all its users one view, so
+// two users with different needs must not silently overwrite each other).
+func (i *Informer) SetTransform(fn TransformFunc) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.started {
+		return fmt.Errorf("informer %s: set a transform before it starts", i.opts.Selection)
+	}
+	if i.opts.Transform != nil {
+		return fmt.Errorf("informer %s: already has a transform", i.opts.Selection)
+	}
+	i.opts.Transform = fn
+	return nil
+}
+
+// transform applies opts.Transform to o, a freshly decoded object.
+func (i *Informer) transform(o *kplanev1.Object) *kplanev1.Object {
+	if i.opts.Transform == nil || o.Meta() == nil {
+		return o
+	}
+	if out := i.opts.Transform(o); out != nil {
+		return out
+	}
+	return o
+}
 
 // HasSynced reports whether the first list has been applied to the cache.
 func (i *Informer) HasSynced() bool { return i.syncedFlag.Load() }
@@ -292,6 +344,7 @@ func (i *Informer) listAndReplace(ctx context.Context) error {
 		Limit: i.opts.PageSize,
 	}, func(items []*kplanev1.Object) error {
 		for _, o := range items {
+			o = i.transform(o)
 			k := o.Key()
 			if _, dup := listed[k]; !dup {
 				order = append(order, k)
@@ -395,7 +448,7 @@ func (i *Informer) apply(resp *kplanev1.WatchResponse) {
 	}
 	switch resp.GetType() {
 	case kplanev1.EventType_EVENT_TYPE_ADDED, kplanev1.EventType_EVENT_TYPE_MODIFIED:
-		o := resp.GetObject()
+		o := i.transform(resp.GetObject())
 		if o.Meta() == nil {
 			i.log.Warn("watch event without an object; ignored", "type", resp.GetType())
 			break
@@ -417,7 +470,7 @@ func (i *Informer) apply(resp *kplanev1.WatchResponse) {
 			i.notifyLocked(notification{typ: notifyAdd, obj: o})
 		}
 	case kplanev1.EventType_EVENT_TYPE_DELETED:
-		o := resp.GetObject()
+		o := i.transform(resp.GetObject())
 		if o.Meta() == nil {
 			i.log.Warn("delete event without an object; ignored")
 			break

@@ -659,6 +659,36 @@ func (r *execRuntime) Pods() []RuntimePod {
 	return out
 }
 
+// Running implements Runtime.
+func (r *execRuntime) Running(uid string) (known, running bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.pods[uid]
+	if !ok {
+		return false, false
+	}
+	for _, c := range p.containers {
+		running = running || c.running
+	}
+	return true, running
+}
+
+// RunningPods implements Runtime.
+func (r *execRuntime) RunningPods() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, p := range r.pods {
+		for _, c := range p.containers {
+			if c.running {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
 // PodIPs returns the persisted IP of every known pod, for the allocator.
 func (r *execRuntime) PodIPs() map[string]string {
 	r.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -33,10 +34,23 @@ type fakePod struct {
 	startDelay time.Duration
 	exitAfter  time.Duration // 0 = runs forever
 	exitCode   int
-	containers map[string]*fakeContainer
+	// containers: a pod has a few, so a slice searched by name costs less
+	// than a map per pod (100,000 fake pods).
+	containers []*fakeContainer
+}
+
+// container returns the pod's container name, nil if it never started.
+func (p *fakePod) container(name string) *fakeContainer {
+	for _, c := range p.containers {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
 }
 
 type fakeContainer struct {
+	name string
 	// initExit: a regular init container, which completes (exit 0) as
 	// soon as it has started.
 	initExit bool
@@ -71,7 +85,6 @@ func (r *fakeRuntime) PreparePod(pod *kplanev1.Pod, _ string) error {
 	r.pods[md.GetUid()] = &fakePod{
 		meta:       RuntimePod{UID: md.GetUid(), Namespace: md.GetNamespace(), Name: md.GetName(), Node: pod.GetSpec().GetNodeName()},
 		startDelay: sd, exitAfter: ea, exitCode: code,
-		containers: map[string]*fakeContainer{},
 	}
 	return nil
 }
@@ -87,13 +100,14 @@ func (r *fakeRuntime) StartContainer(_ context.Context, pod *kplanev1.Pod, c *kp
 		return fmt.Errorf("pod %s not prepared", pod.GetMetadata().GetUid())
 	}
 	now := time.Now()
-	fc := &fakeContainer{attempt: attempt, created: now}
+	fc := &fakeContainer{name: c.GetName(), attempt: attempt, created: now}
 	for _, ic := range pod.GetSpec().GetInitContainers() {
 		if ic.GetName() == c.GetName() && !isSidecar(ic) {
 			fc.initExit = true
 		}
 	}
-	if old, ok := p.containers[c.GetName()]; ok {
+	old := p.container(c.GetName())
+	if old != nil {
 		fc.prev = r.stateLocked(p, old, now).Exit
 	} else {
 		for _, cs := range pod.GetStatus().GetContainerStatuses() {
@@ -103,7 +117,11 @@ func (r *fakeRuntime) StartContainer(_ context.Context, pod *kplanev1.Pod, c *kp
 			}
 		}
 	}
-	p.containers[c.GetName()] = fc
+	if i := slices.Index(p.containers, old); old != nil {
+		p.containers[i] = fc
+	} else {
+		p.containers = append(p.containers, fc)
+	}
 	return nil
 }
 
@@ -115,14 +133,21 @@ func (r *fakeRuntime) State(uid, name string, now time.Time) ContainerState {
 	if !ok {
 		return ContainerState{}
 	}
-	c, ok := p.containers[name]
-	if !ok {
+	c := p.container(name)
+	if c == nil {
 		return ContainerState{}
 	}
 	return r.stateLocked(p, c, now)
 }
 
 func (r *fakeRuntime) stateLocked(p *fakePod, c *fakeContainer, now time.Time) ContainerState {
+	if now.Before(c.created) {
+		// The caller's clock was read before it started the container (a
+		// sync reads it once): the state is the one at creation, so a
+		// container without a start delay is running at once and its pod
+		// goes to Running in one status write.
+		now = c.created
+	}
 	st := ContainerState{Created: true, Attempt: c.attempt, Previous: c.prev}
 	started := c.created.Add(p.startDelay)
 	switch {
@@ -159,7 +184,7 @@ func (r *fakeRuntime) NextChange(uid string, now time.Time) time.Time {
 		started := c.created.Add(p.startDelay)
 		var t time.Time
 		switch {
-		case started.After(now):
+		case started.After(now) && p.startDelay > 0: // as of creation at the latest (stateLocked)
 			t = started
 		case c.initExit:
 			continue
@@ -205,8 +230,8 @@ func (r *fakeRuntime) StopContainer(uid, name string, kill bool) error {
 	if !ok {
 		return nil
 	}
-	c, ok := p.containers[name]
-	if !ok {
+	c := p.container(name)
+	if c == nil {
 		return nil
 	}
 	now := time.Now()
@@ -236,12 +261,44 @@ func (r *fakeRuntime) Pods() []RuntimePod {
 	out := make([]RuntimePod, 0, len(r.pods))
 	for _, p := range r.pods {
 		rp := p.meta
-		for _, c := range p.containers {
-			rp.Running = rp.Running || r.stateLocked(p, c, now).Running
-		}
+		rp.Running = r.runningLocked(p, now)
 		out = append(out, rp)
 	}
 	return out
+}
+
+// Running implements Runtime.
+func (r *fakeRuntime) Running(uid string) (known, running bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.pods[uid]
+	if !ok {
+		return false, false
+	}
+	return true, r.runningLocked(p, time.Now())
+}
+
+// RunningPods implements Runtime.
+func (r *fakeRuntime) RunningPods() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	n := 0
+	for _, p := range r.pods {
+		if r.runningLocked(p, now) {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *fakeRuntime) runningLocked(p *fakePod, now time.Time) bool {
+	for _, c := range p.containers {
+		if r.stateLocked(p, c, now).Running {
+			return true
+		}
+	}
+	return false
 }
 
 // Logs implements Runtime with one synthetic line.

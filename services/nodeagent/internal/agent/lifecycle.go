@@ -154,7 +154,7 @@ func (a *Agent) stopContainers(ctx context.Context, sc *syncCtx, cs []*kplanev1.
 		}
 		grace := gracePeriod(sc.pod)
 		k := &killState{attempt: state.Attempt, deadline: sc.now.Add(grace), final: true}
-		sc.st.kills[c.GetName()] = k
+		put(&sc.st.kills, c.GetName(), k)
 		a.log.Info("stopping container", "pod", sc.pod.GetMetadata().GetNamespace()+"/"+sc.pod.GetMetadata().GetName(),
 			"container", c.GetName(), "grace_period", grace)
 		a.preStop(ctx, sc.pod, c, sc.ip, sc.st, k.deadline)

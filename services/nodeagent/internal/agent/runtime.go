@@ -77,6 +77,12 @@ type Runtime interface {
 	RemovePod(uid string) error
 	// Pods lists the pods the runtime knows.
 	Pods() []RuntimePod
+	// Running reports whether the runtime knows the pod and whether one of
+	// its containers runs; RunningPods counts the pods with a running
+	// container. Both answer without listing every pod, which at 100,000
+	// fake pods matters.
+	Running(uid string) (known, running bool)
+	RunningPods() int
 	// Logs writes the log of the container to w as opts asks: the last
 	// opts.TailLines lines (all when negative), then, with opts.Follow,
 	// new lines until ctx ends or the container stops.

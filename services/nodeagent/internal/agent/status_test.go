@@ -369,7 +369,7 @@ func TestFakeRuntimeTimeline(t *testing.T) {
 	if err := r.StartContainer(context.Background(), pod, pod.Spec.Containers[0], 0, ""); err != nil {
 		t.Fatal(err)
 	}
-	created := r.pods["u"].containers["a"].created
+	created := r.pods["u"].container("a").created
 	if st := r.State("u", "a", created.Add(time.Second)); !st.Waiting || st.Running {
 		t.Fatalf("before the start delay: %+v", st)
 	}
