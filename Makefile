@@ -178,6 +178,13 @@ chaos-mono: build
 bench-apiserver:
 	cd services/apiserver && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/... ./internal/apiserver/
 
+# Issue 23's Lists without the scale stack: paginated and one-call List
+# and kpctl get pods -A of LIST_SCALE_PODS (100,000) Running pods on a
+# secured in-process apiserver, and its heap (docs/benchmarks.md, "Scale").
+.PHONY: bench-list
+bench-list:
+	cd services/apiserver && $(GO) test -run '^$$' -bench BenchmarkListScale -benchtime 1x -timeout 30m ./bench/
+
 # Create throughput plain against TLS + client certificates and TLS +
 # static token, same run, printed as ratios (docs/benchmarks.md).
 .PHONY: bench-auth

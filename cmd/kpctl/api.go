@@ -99,19 +99,29 @@ func (a *api) get(ctx context.Context, kind, ns, name string) (*kplanev1.Object,
 // resourceVersion of the first page's snapshot.
 func (a *api) list(ctx context.Context, req *kplanev1.ListRequest) ([]*kplanev1.Object, string, error) {
 	var items []*kplanev1.Object
+	rv, err := a.listPages(ctx, req, func(page []*kplanev1.Object) {
+		items = append(items, page...)
+	})
+	return items, rv, err
+}
+
+// listPages lists in pages of 500, handing each page to f as it arrives
+// (so a caller that keeps less than the objects, a table's rows, need not
+// hold them all), and returns the List's resourceVersion.
+func (a *api) listPages(ctx context.Context, req *kplanev1.ListRequest, f func([]*kplanev1.Object)) (string, error) {
 	var rv string
 	req.Limit = 500
 	for {
 		resp, err := a.c.List(ctx, req)
 		if err != nil {
-			return nil, "", a.wrap(err)
+			return "", a.wrap(err)
 		}
 		if rv == "" {
 			rv = resp.GetResourceVersion()
 		}
-		items = append(items, resp.GetItems()...)
+		f(resp.GetItems())
 		if resp.GetContinue() == "" {
-			return items, rv, nil
+			return rv, nil
 		}
 		req.Continue = resp.GetContinue()
 	}

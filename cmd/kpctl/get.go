@@ -102,7 +102,22 @@ func (o *getOptions) run(ctx context.Context, e *env, args []string) error {
 		if o.allNamespaces {
 			ns = ""
 		}
-		objs, _, err := a.list(ctx, &kplanev1.ListRequest{Kind: kind.Name, Namespace: ns, LabelSelector: o.selector, FieldSelector: o.fieldSelector})
+		p.withNamespace = o.allNamespaces && kind.Namespaced
+		req := &kplanev1.ListRequest{Kind: kind.Name, Namespace: ns, LabelSelector: o.selector, FieldSelector: o.fieldSelector}
+		if o.output == "" || o.output == "wide" {
+			// A table keeps each page's rows, not its objects: listing
+			// 100,000 pods then holds a few MB instead of every pod.
+			t := tables.NewBuilder(e.stdout, kind.Name, p.tableOptions())
+			if _, err := a.listPages(ctx, req, t.Add); err != nil {
+				return err
+			}
+			if t.Len() == 0 {
+				e.stderr.print(noResourcesFound(kind, ns))
+				return nil
+			}
+			return t.Write()
+		}
+		objs, _, err := a.list(ctx, req)
 		if err != nil {
 			return err
 		}
@@ -110,7 +125,6 @@ func (o *getOptions) run(ctx context.Context, e *env, args []string) error {
 			e.stderr.print(noResourcesFound(kind, ns))
 			return nil
 		}
-		p.withNamespace = o.allNamespaces && kind.Namespaced
 		return p.print(kind.Name, objs, true)
 	}
 

@@ -5,6 +5,7 @@
 package printers
 
 import (
+	"bufio"
 	"io"
 	"strings"
 	"time"
@@ -99,7 +100,13 @@ func NewStream(w io.Writer, kind string, opts TableOptions) *Stream {
 
 // Print writes one batch of rows (with the header, the first time).
 func (s *Stream) Print(objs []*kplanev1.Object) error {
-	var rows [][]string
+	return s.write(s.rows(objs))
+}
+
+// rows turns a batch into cells (with the header, the first time),
+// widening the columns to fit them.
+func (s *Stream) rows(objs []*kplanev1.Object) [][]string {
+	rows := make([][]string, 0, len(objs)+1)
 	if !s.started && !s.opts.NoHeaders {
 		h := append([]string(nil), s.c.headers...)
 		if s.opts.Wide {
@@ -108,7 +115,7 @@ func (s *Stream) Print(objs []*kplanev1.Object) error {
 		if s.opts.WithNamespace {
 			h = append([]string{"NAMESPACE"}, h...)
 		}
-		rows = append(rows, h)
+		rows = append(rows, s.measure(h))
 	}
 	s.started = true
 	now := time.Now()
@@ -123,31 +130,76 @@ func (s *Stream) Print(objs []*kplanev1.Object) error {
 		if s.opts.WithNamespace {
 			cells = append([]string{o.Meta().GetNamespace()}, cells...)
 		}
-		rows = append(rows, cells)
+		rows = append(rows, s.measure(cells))
 	}
-	for _, r := range rows {
-		for i, cell := range r {
-			// A tab or newline inside a cell would break the layout.
-			r[i] = strings.NewReplacer("\t", " ", "\n", " ").Replace(cell)
-			if i >= len(s.widths) {
-				s.widths = append(s.widths, 0)
-			}
-			s.widths[i] = max(s.widths[i], utf8.RuneCountInString(r[i]))
-		}
-	}
-	var b strings.Builder
-	for _, r := range rows {
-		for i, cell := range r {
-			b.WriteString(cell)
-			if i < len(r)-1 {
-				b.WriteString(strings.Repeat(" ", s.widths[i]-utf8.RuneCountInString(cell)+3))
-			}
-		}
-		b.WriteByte('\n')
-	}
-	_, err := io.WriteString(s.w, b.String())
-	return err
+	return rows
 }
+
+// cellSpaces replaces what would break a table's layout inside a cell.
+var cellSpaces = strings.NewReplacer("\t", " ", "\n", " ")
+
+// measure cleans a row's cells and widens the columns to fit them.
+func (s *Stream) measure(r []string) []string {
+	for i, cell := range r {
+		if strings.ContainsAny(cell, "\t\n") {
+			r[i] = cellSpaces.Replace(cell)
+		}
+		if i >= len(s.widths) {
+			s.widths = append(s.widths, 0)
+		}
+		s.widths[i] = max(s.widths[i], utf8.RuneCountInString(r[i]))
+	}
+	return r
+}
+
+// write prints rows padded to the columns' widths.
+func (s *Stream) write(rows [][]string) error {
+	bw := bufio.NewWriterSize(s.w, 64<<10)
+	for _, r := range rows {
+		for i, cell := range r {
+			_, _ = bw.WriteString(cell)
+			if i < len(r)-1 {
+				pad := s.widths[i] - utf8.RuneCountInString(cell) + 3
+				for pad > 0 {
+					n := min(pad, len(spaces))
+					_, _ = bw.WriteString(spaces[:n])
+					pad -= n
+				}
+			}
+		}
+		_ = bw.WriteByte('\n')
+	}
+	// A failed write is kept by bw and returned here.
+	return bw.Flush()
+}
+
+var spaces = strings.Repeat(" ", 64)
+
+// Builder collects the rows of one kind's table batch by batch (the
+// pages of a List, so their objects need not be kept until the end) and
+// prints them aligned to the widest cell of every batch.
+type Builder struct {
+	s    *Stream
+	rows [][]string
+	n    int
+}
+
+// NewBuilder returns a Builder for objects of kind, printing to w.
+func NewBuilder(w io.Writer, kind string, opts TableOptions) *Builder {
+	return &Builder{s: NewStream(w, kind, opts)}
+}
+
+// Add turns objs into rows.
+func (b *Builder) Add(objs []*kplanev1.Object) {
+	b.rows = append(b.rows, b.s.rows(objs)...)
+	b.n += len(objs)
+}
+
+// Len is how many objects were added.
+func (b *Builder) Len() int { return b.n }
+
+// Write prints the table.
+func (b *Builder) Write() error { return b.s.write(b.rows) }
 
 // Columns returns the column headers kubectl shows for kind, and the
 // extra ones of -o wide.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/kplane/kplane/pkg/testutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
@@ -70,6 +72,38 @@ func TestStreamKeepsColumnsAligned(t *testing.T) {
 	for _, l := range lines[1:] {
 		if !strings.Contains(l[col:col+3], "/") {
 			t.Errorf("row %q: READY column not at offset %d", l, col)
+		}
+	}
+}
+
+// A Builder fed in batches prints what Table prints for all the objects
+// at once: every row aligned to the widest cell of any batch, a tab or
+// newline inside a cell a space.
+func TestBuilderMatchesTable(t *testing.T) {
+	pods := fixtures()["Pod"]
+	odd := proto.Clone(pods[0]).(*kplanev1.Object)
+	odd.Meta().Name = "tab\there\nnewline"
+	pods = append(pods, odd)
+	for _, opts := range []TableOptions{{Now: fixedClock, WithNamespace: true}, {Now: fixedClock, Wide: true, NoHeaders: true}} {
+		var want, got bytes.Buffer
+		if err := Table(&want, "Pod", pods, opts); err != nil {
+			t.Fatal(err)
+		}
+		b := NewBuilder(&got, "Pod", opts)
+		for i := 0; i < len(pods); i += 2 {
+			b.Add(pods[i:min(i+2, len(pods))])
+		}
+		if b.Len() != len(pods) {
+			t.Errorf("Len = %d, want %d", b.Len(), len(pods))
+		}
+		if err := b.Write(); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Errorf("batches:\n%s\nall at once:\n%s", got.String(), want.String())
+		}
+		if !strings.Contains(got.String(), "tab here newline") {
+			t.Errorf("tab and newline not replaced:\n%s", got.String())
 		}
 	}
 }

@@ -362,7 +362,7 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-		grpc.ChainUnaryInterceptor(m.unary, chain.UnaryInterceptor(), a.logUnary),
+		grpc.ChainUnaryInterceptor(m.unary, chain.UnaryInterceptor(), a.logUnary, server.PreEncodedReplies()),
 		grpc.ChainStreamInterceptor(m.stream, chain.StreamInterceptor()),
 		server.CodecOption(),
 	)...)

@@ -67,8 +67,17 @@ func (m *metrics) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo
 	start := time.Now()
 	resp, err := handler(ctx, req)
 	method := methodName(info.FullMethod)
-	if pm, ok := resp.(proto.Message); ok && err == nil {
-		m.sent.WithLabelValues(method, requestKind(req)).Add(float64(proto.Size(pm)))
+	if err == nil {
+		size := -1
+		switch r := resp.(type) {
+		case wireSized: // a List's reply in the watch cache's wire form
+			size = r.WireSize()
+		case proto.Message:
+			size = proto.Size(r)
+		}
+		if size >= 0 {
+			m.sent.WithLabelValues(method, requestKind(req)).Add(float64(size))
+		}
 	}
 	m.latency.WithLabelValues(method).Observe(time.Since(start).Seconds())
 	m.requests.WithLabelValues(method, status.Code(err).String()).Inc()

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"encoding/binary"
 	"fmt"
 
 	"google.golang.org/grpc"
@@ -10,6 +12,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+
+	"github.com/kplane/kplane/services/apiserver/internal/watchcache"
 )
 
 // One watch event goes to every watcher of its kind. Marshalling it per
@@ -75,4 +79,85 @@ func DecodeSent(m any) (*kplanev1.WatchResponse, error) {
 		return r, nil
 	}
 	return nil, fmt.Errorf("decode watch event: unexpected message %T", m)
+}
+
+// A List served from the watch cache is sent the same way: each object's
+// wire form is kept by the cache, so the reply is those bytes framed as
+// a ListResponse, not a marshalling of every object per List. The
+// handler's signature returns a *ListResponse (in-process callers, the
+// REST side, read it), so the wire form travels beside it: the
+// PreEncodedReplies interceptor gives each call a slot in its context,
+// List fills it, and the interceptor sends the slot's bytes in place of
+// the reply they encode.
+
+type replySlotKey struct{}
+
+// replySlot holds the wire form of one reply.
+type replySlot struct {
+	reply any
+	wire  *encodedMessage
+}
+
+// PreEncodedReplies is the innermost unary interceptor of a server using
+// CodecOption: it sends a reply in the wire form its handler left, when
+// the handler left one for the very reply it returned.
+func PreEncodedReplies() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		slot := &replySlot{}
+		resp, err := handler(context.WithValue(ctx, replySlotKey{}, slot), req)
+		if err == nil && slot.wire != nil && slot.reply == resp {
+			return slot.wire, nil
+		}
+		return resp, err
+	}
+}
+
+// offerListWire leaves r's wire form, built from the entries' kept wire
+// forms, for PreEncodedReplies; without that interceptor in ctx (an
+// in-process call), or when an entry has no wire form, it does nothing
+// and r is marshalled as usual.
+func offerListWire(ctx context.Context, r *kplanev1.ListResponse, entries []watchcache.Entry) {
+	slot, _ := ctx.Value(replySlotKey{}).(*replySlot)
+	if slot == nil {
+		return
+	}
+	if w := encodeListResponse(r, entries); w != nil {
+		slot.reply, slot.wire = r, w
+	}
+}
+
+// encodeListResponse is r's wire form with its items' bytes taken from
+// entries (r.Items in the same order), without copying them; nil when an
+// entry has no wire form.
+func encodeListResponse(r *kplanev1.ListResponse, entries []watchcache.Entry) *encodedMessage {
+	parts := make(mem.BufferSlice, 0, 2*len(entries)+1)
+	// Every item's tag and length go into one array, sliced per item.
+	heads := make([]byte, 0, len(entries)*(1+binary.MaxVarintLen32))
+	for _, e := range entries {
+		b := e.Encoded()
+		if b == nil {
+			return nil
+		}
+		at := len(heads)
+		heads = protowire.AppendTag(heads, 1, protowire.BytesType)
+		heads = protowire.AppendVarint(heads, uint64(len(b)))
+		parts = append(parts, mem.SliceBuffer(heads[at:len(heads):len(heads)]), mem.SliceBuffer(b))
+	}
+	var tail []byte
+	if r.ResourceVersion != "" {
+		tail = protowire.AppendTag(tail, 2, protowire.BytesType)
+		tail = protowire.AppendString(tail, r.ResourceVersion)
+	}
+	if r.Continue != "" {
+		tail = protowire.AppendTag(tail, 3, protowire.BytesType)
+		tail = protowire.AppendString(tail, r.Continue)
+	}
+	if r.RemainingItemCount != 0 {
+		tail = protowire.AppendTag(tail, 4, protowire.VarintType)
+		tail = protowire.AppendVarint(tail, uint64(r.RemainingItemCount))
+	}
+	if len(tail) > 0 {
+		parts = append(parts, mem.SliceBuffer(tail))
+	}
+	return &encodedMessage{parts: parts}
 }

@@ -1,12 +1,19 @@
 package server
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
 	"testing"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/protobuf/proto"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+
+	"github.com/kplane/kplane/services/apiserver/internal/watchcache"
 )
 
 // The pre-encoded form must decode to exactly the message the standard
@@ -34,4 +41,93 @@ func TestEncodeWatchResponseMatchesProto(t *testing.T) {
 			t.Fatalf("round trip: got %v, want %v", got, want)
 		}
 	}
+}
+
+func listEntries(n int) []watchcache.Entry {
+	var out []watchcache.Entry
+	for i := range n {
+		o := kplanev1.MustWrap(&kplanev1.Pod{Metadata: &kplanev1.ObjectMeta{Name: fmt.Sprintf("p%d", i), Namespace: "default",
+			ResourceVersion: strconv.Itoa(40 + i), Labels: map[string]string{"a": "b"}},
+			Status: &kplanev1.PodStatus{Phase: kplanev1.PodRunning, PodIp: "10.0.0.1"}})
+		out = append(out, watchcache.NewEntry("default/"+o.Meta().GetName(), o))
+	}
+	return out
+}
+
+// A List's reply built from the cache's wire forms decodes to exactly the
+// ListResponse the standard codec would have sent, with or without the
+// paging fields and items.
+func TestEncodeListResponseMatchesProto(t *testing.T) {
+	codec := passThroughCodec{encoding.GetCodecV2("proto")}
+	for _, n := range []int{0, 1, 3, 300} {
+		entries := listEntries(n)
+		items := make([]*kplanev1.Object, n)
+		for i, e := range entries {
+			items[i] = e.Object
+		}
+		for _, want := range []*kplanev1.ListResponse{
+			{Items: items, ResourceVersion: "99"},
+			{Items: items, ResourceVersion: "99", Continue: "tok", RemainingItemCount: 1 << 40},
+			{Items: items},
+		} {
+			data, err := codec.Marshal(encodeListResponse(want, entries))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := &kplanev1.ListResponse{}
+			if err := proto.Unmarshal(data.Materialize(), got); err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			if !proto.Equal(got, want) {
+				t.Fatalf("%d items: round trip: got %v, want %v", n, got, want)
+			}
+			if size := encodeListResponse(want, entries).WireSize(); size != proto.Size(want) {
+				t.Fatalf("%d items: wire size %d, proto.Size %d", n, size, proto.Size(want))
+			}
+		}
+	}
+}
+
+// PreEncodedReplies sends the wire form List left only for the reply
+// the handler returned; an in-process call (no interceptor) leaves none.
+func TestPreEncodedReplies(t *testing.T) {
+	entries := listEntries(2)
+	reply := &kplanev1.ListResponse{Items: []*kplanev1.Object{entries[0].Object, entries[1].Object}, ResourceVersion: "7"}
+	intercept := PreEncodedReplies()
+	got, err := intercept(context.Background(), nil, &grpc.UnaryServerInfo{}, func(ctx context.Context, _ any) (any, error) {
+		offerListWire(ctx, reply, entries)
+		return reply, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire, ok := got.(*encodedMessage)
+	if !ok {
+		t.Fatalf("reply %T, want the pre-encoded form", got)
+	}
+	decoded := &kplanev1.ListResponse{}
+	if err := proto.Unmarshal(wire.parts.Materialize(), decoded); err != nil || !proto.Equal(decoded, reply) {
+		t.Fatalf("pre-encoded reply decodes to %v (%v), want %v", decoded, err, reply)
+	}
+
+	// A handler (or a decorator around it) that returns another reply
+	// than the one encoded has that reply sent.
+	other := &kplanev1.ListResponse{ResourceVersion: "8"}
+	got, err = intercept(context.Background(), nil, &grpc.UnaryServerInfo{}, func(ctx context.Context, _ any) (any, error) {
+		offerListWire(ctx, reply, entries)
+		return other, nil
+	})
+	if err != nil || got != other {
+		t.Fatalf("replaced reply: got %v, %v; want the handler's own", got, err)
+	}
+	// An error is passed on as it is.
+	failure := errors.New("boom")
+	if _, err := intercept(context.Background(), nil, &grpc.UnaryServerInfo{}, func(ctx context.Context, _ any) (any, error) {
+		offerListWire(ctx, reply, entries)
+		return nil, failure
+	}); !errors.Is(err, failure) {
+		t.Fatalf("error: got %v", err)
+	}
+	// Without the interceptor there is no slot: nothing happens.
+	offerListWire(context.Background(), reply, entries)
 }

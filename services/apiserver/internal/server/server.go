@@ -291,6 +291,8 @@ func (s *Server) listFromCache(ctx context.Context, kind string, opts store.List
 	} else if opts.Continue != "" {
 		s.lists.Drop(id)
 	}
+	// The items' bytes are the cache's, marshalled once for every List.
+	offerListWire(ctx, resp, page)
 	return resp, true, nil
 }
 

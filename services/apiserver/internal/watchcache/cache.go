@@ -37,20 +37,36 @@ type Event struct {
 	Prev *kplanev1.Object
 	Rev  int64
 
-	encodeOnce sync.Once
-	encoded    []byte
+	// wire is Object's wire form; for ADDED and MODIFIED it is the
+	// state's, so Lists and watchers share one marshalling.
+	wire *wireForm
 }
 
 // Encoded is Object in protobuf wire form, marshalled once however many
-// watchers send it.
-func (e *Event) Encoded() []byte {
-	e.encodeOnce.Do(func() {
-		b, err := proto.Marshal(e.Object)
+// watchers (and Lists) send it.
+func (e *Event) Encoded() []byte { return e.wire.get() }
+
+// wireForm is an object version with its protobuf wire form, marshalled
+// at most once, on first use: a List or a watcher sends the same bytes
+// as every other one, and an object nobody sends costs no encoding.
+type wireForm struct {
+	obj  *kplanev1.Object
+	once sync.Once
+	b    []byte
+}
+
+func newWireForm(obj *kplanev1.Object) *wireForm { return &wireForm{obj: obj} }
+
+// get returns the wire form; nil if the object cannot be marshalled
+// (senders then marshal it themselves and report the error).
+func (w *wireForm) get() []byte {
+	w.once.Do(func() {
+		b, err := proto.Marshal(w.obj)
 		if err == nil {
-			e.encoded = b
+			w.b = b
 		}
 	})
-	return e.encoded
+	return w.b
 }
 
 // Config configures one kind's cache.
@@ -78,8 +94,9 @@ type Cache struct {
 	log hclog.Logger
 
 	mu sync.RWMutex
-	// state is every current object by cache key, as of rev.
-	state map[string]*kplanev1.Object
+	// state is every current object (with its wire form) by cache key,
+	// as of rev.
+	state map[string]*wireForm
 	rev   int64
 	// ring holds events by sequence number seq at ring[seq%len(ring)];
 	// next is the sequence number the next event gets.
@@ -117,7 +134,7 @@ func New(cfg Config) *Cache {
 	return &Cache{
 		cfg:         cfg,
 		log:         cfg.Logger.With("kind", cfg.Kind.Name),
-		state:       map[string]*kplanev1.Object{},
+		state:       map[string]*wireForm{},
 		ring:        make([]*Event, cfg.Capacity),
 		notify:      make(chan struct{}),
 		ready:       make(chan struct{}),
@@ -174,8 +191,8 @@ func (c *Cache) Snapshot() ([]*kplanev1.Object, int64) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	out := make([]*kplanev1.Object, 0, len(c.state))
-	for _, o := range c.state {
-		out = append(out, o)
+	for _, w := range c.state {
+		out = append(out, w.obj)
 	}
 	return out, c.rev
 }
@@ -186,8 +203,11 @@ func (c *Cache) Snapshot() ([]*kplanev1.Object, int64) {
 func (c *Cache) Get(key string) (*kplanev1.Object, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	o, ok := c.state[key]
-	return o, ok
+	w, ok := c.state[key]
+	if !ok {
+		return nil, false
+	}
+	return w.obj, true
 }
 
 // Run loads the kind and follows etcd until ctx is cancelled. A broken
@@ -251,14 +271,14 @@ func (c *Cache) load(ctx context.Context) error {
 	if old, rev := c.historyStart(ctx, prefix, target); old != nil {
 		resp, at = old, rev
 	}
-	state := make(map[string]*kplanev1.Object, len(resp.Kvs))
+	state := make(map[string]*wireForm, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		obj, err := store.Decode(kv.Value, kv.ModRevision)
 		if err != nil {
 			c.log.Error("skipping undecodable object", "key", string(kv.Key), "error", err)
 			continue
 		}
-		state[store.CacheKeyFromStorageKey(c.cfg.Kind, string(kv.Key))] = obj
+		state[store.CacheKeyFromStorageKey(c.cfg.Kind, string(kv.Key))] = newWireForm(obj)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -368,7 +388,10 @@ func (c *Cache) apply(resp clientv3.WatchResponse) {
 	defer c.mu.Unlock()
 	for i, ev := range resp.Events {
 		key := store.CacheKeyFromStorageKey(c.cfg.Kind, string(ev.Kv.Key))
-		prev := c.state[key]
+		var prev *kplanev1.Object
+		if w := c.state[key]; w != nil {
+			prev = w.obj
+		}
 		var e *Event
 		switch ev.Type {
 		case mvccpb.PUT:
@@ -379,8 +402,9 @@ func (c *Cache) apply(resp clientv3.WatchResponse) {
 			if prev == nil {
 				t = kplanev1.EventType_EVENT_TYPE_ADDED
 			}
-			c.state[key] = decoded[i]
-			e = &Event{Type: t, Object: decoded[i], Prev: prev, Rev: ev.Kv.ModRevision}
+			w := newWireForm(decoded[i])
+			c.state[key] = w
+			e = &Event{Type: t, Object: decoded[i], Prev: prev, Rev: ev.Kv.ModRevision, wire: w}
 		case mvccpb.DELETE:
 			if prev == nil {
 				continue // never seen (undecodable); nothing to report
@@ -388,7 +412,7 @@ func (c *Cache) apply(resp clientv3.WatchResponse) {
 			delete(c.state, key)
 			last := proto.Clone(prev).(*kplanev1.Object)
 			last.Meta().ResourceVersion = store.FormatRevision(ev.Kv.ModRevision)
-			e = &Event{Type: kplanev1.EventType_EVENT_TYPE_DELETED, Object: last, Prev: prev, Rev: ev.Kv.ModRevision}
+			e = &Event{Type: kplanev1.EventType_EVENT_TYPE_DELETED, Object: last, Prev: prev, Rev: ev.Kv.ModRevision, wire: newWireForm(last)}
 		}
 		events = append(events, e)
 		c.append(e)

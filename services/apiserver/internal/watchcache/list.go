@@ -13,6 +13,16 @@ import (
 type Entry struct {
 	Key    string
 	Object *kplanev1.Object
+	wire   *wireForm
+}
+
+// Encoded is Object in protobuf wire form, marshalled once however many
+// Lists and watchers send it (nil if it cannot be marshalled).
+func (e Entry) Encoded() []byte {
+	if e.wire == nil {
+		return nil
+	}
+	return e.wire.get()
 }
 
 // ListSnapshot is the objects a List selected, sorted by key (etcd's
@@ -30,9 +40,9 @@ type ListSnapshot struct {
 func (c *Cache) Select(prefix string, m Matcher) *ListSnapshot {
 	c.mu.RLock()
 	out := make([]Entry, 0, len(c.state))
-	for k, o := range c.state {
-		if strings.HasPrefix(k, prefix) && m.Matches(o) {
-			out = append(out, Entry{Key: k, Object: o})
+	for k, w := range c.state {
+		if strings.HasPrefix(k, prefix) && m.Matches(w.obj) {
+			out = append(out, Entry{Key: k, Object: w.obj, wire: w})
 		}
 	}
 	rev := c.rev
@@ -129,4 +139,10 @@ func (s *Snapshots) expire(now time.Time) {
 			delete(s.byID, k)
 		}
 	}
+}
+
+// NewEntry is an entry for obj under key, as Select makes them (for
+// snapshots built outside the cache: tests of their senders).
+func NewEntry(key string, obj *kplanev1.Object) Entry {
+	return Entry{Key: key, Object: obj, wire: newWireForm(obj)}
 }

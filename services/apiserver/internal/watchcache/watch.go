@@ -48,14 +48,14 @@ func (c *Cache) Watch(ctx context.Context, opts WatchOptions, send Sender) error
 	}
 	c.mu.RLock()
 	epoch := c.epoch
-	var initial []*kplanev1.Object
+	var initial []*wireForm
 	var pos uint64
 	sent := opts.FromRev
 	floor := opts.FromRev
 	if opts.Initial {
-		for _, o := range c.state {
-			if opts.Filter.Matches(o) {
-				initial = append(initial, o)
+		for _, w := range c.state {
+			if opts.Filter.Matches(w.obj) {
+				initial = append(initial, w)
 			}
 		}
 		pos, sent, floor = c.next, c.rev, c.rev
@@ -69,9 +69,10 @@ func (c *Cache) Watch(ctx context.Context, opts WatchOptions, send Sender) error
 	}
 	c.mu.RUnlock()
 
-	sort.Slice(initial, func(i, j int) bool { return initial[i].Key() < initial[j].Key() })
-	for _, o := range initial {
-		if err := send(&kplanev1.WatchResponse{Type: kplanev1.EventType_EVENT_TYPE_ADDED, Object: o, ResourceVersion: o.Meta().ResourceVersion}, nil); err != nil {
+	sort.Slice(initial, func(i, j int) bool { return initial[i].obj.Key() < initial[j].obj.Key() })
+	for _, w := range initial {
+		o := w.obj
+		if err := send(&kplanev1.WatchResponse{Type: kplanev1.EventType_EVENT_TYPE_ADDED, Object: o, ResourceVersion: o.Meta().ResourceVersion}, w.get()); err != nil {
 			return err
 		}
 	}
