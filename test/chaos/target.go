@@ -15,6 +15,7 @@ import (
 
 	"github.com/kplane/kplane/pkg/client"
 	"github.com/kplane/kplane/pkg/pki"
+	"github.com/kplane/kplane/test/e2e/dockernet"
 	"github.com/kplane/kplane/test/e2e/stack"
 )
 
@@ -164,6 +165,8 @@ type composeTarget struct {
 	mu      sync.Mutex
 	running map[string]bool // container id -> running
 	readAt  time.Time
+	// cut holds each partitioned container's endpoint, for Heal.
+	cut map[string]dockernet.Endpoint
 }
 
 func (t *composeTarget) Name() string {
