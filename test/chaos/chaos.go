@@ -37,6 +37,9 @@ type killer struct {
 	// down or partitioned at a time (three etcd members keep a quorum).
 	partitioned map[string]bool
 	quorum      bool
+	// recovering are the apiservers started or healed and not yet seen
+	// ready (with quorum kept).
+	recovering map[string]bool
 	restarted   map[string]time.Time // unit name -> last start
 
 	mu        sync.Mutex
@@ -62,7 +65,7 @@ func newKiller(t target, api kplanev1.ResourcesClient, seed uint64, logf func(st
 		rng:         rand.New(rand.NewPCG(seed, 0x6b696c6c6572)),
 		minInterval: time.Second, maxInterval: 4 * time.Second,
 		minDown: 300 * time.Millisecond, maxDown: 3 * time.Second,
-		down: map[string]time.Time{}, restarted: map[string]time.Time{}, partitioned: map[string]bool{},
+		down: map[string]time.Time{}, restarted: map[string]time.Time{}, partitioned: map[string]bool{}, recovering: map[string]bool{},
 		kills: map[string]map[syscall.Signal]int{}, unexpect: map[string]int{},
 	}
 }
@@ -185,12 +188,21 @@ func (k *killer) killOne() {
 	k.down[u.Name] = time.Now().Add(downtime)
 }
 
-// apiserverDown reports whether an apiserver is down or partitioned.
+// apiserverDown reports whether an apiserver is down or partitioned, or
+// was started or healed and is not ready yet: its etcd member still
+// rejoins, and another kill then would leave the cluster without a
+// quorum.
 func (k *killer) apiserverDown() bool {
 	for name := range k.down {
 		if k.unit(name).Service == "apiserver" {
 			return true
 		}
+	}
+	for name := range k.recovering {
+		if !k.ready(k.unit(name)) {
+			return true
+		}
+		delete(k.recovering, name)
 	}
 	return false
 }
@@ -250,6 +262,7 @@ func (k *killer) startDue(now time.Time) {
 			}
 			delete(k.partitioned, name)
 			delete(k.down, name)
+			k.recovers(u)
 			k.logf("healed %s", name)
 			continue
 		}
@@ -260,9 +273,17 @@ func (k *killer) startDue(now time.Time) {
 			}
 		}
 		delete(k.down, name)
+		k.recovers(u)
 		k.mu.Lock()
 		k.restarted[name] = time.Now()
 		k.mu.Unlock()
+	}
+}
+
+// recovers notes an apiserver started or healed, for the quorum guard.
+func (k *killer) recovers(u unit) {
+	if k.quorum && u.Service == "apiserver" {
+		k.recovering[u.Name] = true
 	}
 }
 
