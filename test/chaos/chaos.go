@@ -40,7 +40,7 @@ type killer struct {
 	// recovering are the apiservers started or healed and not yet seen
 	// ready (with quorum kept).
 	recovering map[string]bool
-	restarted   map[string]time.Time // unit name -> last start
+	restarted  map[string]time.Time // unit name -> last start
 
 	mu        sync.Mutex
 	kills     map[string]map[syscall.Signal]int // service -> signal -> count

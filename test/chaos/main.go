@@ -300,11 +300,19 @@ func run(ctx context.Context, c config) (int, error) {
 				}
 				violations = append(violations, cv...)
 			}
-			lastChecked = violations
 			if len(violations) == 0 {
 				converged = true
 				break
 			}
+			if convCtx.Err() != nil {
+				// The check ran past the deadline: its docker and API
+				// calls failed for that reason alone (a running leader
+				// then looks gone), so the last complete check stands.
+				violations = append([]string{"the last check ran past the converge timeout"}, lastChecked...)
+				break
+			}
+			lastChecked = violations
+			logf("not converged yet: %d violations, e.g. %s", len(violations), violations[0])
 		} else {
 			// Keep what the last complete check found: a snapshot cut
 			// short by the deadline says nothing about the invariants.
