@@ -197,17 +197,11 @@ func (c *composeStack) adminOptions(addr string) client.Options {
 }
 
 // dialAdmin connects c.api and c.https to the first apiserver as the
-// admin and returns the client.
-func (c *composeStack) dialAdmin() *client.Client {
-	c.t.Helper()
-	return c.dialAdminTo(c.addr)
-}
-
-// dialAdminTo connects c.api and c.https to addr as the admin.
-func (c *composeStack) dialAdminTo(addr string) *client.Client {
+// admin.
+func (c *composeStack) dialAdmin() {
 	t := c.t
 	t.Helper()
-	admin := c.adminOptions(addr)
+	admin := c.adminOptions(c.addr)
 	dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
 	defer dcancel()
 	cl, err := client.Dial(dctx, admin)
@@ -224,7 +218,6 @@ func (c *composeStack) dialAdminTo(addr string) *client.Client {
 	tlsCfg.NextProtos = []string{"http/1.1"}
 	c.https = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
 	t.Cleanup(c.https.CloseIdleConnections)
-	return cl
 }
 
 // composeCommand prefers the docker compose plugin, as the Makefile does.
