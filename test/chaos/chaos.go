@@ -122,12 +122,13 @@ func (k *killer) Run(ctx context.Context) error {
 // killOne picks a running unit and a signal and stops it.
 func (k *killer) killOne() {
 	var up []unit
+	apiserverDown := k.quorum && k.apiserverDown()
 	for _, u := range k.units {
 		if len(k.only) > 0 && !k.only[u.Service] {
 			continue
 		}
 		// With quorum kept, a second apiserver may not go down.
-		keepQuorum := k.quorum && u.Service == "apiserver" && k.apiserverDown()
+		keepQuorum := u.Service == "apiserver" && apiserverDown
 		if _, isDown := k.down[u.Name]; !isDown && !keepQuorum {
 			up = append(up, u)
 		}
@@ -199,7 +200,10 @@ func (k *killer) apiserverDown() bool {
 		}
 	}
 	for name := range k.recovering {
-		if !k.ready(k.unit(name)) {
+		// Seconds, not ready's moment: on a loaded engine one docker
+		// inspect takes that long, and a member never seen ready would
+		// keep every other apiserver from being killed.
+		if !k.readyWithin(k.unit(name), 5*time.Second) {
 			return true
 		}
 		delete(k.recovering, name)
@@ -232,8 +236,11 @@ func (k *killer) partition(p partitioner, u unit) {
 const partitionSignal = syscall.Signal(0)
 
 // ready reports whether u answers its readiness check right now.
-func (k *killer) ready(u unit) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+func (k *killer) ready(u unit) bool { return k.readyWithin(u, 300*time.Millisecond) }
+
+// readyWithin reports whether u is ready or gets ready within d.
+func (k *killer) readyWithin(u unit, d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	return k.t.WaitReady(ctx, u) == nil
 }
