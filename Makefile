@@ -142,12 +142,17 @@ down:
 # certificates (CERTS_HA_DIR) name apiserver-2 and apiserver-3 as well.
 CERTS_HA_DIR ?= $(CURDIR)/certs-ha
 KPLANE_HA_APISERVERS := apiserver:6443,apiserver-2:6443,apiserver-3:6443
+# The second and third apiservers' published ports (the first is
+# KPLANE_API_PORT).
+KPLANE_API_PORT_2 ?= 6453
+KPLANE_API_PORT_3 ?= 6463
 COMPOSE_HA = $(COMPOSE) -f $(CURDIR)/deploy/compose/compose.ha.yaml
 .PHONY: up-ha down-ha
 up-ha: images
 	$(BIN)/kpctl certs --server 127.0.0.1:$(KPLANE_API_PORT) --dir $(CERTS_HA_DIR) --nodes $(CERTS_NODES) --hosts apiserver-2,apiserver-3$(if $(CERTS_HOSTS),$(COMMA)$(CERTS_HOSTS))
-	KPLANE_CERTS=$(CERTS_HA_DIR) KPLANE_API_PORT=$(KPLANE_API_PORT) KPLANE_APISERVERS=$(KPLANE_HA_APISERVERS) $(COMPOSE_HA) up -d
-	@echo "kplane HA is up: three apiservers (stacked etcd) on 127.0.0.1:$(KPLANE_API_PORT), :6453 and :6463."
+	KPLANE_CERTS=$(CERTS_HA_DIR) KPLANE_API_PORT=$(KPLANE_API_PORT) KPLANE_API_PORT_2=$(KPLANE_API_PORT_2) KPLANE_API_PORT_3=$(KPLANE_API_PORT_3) \
+		KPLANE_APISERVERS=$(KPLANE_HA_APISERVERS) $(COMPOSE_HA) up -d
+	@echo "kplane HA is up: three apiservers (stacked etcd) on 127.0.0.1:$(KPLANE_API_PORT), :$(KPLANE_API_PORT_2) and :$(KPLANE_API_PORT_3)."
 	@echo "export KUBECONFIG=$(CERTS_HA_DIR)/admin.kubeconfig"
 	@echo "Then try: bin/kpctl admin etcd member list"
 
@@ -162,13 +167,17 @@ dev: build
 
 # The chaos harness (test/chaos): kills services while a workload runs,
 # then checks the invariants. CHAOS_TARGET=compose runs it against the
-# stack `make up` started.
+# stack `make up` started, CHAOS_TARGET=compose-ha against `make up-ha`'s
+# (the same KPLANE_PROJECT and KPLANE_API_PORT*).
 CHAOS_DURATION ?= 2m
 CHAOS_SEED     ?= 0
 CHAOS_TARGET   ?= local
 CHAOS_FLAGS    ?=
 chaos: build
-	cd test/chaos && $(GO) run . --bin $(BIN) --target $(CHAOS_TARGET) --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) $(if $(filter compose,$(CHAOS_TARGET)),--certs $(CERTS_DIR)) $(if $(filter compose-ha,$(CHAOS_TARGET)),--certs $(CERTS_HA_DIR)) $(CHAOS_FLAGS)
+	cd test/chaos && $(GO) run . --bin $(BIN) --target $(CHAOS_TARGET) --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) \
+		$(if $(filter compose,$(CHAOS_TARGET)),--certs $(CERTS_DIR) --project $(KPLANE_PROJECT) --server 127.0.0.1:$(KPLANE_API_PORT)) \
+		$(if $(filter compose-ha,$(CHAOS_TARGET)),--certs $(CERTS_HA_DIR) --project $(KPLANE_PROJECT) --server 127.0.0.1:$(KPLANE_API_PORT)$(COMMA)127.0.0.1:$(KPLANE_API_PORT_2)$(COMMA)127.0.0.1:$(KPLANE_API_PORT_3)) \
+		$(CHAOS_FLAGS)
 
 # The chaos harness against the mono shape: kcm processes (local target),
 # or, with CHAOS_TARGET=compose, the stack `make up-mono` started.

@@ -37,7 +37,10 @@ type killer struct {
 	// down or partitioned at a time (three etcd members keep a quorum).
 	partitioned map[string]bool
 	quorum      bool
-	restarted   map[string]time.Time // unit name -> last start
+	// recovering are the apiservers started or healed and not yet seen
+	// ready (with quorum kept).
+	recovering map[string]bool
+	restarted  map[string]time.Time // unit name -> last start
 
 	mu        sync.Mutex
 	kills     map[string]map[syscall.Signal]int // service -> signal -> count
@@ -62,7 +65,7 @@ func newKiller(t target, api kplanev1.ResourcesClient, seed uint64, logf func(st
 		rng:         rand.New(rand.NewPCG(seed, 0x6b696c6c6572)),
 		minInterval: time.Second, maxInterval: 4 * time.Second,
 		minDown: 300 * time.Millisecond, maxDown: 3 * time.Second,
-		down: map[string]time.Time{}, restarted: map[string]time.Time{}, partitioned: map[string]bool{},
+		down: map[string]time.Time{}, restarted: map[string]time.Time{}, partitioned: map[string]bool{}, recovering: map[string]bool{},
 		kills: map[string]map[syscall.Signal]int{}, unexpect: map[string]int{},
 	}
 }
@@ -119,12 +122,13 @@ func (k *killer) Run(ctx context.Context) error {
 // killOne picks a running unit and a signal and stops it.
 func (k *killer) killOne() {
 	var up []unit
+	apiserverDown := k.quorum && k.apiserverDown()
 	for _, u := range k.units {
 		if len(k.only) > 0 && !k.only[u.Service] {
 			continue
 		}
 		// With quorum kept, a second apiserver may not go down.
-		keepQuorum := k.quorum && u.Service == "apiserver" && k.apiserverDown()
+		keepQuorum := u.Service == "apiserver" && apiserverDown
 		if _, isDown := k.down[u.Name]; !isDown && !keepQuorum {
 			up = append(up, u)
 		}
@@ -185,12 +189,24 @@ func (k *killer) killOne() {
 	k.down[u.Name] = time.Now().Add(downtime)
 }
 
-// apiserverDown reports whether an apiserver is down or partitioned.
+// apiserverDown reports whether an apiserver is down or partitioned, or
+// was started or healed and is not ready yet: its etcd member still
+// rejoins, and another kill then would leave the cluster without a
+// quorum.
 func (k *killer) apiserverDown() bool {
 	for name := range k.down {
 		if k.unit(name).Service == "apiserver" {
 			return true
 		}
+	}
+	for name := range k.recovering {
+		// Seconds, not ready's moment: on a loaded engine one docker
+		// inspect takes that long, and a member never seen ready would
+		// keep every other apiserver from being killed.
+		if !k.readyWithin(k.unit(name), 5*time.Second) {
+			return true
+		}
+		delete(k.recovering, name)
 	}
 	return false
 }
@@ -220,8 +236,11 @@ func (k *killer) partition(p partitioner, u unit) {
 const partitionSignal = syscall.Signal(0)
 
 // ready reports whether u answers its readiness check right now.
-func (k *killer) ready(u unit) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+func (k *killer) ready(u unit) bool { return k.readyWithin(u, 300*time.Millisecond) }
+
+// readyWithin reports whether u is ready or gets ready within d.
+func (k *killer) readyWithin(u unit, d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	return k.t.WaitReady(ctx, u) == nil
 }
@@ -250,6 +269,7 @@ func (k *killer) startDue(now time.Time) {
 			}
 			delete(k.partitioned, name)
 			delete(k.down, name)
+			k.recovers(u)
 			k.logf("healed %s", name)
 			continue
 		}
@@ -260,9 +280,17 @@ func (k *killer) startDue(now time.Time) {
 			}
 		}
 		delete(k.down, name)
+		k.recovers(u)
 		k.mu.Lock()
 		k.restarted[name] = time.Now()
 		k.mu.Unlock()
+	}
+}
+
+// recovers notes an apiserver started or healed, for the quorum guard.
+func (k *killer) recovers(u unit) {
+	if k.quorum && u.Service == "apiserver" {
+		k.recovering[u.Name] = true
 	}
 }
 

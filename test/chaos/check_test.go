@@ -257,3 +257,29 @@ func TestCheckStorage(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkloadPodsHaveCommands: every pod the workload makes runs on the
+// compose nodes' exec runtime, which has no image entrypoint; a
+// container without a command stays in CreateContainerError there and
+// the run never converges (the StatefulSet and DaemonSet pods did).
+func TestWorkloadPodsHaveCommands(t *testing.T) {
+	w := newWorkload(nil, "chaos-1", 1, 1, 3, newLedger())
+	templates := map[string]*kplanev1.PodTemplateSpec{
+		"ReplicaSet":  w.replicaSet("rs", 1).GetReplicaSet().GetSpec().GetTemplate(),
+		"Deployment":  w.deployment("d", 1).GetDeployment().GetSpec().GetTemplate(),
+		"Job":         w.job(1).GetJob().GetSpec().GetTemplate(),
+		"StatefulSet": w.setsTemplate(chaosStatefulSet, 1),
+		"DaemonSet":   w.setsTemplate(chaosDaemonSet, 1),
+	}
+	for kind, tmpl := range templates {
+		cs := tmpl.GetSpec().GetContainers()
+		if len(cs) == 0 {
+			t.Errorf("%s template has no containers", kind)
+		}
+		for _, c := range cs {
+			if len(c.GetCommand()) == 0 {
+				t.Errorf("%s container %s has no command: it never starts on the exec runtime", kind, c.GetName())
+			}
+		}
+	}
+}

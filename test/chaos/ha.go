@@ -10,6 +10,7 @@ import (
 	"time"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
+	"github.com/kplane/kplane/test/e2e/dockernet"
 	"github.com/kplane/kplane/test/e2e/lincheck"
 )
 
@@ -23,14 +24,36 @@ type partitioner interface {
 // Partition implements partitioner: the container leaves the project's
 // network (its etcd member loses its peers, its clients lose it).
 func (t *composeTarget) Partition(ctx context.Context, u unit) error {
-	_, err := docker(ctx, "network", "disconnect", "--force", t.network, u.ID)
-	return err
+	ep, err := dockernet.Disconnect(ctx, t.network, u.ID)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	if t.cut == nil {
+		t.cut = map[string]dockernet.Endpoint{}
+	}
+	t.cut[u.ID] = ep
+	t.mu.Unlock()
+	return nil
 }
 
-// Heal implements partitioner.
+// Heal implements partitioner: the container joins the network again
+// with the aliases compose gave it (its peers reach it by service name)
+// and its address.
 func (t *composeTarget) Heal(ctx context.Context, u unit) error {
-	_, err := docker(ctx, "network", "connect", t.network, u.ID)
-	return err
+	t.mu.Lock()
+	ep, ok := t.cut[u.ID]
+	t.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("heal %s: it was not partitioned", u.Name)
+	}
+	if err := ep.Connect(ctx); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	delete(t.cut, u.ID)
+	t.mu.Unlock()
+	return nil
 }
 
 // registers is the linearizability workload: workers read and write a

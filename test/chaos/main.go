@@ -300,11 +300,21 @@ func run(ctx context.Context, c config) (int, error) {
 				}
 				violations = append(violations, cv...)
 			}
-			lastChecked = violations
 			if len(violations) == 0 {
 				converged = true
 				break
 			}
+			if convCtx.Err() != nil {
+				// The check ran past the deadline: its docker and API
+				// calls failed for that reason alone (a running leader
+				// then looks gone), so the last complete check stands.
+				violations = append([]string{"the last check ran past the converge timeout"}, lastChecked...)
+				break
+			}
+			if strings.Join(violations, "\n") != strings.Join(lastChecked, "\n") {
+				logf("not converged yet: %d violations, e.g. %s", len(violations), violations[0])
+			}
+			lastChecked = violations
 		} else {
 			// Keep what the last complete check found: a snapshot cut
 			// short by the deadline says nothing about the invariants.
@@ -372,8 +382,8 @@ func logHint(c config) string {
 }
 
 // cleanup deletes what the workload made in a long-lived (compose)
-// cluster: the ReplicaSets and Jobs (their pods follow), the Secrets, the
-// namespace once empty.
+// cluster: the ReplicaSets, Jobs, StatefulSet and DaemonSet (their pods
+// follow), the Secrets, the namespaces once empty.
 func cleanup(api kplanev1.ResourcesClient, ns string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -387,8 +397,21 @@ func cleanup(api kplanev1.ResourcesClient, ns string) {
 		}
 	}
 	cleanupStorage(ctx, api, ns)
-	_ = retry(ctx, func(ctx context.Context) error {
-		_, err := api.Delete(ctx, &kplanev1.DeleteRequest{Kind: "Namespace", Name: ns})
-		return err
-	})
+	// The StatefulSet and DaemonSet live in a namespace of their own.
+	sets := setsNamespace(ns)
+	for _, kind := range []string{"StatefulSet", "DaemonSet"} {
+		items, err := list(ctx, api, kind, sets)
+		if err != nil {
+			continue
+		}
+		for _, o := range items {
+			_, _ = api.Delete(ctx, &kplanev1.DeleteRequest{Kind: kind, Namespace: sets, Name: o.Meta().GetName()})
+		}
+	}
+	for _, n := range []string{ns, sets} {
+		_ = retry(ctx, func(ctx context.Context) error {
+			_, err := api.Delete(ctx, &kplanev1.DeleteRequest{Kind: "Namespace", Name: n})
+			return err
+		})
+	}
 }

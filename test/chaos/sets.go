@@ -44,14 +44,20 @@ type setsState struct {
 	violations []string
 }
 
-func (w *workload) setsNamespace() string { return w.ns + "-sets" }
+func (w *workload) setsNamespace() string { return setsNamespace(w.ns) }
+
+// setsNamespace is the StatefulSet's and DaemonSet's namespace beside
+// the workload's ns.
+func setsNamespace(ns string) string { return ns + "-sets" }
 
 func (w *workload) setsTemplate(name string, rev int) *kplanev1.PodTemplateSpec {
 	return &kplanev1.PodTemplateSpec{
 		Metadata: &kplanev1.ObjectMeta{Labels: map[string]string{labelApp: name, labelChaosSet: name},
 			Annotations: map[string]string{annotationChaosRev: strconv.Itoa(rev)}},
 		Spec: &kplanev1.PodSpec{TerminationGracePeriodSeconds: proto.Int64(1),
-			Containers: []*kplanev1.Container{{Name: "app", Image: "busybox"}}},
+			// The compose nodes' exec runtime has no image entrypoint: a
+			// container without a command never starts there.
+			Containers: []*kplanev1.Container{{Name: "app", Image: "busybox", Command: []string{"sleep", "100000"}}}},
 	}
 }
 

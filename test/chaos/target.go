@@ -15,6 +15,7 @@ import (
 
 	"github.com/kplane/kplane/pkg/client"
 	"github.com/kplane/kplane/pkg/pki"
+	"github.com/kplane/kplane/test/e2e/dockernet"
 	"github.com/kplane/kplane/test/e2e/stack"
 )
 
@@ -164,6 +165,10 @@ type composeTarget struct {
 	mu      sync.Mutex
 	running map[string]bool // container id -> running
 	readAt  time.Time
+	units   []unit // cachedUnits
+	unitsAt time.Time
+	// cut holds each partitioned container's endpoint, for Heal.
+	cut map[string]dockernet.Endpoint
 }
 
 func (t *composeTarget) Name() string {
@@ -225,6 +230,27 @@ func (t *composeTarget) Units(ctx context.Context) ([]unit, error) {
 	if len(units) == 0 {
 		return nil, fmt.Errorf("compose project %q has no containers (is the stack up? make up)", t.project)
 	}
+	return units, nil
+}
+
+// cachedUnits is Units read at most once a second: a check of every
+// controller lease asks for each holder, and on a loaded engine each
+// docker ps takes a second or more.
+func (t *composeTarget) cachedUnits(ctx context.Context) ([]unit, error) {
+	t.mu.Lock()
+	if time.Since(t.unitsAt) < time.Second {
+		units := t.units
+		t.mu.Unlock()
+		return units, nil
+	}
+	t.mu.Unlock()
+	units, err := t.Units(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	t.units, t.unitsAt = units, time.Now()
+	t.mu.Unlock()
 	return units, nil
 }
 
@@ -294,7 +320,7 @@ func (t *composeTarget) LiveIdentity(ctx context.Context, controller, identity s
 		return false
 	}
 	host := identity[:i]
-	units, err := t.Units(ctx)
+	units, err := t.cachedUnits(ctx)
 	if err != nil {
 		return false
 	}

@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,7 +16,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kplane/kplane/pkg/client"
 	cloudsimv1 "github.com/kplane/kplane/proto/kplane/cloudsim/v1"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 	"github.com/kplane/kplane/test/e2e/internal/launcher"
@@ -32,73 +29,20 @@ import (
 // published range reaches all three pods. Isolated like TestCompose: a
 // project, image tag, API port, network and port range of its own.
 func TestComposeCloud(t *testing.T) {
-	if out, err := exec.Command("docker", "version", "--format", "{{.Server.Version}}").CombinedOutput(); err != nil {
-		t.Skipf("no Docker engine answers (docker version: %v: %s); the compose deployment is not tested", err, bytes.TrimSpace(out))
-	}
-	command, err := composeCommand()
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := repoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	images := []string{"apiserver", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "jobctl", "cronjobctl", "pvctl",
-		"deploymentctl", "statefulsetctl", "daemonsetctl", "disruptionctl", "tokenctl", "nodeagent", "proxy", "kpctl", "cloudsim", "cloudctl"}
-	for _, name := range append(slices.Clone(images), "healthcheck") {
-		pkg := "services/" + name
-		if name == "kpctl" || name == "healthcheck" {
-			pkg = "cmd/" + name
-		}
-		if err := ensureBinary(name, pkg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	addr, err := launcher.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cloudAddr, err := launcher.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, port, _ := strings.Cut(addr, ":")
 	_, cloudPort, _ := strings.Cut(cloudAddr, ":")
-	pid := os.Getpid()
-	c := &composeStack{t: t, project: fmt.Sprintf("kplane-e2e-cloud-%d", pid), tag: fmt.Sprintf("e2e-cloud-%d", pid), addr: addr, certs: t.TempDir()}
-	if out, err := exec.Command(filepath.Join(binDir, "kpctl"), "certs", "--server", addr, "--dir", c.certs,
-		"--nodes", "node-1,node-2,node-3").CombinedOutput(); err != nil {
-		t.Fatalf("kpctl certs: %v\n%s", err, out)
-	}
-	c.command = append(command, "-f", filepath.Join(root, "deploy", "compose", "compose.yaml"), "-p", c.project, "--profile", "cloud")
 	// A network and a load balancer port range of this run's own (the
 	// range is published on the host's loopback, so it must be free).
-	network := "10." + strconv.Itoa(100+(pid+50)%100)
+	pid := os.Getpid()
 	lbLow := 40000 + (pid%500)*10
 	lbPorts := fmt.Sprintf("%d-%d", lbLow, lbLow+9)
-	c.env = []string{"KPLANE_TAG=" + c.tag, "KPLANE_API_PORT=" + port, "KPLANE_NET=" + network, "KPLANE_CERTS=" + c.certs,
-		// docker-compose v1 gives up on a busy engine after 60s by default.
-		"COMPOSE_HTTP_TIMEOUT=600", "DOCKER_CLIENT_TIMEOUT=600",
-		"KPLANE_CLOUD_PROVIDER=external", "KPLANE_CLOUD_ROUTES=cloudsim:7070", "KPLANE_LB_PORTS=" + lbPorts, "KPLANE_CLOUD_PORT=" + cloudPort}
-
-	build := exec.Command(filepath.Join(root, "deploy", "compose", "build-images.sh"))
-	build.Env = append(os.Environ(), "KPLANE_BIN="+binDir, "KPLANE_TAG="+c.tag)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build images: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			out, _ := c.run(time.Minute, "ps")
-			t.Logf("compose ps:\n%s", out)
-			out, _ = c.run(time.Minute, "logs", "--no-color", "--tail", "30", "cloudsim", "cloudctl")
-			t.Logf("compose logs:\n%s", out)
-		}
-		if out, err := c.run(3*time.Minute, "down", "-v", "--remove-orphans", "--timeout", "10"); err != nil {
-			t.Errorf("compose down: %v\n%s", err, out)
-		}
-		for _, s := range images {
-			_ = exec.Command("docker", "image", "rm", "kplane/"+s+":"+c.tag).Run()
-		}
+	c := newComposeStack(t, composeConfig{
+		name: "cloud", netOffset: 50, args: []string{"--profile", "cloud"},
+		env:  []string{"KPLANE_CLOUD_PROVIDER=external", "KPLANE_CLOUD_ROUTES=cloudsim:7070", "KPLANE_LB_PORTS=" + lbPorts, "KPLANE_CLOUD_PORT=" + cloudPort},
+		logs: []string{"cloudsim", "cloudctl"}, tail: 30,
 	})
 	// One replica of each controller (HA is TestCompose's subject): half
 	// the containers, so a loaded Docker engine brings the stack up in
@@ -111,16 +55,7 @@ func TestComposeCloud(t *testing.T) {
 	if _, err := c.run(10*time.Minute, up...); err != nil {
 		t.Fatal(err)
 	}
-	admin := client.Options{Address: addr, TLSCA: filepath.Join(c.certs, "ca.crt"),
-		ClientCertFile: filepath.Join(c.certs, "admin.crt"), ClientKeyFile: filepath.Join(c.certs, "admin.key")}
-	dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
-	defer dcancel()
-	cl, err := client.Dial(dctx, admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cl.Close() })
-	c.api = kplanev1.NewResourcesClient(cl.Conn())
+	c.dialAdmin()
 	conn, err := grpc.NewClient(cloudAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

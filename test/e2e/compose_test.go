@@ -25,23 +25,199 @@ import (
 	"github.com/kplane/kplane/test/e2e/internal/launcher"
 )
 
-// composeStack is one compose project of deploy/compose/compose.yaml,
-// isolated from a user's `make up` by its project name, API port, network
-// range, image tag and certificates directory.
+// composeStack is one compose project of deploy/compose/compose.yaml
+// (with overrides such as compose.ha.yaml), isolated from a user's `make
+// up` and from the other compose tests by its project name, API ports,
+// network range, image tag and certificates directory.
 type composeStack struct {
 	t       *testing.T
 	command []string // "docker compose" or "docker-compose", with -f and -p
 	env     []string
 	project string
 	tag     string
+	images  []string // the images built with tag, removed at the end
 	api     kplanev1.ResourcesClient
-	addr    string
+	// addr is the first apiserver's published gRPC address; addrs are all
+	// of them (three with compose.ha.yaml).
+	addr  string
+	addrs []string
+	// network is KPLANE_NET (the first two octets); dockerNetwork the
+	// project's compose network.
+	network       string
+	dockerNetwork string
 	// certs is the stack's KPLANE_CERTS: its CA, every service's
 	// certificate and the admin's, whose kubeconfig kpctl uses.
 	certs string
 	// https reaches the apiserver's HTTP side as the admin (TLS, client
 	// certificate, http/1.1).
 	https *http.Client
+}
+
+// composeImages are the images build-images.sh builds by default.
+var composeImages = []string{"apiserver", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "jobctl", "cronjobctl", "pvctl",
+	"deploymentctl", "statefulsetctl", "daemonsetctl", "disruptionctl", "tokenctl", "kcm", "nodeagent", "proxy", "kpctl", "cloudsim", "cloudctl"}
+
+// composeConfig is what sets one compose test's project apart.
+type composeConfig struct {
+	// name goes into the project name and image tag ("" for TestCompose).
+	name string
+	// netOffset moves KPLANE_NET (10.(100+(pid+netOffset)%100)) so that
+	// two compose tests of one run never share a range.
+	netOffset int
+	// overrides are compose files applied over compose.yaml.
+	overrides []string
+	// args go after -f and -p (e.g. --profile cloud).
+	args []string
+	// apiPorts is how many apiservers publish a port: 1, or 3 with
+	// compose.ha.yaml (KPLANE_API_PORT_2 and _3).
+	apiPorts int
+	// certHosts are extra names of the apiserver certificate.
+	certHosts []string
+	// env is added to the project's environment.
+	env []string
+	// images to build; every image of build-images.sh when nil.
+	images []string
+	// logs are the services whose logs a failed test shows (every
+	// service when nil) and tail how many lines of each.
+	logs []string
+	tail int
+}
+
+// newComposeStack prepares a compose project: the binaries, the stack's
+// certificates (as make up writes them, kpctl certs; the admin
+// kubeconfig names the first published port), the images under a tag of
+// its own, and a cleanup that takes it down with its volumes and images,
+// also on failure. The caller starts it (c.run "up" ...). Without a
+// Docker engine the test is skipped.
+func newComposeStack(t *testing.T, cfg composeConfig) *composeStack {
+	t.Helper()
+	if out, err := exec.Command("docker", "version", "--format", "{{.Server.Version}}").CombinedOutput(); err != nil {
+		t.Skipf("no Docker engine answers (docker version: %v: %s); the compose deployment is not tested", err, bytes.TrimSpace(out))
+	}
+	command, err := composeCommand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// build-images.sh stages every binary whichever images it builds.
+	for _, name := range append(slices.Clone(composeImages), "healthcheck") {
+		pkg := "services/" + name
+		if name == "kpctl" || name == "healthcheck" {
+			pkg = "cmd/" + name
+		}
+		if err := ensureBinary(name, pkg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pid := os.Getpid()
+	infix := ""
+	if cfg.name != "" {
+		infix = cfg.name + "-"
+	}
+	c := &composeStack{
+		t:       t,
+		project: fmt.Sprintf("kplane-e2e-%s%d", infix, pid),
+		tag:     fmt.Sprintf("e2e-%s%d", infix, pid),
+		images:  cfg.images,
+		certs:   t.TempDir(),
+		// The compose network is KPLANE_NET.0.0/16; pod CIDRs are cut from its upper half.
+		network: "10." + strconv.Itoa(100+(pid+cfg.netOffset)%100),
+	}
+	if c.images == nil {
+		c.images = composeImages
+	}
+	c.dockerNetwork = c.project + "_kplane"
+	c.env = []string{"KPLANE_TAG=" + c.tag, "KPLANE_NET=" + c.network, "KPLANE_CERTS=" + c.certs,
+		// docker-compose v1 gives up on a busy engine after 60s by default.
+		"COMPOSE_HTTP_TIMEOUT=600", "DOCKER_CLIENT_TIMEOUT=600"}
+	for i := range max(cfg.apiPorts, 1) {
+		addr, err := launcher.FreeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, port, _ := strings.Cut(addr, ":")
+		key := "KPLANE_API_PORT"
+		if i > 0 {
+			key = fmt.Sprintf("KPLANE_API_PORT_%d", i+1)
+		}
+		c.env = append(c.env, key+"="+port)
+		c.addrs = append(c.addrs, addr)
+	}
+	c.addr = c.addrs[0]
+	c.env = append(c.env, cfg.env...)
+
+	certArgs := []string{"certs", "--server", c.addr, "--dir", c.certs, "--nodes", "node-1,node-2,node-3"}
+	if len(cfg.certHosts) > 0 {
+		certArgs = append(certArgs, "--hosts", strings.Join(cfg.certHosts, ","))
+	}
+	if out, err := exec.Command(filepath.Join(binDir, "kpctl"), certArgs...).CombinedOutput(); err != nil {
+		t.Fatalf("kpctl certs: %v\n%s", err, out)
+	}
+	c.command = append(command, "-f", filepath.Join(root, "deploy", "compose", "compose.yaml"))
+	for _, f := range cfg.overrides {
+		c.command = append(c.command, "-f", filepath.Join(root, "deploy", "compose", f))
+	}
+	c.command = append(append(c.command, "-p", c.project), cfg.args...)
+
+	build := exec.Command(filepath.Join(root, "deploy", "compose", "build-images.sh"), cfg.images...)
+	build.Env = append(os.Environ(), "KPLANE_BIN="+binDir, "KPLANE_TAG="+c.tag)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build images: %v\n%s", err, out)
+	}
+	tail := cfg.tail
+	if tail == 0 {
+		tail = 40
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := c.run(time.Minute, "ps")
+			t.Logf("compose ps:\n%s", out)
+			out, _ = c.run(time.Minute, append([]string{"logs", "--no-color", "--tail", strconv.Itoa(tail)}, cfg.logs...)...)
+			t.Logf("compose logs:\n%s", out)
+		}
+		if out, err := c.run(3*time.Minute, "down", "-v", "--remove-orphans", "--timeout", "10"); err != nil {
+			t.Errorf("compose down: %v\n%s", err, out)
+		}
+		for _, s := range c.images {
+			_ = exec.Command("docker", "image", "rm", "kplane/"+s+":"+c.tag).Run()
+		}
+	})
+	return c
+}
+
+// adminOptions connect to addr (one apiserver, or a comma-separated
+// list) as the admin, over TLS verified against the stack's CA: the
+// compose apiserver refuses requests without a client certificate.
+func (c *composeStack) adminOptions(addr string) client.Options {
+	return client.Options{Address: addr, TLSCA: filepath.Join(c.certs, "ca.crt"),
+		ClientCertFile: filepath.Join(c.certs, "admin.crt"), ClientKeyFile: filepath.Join(c.certs, "admin.key")}
+}
+
+// dialAdmin connects c.api and c.https to the first apiserver as the
+// admin.
+func (c *composeStack) dialAdmin() {
+	t := c.t
+	t.Helper()
+	admin := c.adminOptions(c.addr)
+	dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer dcancel()
+	cl, err := client.Dial(dctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	c.api = kplanev1.NewResourcesClient(cl.Conn())
+	tlsCfg, err := client.TLSConfig(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The listener offers h2 to gRPC clients; the REST side is http/1.1.
+	tlsCfg.NextProtos = []string{"http/1.1"}
+	c.https = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
+	t.Cleanup(c.https.CloseIdleConnections)
 }
 
 // composeCommand prefers the docker compose plugin, as the Makefile does.
@@ -176,101 +352,20 @@ func (c *composeStack) runningPods(selector string) int {
 // keeps the ReplicaSet converged, scales replicactl to three replicas
 // and takes everything down again (volumes included, also on failure).
 func TestCompose(t *testing.T) {
-	if out, err := exec.Command("docker", "version", "--format", "{{.Server.Version}}").CombinedOutput(); err != nil {
-		t.Skipf("no Docker engine answers (docker version: %v: %s); the compose deployment is not tested", err, bytes.TrimSpace(out))
-	}
-	command, err := composeCommand()
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := repoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, pkg := range map[string]string{
-		"apiserver": "services/apiserver", "scheduler": "services/scheduler", "replicactl": "services/replicactl",
-		"nodectl": "services/nodectl", "gcctl": "services/gcctl", "nodeagent": "services/nodeagent", "ipamctl": "services/ipamctl",
-		"proxy": "services/proxy", "endpointsctl": "services/endpointsctl", "jobctl": "services/jobctl", "cronjobctl": "services/cronjobctl",
-		"pvctl": "services/pvctl", "deploymentctl": "services/deploymentctl", "statefulsetctl": "services/statefulsetctl", "daemonsetctl": "services/daemonsetctl", "disruptionctl": "services/disruptionctl",
-		"tokenctl": "services/tokenctl", "kpctl": "cmd/kpctl", "healthcheck": "cmd/healthcheck",
-		// build-images.sh builds the cloud's images too (profile cloud).
-		"cloudsim": "services/cloudsim", "cloudctl": "services/cloudctl",
-	} {
-		if err := ensureBinary(name, pkg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	addr, err := launcher.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := strings.Cut(addr, ":")
-	pid := os.Getpid()
-	c := &composeStack{
-		t:       t,
-		project: fmt.Sprintf("kplane-e2e-%d", pid),
-		tag:     fmt.Sprintf("e2e-%d", pid),
-		addr:    addr,
-		certs:   t.TempDir(),
-	}
-	// The stack's certificates as make up writes them (kpctl certs): the
-	// admin kubeconfig names this stack's published port.
-	if out, err := exec.Command(filepath.Join(binDir, "kpctl"), "certs", "--server", addr, "--dir", c.certs,
-		"--nodes", "node-1,node-2,node-3").CombinedOutput(); err != nil {
-		t.Fatalf("kpctl certs: %v\n%s", err, out)
-	}
-	c.command = append(command, "-f", filepath.Join(root, "deploy", "compose", "compose.yaml"), "-p", c.project)
-	// The compose network is KPLANE_NET.0.0/16; pod CIDRs are cut from its upper half.
-	network := "10." + strconv.Itoa(100+pid%100)
-	c.env = []string{"KPLANE_TAG=" + c.tag, "KPLANE_API_PORT=" + port, "KPLANE_NET=" + network, "KPLANE_CERTS=" + c.certs}
-
-	build := exec.Command(filepath.Join(root, "deploy", "compose", "build-images.sh"))
-	build.Env = append(os.Environ(), "KPLANE_BIN="+binDir, "KPLANE_TAG="+c.tag)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build images: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			out, _ := c.run(time.Minute, "ps")
-			t.Logf("compose ps:\n%s", out)
-			out, _ = c.run(time.Minute, "logs", "--no-color", "--tail", "40")
-			t.Logf("compose logs:\n%s", out)
-		}
-		if out, err := c.run(3*time.Minute, "down", "-v", "--remove-orphans", "--timeout", "10"); err != nil {
-			t.Errorf("compose down: %v\n%s", err, out)
-		}
-		for _, s := range []string{"apiserver", "scheduler", "replicactl", "nodectl", "ipamctl", "gcctl", "endpointsctl", "jobctl", "cronjobctl", "pvctl", "deploymentctl", "statefulsetctl", "daemonsetctl", "disruptionctl", "tokenctl", "nodeagent", "proxy", "kpctl", "cloudsim", "cloudctl"} {
-			_ = exec.Command("docker", "image", "rm", "kplane/"+s+":"+c.tag).Run()
-		}
-	})
+	c := newComposeStack(t, composeConfig{})
 	if _, err := c.run(5*time.Minute, "up", "-d"); err != nil {
 		t.Fatal(err)
 	}
-	// The admin, over TLS verified against the stack's CA: the compose
-	// apiserver refuses requests without a client certificate.
-	admin := client.Options{Address: addr, TLSCA: filepath.Join(c.certs, "ca.crt"),
-		ClientCertFile: filepath.Join(c.certs, "admin.crt"), ClientKeyFile: filepath.Join(c.certs, "admin.key")}
-	dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
-	defer dcancel()
-	cl, err := client.Dial(dctx, admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cl.Close() })
-	c.api = kplanev1.NewResourcesClient(cl.Conn())
-	tlsCfg, err := client.TLSConfig(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The listener offers h2 to gRPC clients; the REST side is http/1.1.
-	tlsCfg.NextProtos = []string{"http/1.1"}
-	c.https = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
-	t.Cleanup(c.https.CloseIdleConnections)
+	c.dialAdmin()
 	// Without credentials the apiserver refuses, as TLS and authentication
 	// on by default promise.
+	tlsCfg, err := client.TLSConfig(c.adminOptions(c.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
 	anon := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
 		RootCAs: tlsCfg.RootCAs, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12}}}
-	r, err := anon.Get("https://" + addr + "/api/v1/namespaces/default/pods")
+	r, err := anon.Get("https://" + c.addr + "/api/v1/namespaces/default/pods")
 	if err != nil {
 		t.Fatalf("GET pods without credentials: %v", err)
 	}
@@ -278,6 +373,11 @@ func TestCompose(t *testing.T) {
 	if r.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("GET pods without credentials answered %s, want 401 Unauthorized", r.Status)
 	}
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	network := c.network
 
 	c.eventually("three Ready nodes", 2*time.Minute, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

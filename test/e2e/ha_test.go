@@ -5,17 +5,11 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/kplane/kplane/pkg/client"
 	"github.com/kplane/kplane/pkg/testutil"
-	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 	"github.com/kplane/kplane/test/e2e/internal/launcher"
 )
 
@@ -70,46 +64,6 @@ func (h *haApiservers) dial(t testing.TB) *client.Client {
 	return c
 }
 
-// writeLoad creates Secrets from several goroutines until stopped and
-// records every acknowledged one with its resourceVersion.
-type writeLoad struct {
-	mu    sync.Mutex
-	acked map[string]string
-	ok    atomic.Int64
-	fails atomic.Int64
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
-}
-
-func startWriteLoad(ctx context.Context, c *client.Client, workers int) *writeLoad {
-	ctx, cancel := context.WithCancel(ctx)
-	w := &writeLoad{acked: map[string]string{}, stop: cancel}
-	for g := 0; g < workers; g++ {
-		w.wg.Add(1)
-		go func() {
-			defer w.wg.Done()
-			for i := 0; ctx.Err() == nil; i++ {
-				name := fmt.Sprintf("load-%d-%d", g, i)
-				cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
-				resp, err := c.Create(cctx, &kplanev1.CreateRequest{Object: kplanev1.MustWrap(&kplanev1.Secret{
-					Metadata: &kplanev1.ObjectMeta{Namespace: "default", Name: name}})})
-				ccancel()
-				if err != nil {
-					w.fails.Add(1)
-					continue
-				}
-				w.ok.Add(1)
-				w.mu.Lock()
-				w.acked[name] = resp.GetObject().Meta().GetResourceVersion()
-				w.mu.Unlock()
-			}
-		}()
-	}
-	return w
-}
-
-func (w *writeLoad) halt() { w.stop(); w.wg.Wait() }
-
 // TestHASIGKILLApiservers runs three apiserver processes, each with one
 // etcd member, under write load through a client given all three.
 // SIGKILL one: writes continue; SIGKILL a second: writes fail with
@@ -134,55 +88,20 @@ func TestHASIGKILLApiservers(t *testing.T) {
 	if err := h.procs[1].Kill(ctx); err != nil {
 		t.Fatal(err)
 	}
-	failed := 0
-	testutil.Eventually(t, time.Minute, "Unavailable without quorum", func() bool {
-		cctx, ccancel := context.WithTimeout(ctx, 15*time.Second)
-		defer ccancel()
-		_, err := c.Create(cctx, &kplanev1.CreateRequest{Object: kplanev1.MustWrap(&kplanev1.Secret{
-			Metadata: &kplanev1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("no-quorum-%d", failed)}})})
-		if err == nil {
-			t.Fatal("a write succeeded with two of three etcd members down")
-		}
-		if status.Code(err) == codes.Unavailable {
-			failed++
-		}
-		return failed >= 3
-	})
+	requireUnavailable(ctx, t, c, "no-quorum")
 	if err := h.procs[1].Restart(); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 2*time.Minute, "writes once a second member is back", func() bool {
-		cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
-		defer ccancel()
-		_, err := c.Create(cctx, &kplanev1.CreateRequest{Object: kplanev1.MustWrap(&kplanev1.Secret{
-			Metadata: &kplanev1.ObjectMeta{Namespace: "default", Name: "quorum-back"}})})
-		return err == nil || status.Code(err) == codes.AlreadyExists
-	})
+	waitWritable(ctx, t, c, "quorum-back", 2*time.Minute)
 	if err := h.procs[0].Restart(); err != nil {
 		t.Fatal(err)
 	}
 	waitHealthy(t, h.procs[0])
 
 	// Nothing acknowledged is lost, on any apiserver.
-	for i, addr := range h.addrs {
-		one, err := client.Dial(ctx, client.Options{Address: addr})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := one.List(ctx, &kplanev1.ListRequest{Kind: "Secret", Namespace: "default"})
-		_ = one.Close()
-		if err != nil {
-			t.Fatalf("list on apiserver %d: %v", i, err)
-		}
-		have := map[string]string{}
-		for _, o := range l.GetItems() {
-			have[o.Meta().GetName()] = o.Meta().GetResourceVersion()
-		}
-		for name, rv := range load.acked {
-			if have[name] != rv {
-				t.Fatalf("apiserver %d: acknowledged %s at %s, reads %q", i, name, rv, have[name])
-			}
-		}
+	var each []client.Options
+	for _, addr := range h.addrs {
+		each = append(each, client.Options{Address: addr})
 	}
-	t.Logf("%d acknowledged writes all present on each of 3 apiservers", len(load.acked))
+	load.checkAcked(ctx, t, each)
 }
