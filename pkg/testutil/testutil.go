@@ -4,6 +4,7 @@ package testutil
 import (
 	"bytes"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -63,4 +64,19 @@ func Golden(t testing.TB, path, got string, update bool) {
 	if got != string(want) {
 		t.Errorf("output differs from %s (go test -update rewrites it)\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
+}
+
+// EnvInt reads a positive integer from the environment variable name
+// (a benchmark's size knob), def when it is unset; anything else fails tb.
+func EnvInt(tb testing.TB, name string, def int) int {
+	tb.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		tb.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
 }

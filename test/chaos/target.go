@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -190,14 +188,9 @@ func (t *composeTarget) ClientOptions() client.Options {
 }
 func (t *composeTarget) Controllers() []string { return t.controllers }
 
+// docker runs the docker CLI (dockernet's, shared with the e2e tests).
 func docker(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "docker", args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("docker %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
-	}
-	return strings.TrimSpace(out.String()), nil
+	return dockernet.Docker(ctx, args...)
 }
 
 // Units lists the project's containers, running or not.

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/kplane/kplane/pkg/client"
+	"github.com/kplane/kplane/pkg/testutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
 	"github.com/kplane/kplane/test/e2e/internal/scalereport"
@@ -92,27 +93,15 @@ func TestScaleSmall(t *testing.T) {
 // a ReplicaSet of SCALE_PODS (100000), the plot written to SCALE_PLOT,
 // profiles to SCALE_PROFILE_DIR at SCALE_PROFILE_AT Running pods.
 func BenchmarkScale(b *testing.B) {
-	cfg := scaleConfig{Nodes: envInt(b, "SCALE_NODES", 1000), Pods: envInt(b, "SCALE_PODS", 100000),
+	cfg := scaleConfig{Nodes: testutil.EnvInt(b, "SCALE_NODES", 1000), Pods: testutil.EnvInt(b, "SCALE_PODS", 100000),
 		Plot: os.Getenv("SCALE_PLOT"), ProfileDir: os.Getenv("SCALE_PROFILE_DIR"),
-		ProfileAt: envInt(b, "SCALE_PROFILE_AT", 20000), Insecure: os.Getenv("SCALE_INSECURE") == "1", DataDir: os.Getenv("SCALE_DATA_DIR")}
+		ProfileAt: testutil.EnvInt(b, "SCALE_PROFILE_AT", 20000), Insecure: os.Getenv("SCALE_INSECURE") == "1", DataDir: os.Getenv("SCALE_DATA_DIR")}
 	cfg.Timeout = max(10*time.Minute, time.Duration(cfg.Pods/50)*time.Second)
 	for range b.N {
 		res := runScale(b, cfg)
 		b.ReportMetric(res.AllRunning.Seconds(), "s-all-running")
 		b.ReportMetric(res.Ratio, "last/first-tenth")
 	}
-}
-
-func envInt(tb testing.TB, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		tb.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
 }
 
 // runScale starts the apiserver, scheduler, replicactl, ipamctl (and

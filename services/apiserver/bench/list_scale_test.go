@@ -13,7 +13,6 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/kplane/kplane/pkg/pki"
 	"github.com/kplane/kplane/pkg/serviceaccount"
+	"github.com/kplane/kplane/pkg/testutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
 	"github.com/kplane/kplane/services/apiserver/testserver"
@@ -47,8 +47,8 @@ import (
 // to profile the List path (client and server share the process). It
 // asserts nothing.
 func BenchmarkListScale(b *testing.B) {
-	n := envInt(b, "LIST_SCALE_PODS", 100000)
-	rounds := envInt(b, "LIST_SCALE_ROUNDS", 3)
+	n := testutil.EnvInt(b, "LIST_SCALE_PODS", 100000)
+	rounds := testutil.EnvInt(b, "LIST_SCALE_ROUNDS", 3)
 	kpctl := buildKpctl(b)
 	for range b.N {
 		runListScale(b, n, rounds, kpctl)
@@ -259,18 +259,6 @@ func median(ds []time.Duration) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[len(s)/2]
-}
-
-func envInt(b *testing.B, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		b.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
 }
 
 // countingWriter counts the lines written to it.

@@ -31,7 +31,7 @@ type Endpoint struct {
 
 // Inspect reads how container is attached to network.
 func Inspect(ctx context.Context, network, container string) (Endpoint, error) {
-	out, err := docker(ctx, "inspect", "--format", "{{json .NetworkSettings.Networks}}", container)
+	out, err := Docker(ctx, "inspect", "--format", "{{json .NetworkSettings.Networks}}", container)
 	if err != nil {
 		return Endpoint{}, err
 	}
@@ -57,7 +57,7 @@ func Disconnect(ctx context.Context, network, container string) (Endpoint, error
 	if err != nil {
 		return Endpoint{}, err
 	}
-	if _, err := docker(ctx, "network", "disconnect", "--force", network, container); err != nil {
+	if _, err := Docker(ctx, "network", "disconnect", "--force", network, container); err != nil {
 		return Endpoint{}, err
 	}
 	return ep, nil
@@ -73,7 +73,7 @@ func (e Endpoint) Connect(ctx context.Context) error {
 		args = append(args, "--alias", a)
 	}
 	if e.IPv4 != "" {
-		_, err := docker(ctx, append(args, "--ip", e.IPv4, e.Network, e.Container)...)
+		_, err := Docker(ctx, append(args, "--ip", e.IPv4, e.Network, e.Container)...)
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
@@ -81,11 +81,13 @@ func (e Endpoint) Connect(ctx context.Context) error {
 			return err
 		}
 	}
-	_, err := docker(ctx, append(args, e.Network, e.Container)...)
+	_, err := Docker(ctx, append(args, e.Network, e.Container)...)
 	return err
 }
 
-func docker(ctx context.Context, args ...string) (string, error) {
+// Docker runs the docker CLI with args and returns its trimmed standard
+// output; a failure's error carries the command and its standard error.
+func Docker(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "docker", args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

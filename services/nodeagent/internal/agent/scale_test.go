@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/pkg/client"
+	"github.com/kplane/kplane/pkg/testutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 	"github.com/kplane/kplane/services/apiserver/testserver"
 )
@@ -36,7 +37,7 @@ import (
 //
 //	go test -run '^$' -bench AgentScale -benchtime 1x ./internal/agent/
 func BenchmarkAgentScale(b *testing.B) {
-	nodes, pods := envInt(b, "KPLANE_BENCH_NODES", 200), envInt(b, "KPLANE_BENCH_PODS", 20000)
+	nodes, pods := testutil.EnvInt(b, "KPLANE_BENCH_NODES", 200), testutil.EnvInt(b, "KPLANE_BENCH_PODS", 20000)
 	bin := os.Getenv("KPLANE_BENCH_AGENT_BIN")
 	if bin == "" {
 		bin = filepath.Join(b.TempDir(), "nodeagent")
@@ -202,19 +203,6 @@ func saveProfile(b *testing.B, url, file string) {
 	if err := f.Close(); err != nil {
 		b.Fatal(err)
 	}
-}
-
-// envInt reads a positive integer from the environment, def when unset.
-func envInt(b *testing.B, name string, def int) int {
-	s := os.Getenv(name)
-	if s == "" {
-		return def
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n <= 0 {
-		b.Fatalf("%s=%q: want a positive integer", name, s)
-	}
-	return n
 }
 
 // freeAddr returns a loopback address whose port was free a moment ago.
