@@ -57,8 +57,9 @@ type ipamController struct {
 	api   *client.Client
 	log   hclog.Logger
 	rec   *record.Recorder
-	actx  *app.Context
 	nodes *informer.Informer
+	// enqueue queues a node for reconcile (the app.Context's queue).
+	enqueue func(name string)
 
 	mu      sync.Mutex
 	next    int                 // range to try first (next-fit: a freed range is reused late)
@@ -71,6 +72,10 @@ type ipamController struct {
 type pendingInfo struct {
 	node string
 	rv   int64
+	// uncertain is set once a write of this reservation had an unknown
+	// outcome: a later "nothing written" may mean that earlier write
+	// landed, so only the cache may free the range then.
+	uncertain bool
 }
 
 // outcomeUnknown marks a reservation whose write may or may not have
@@ -99,7 +104,7 @@ func (c *ipamController) setup(ac *app.Context) (app.Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.set, c.actx, c.api, c.log = set, ac, ac.Client, ac.Logger
+	c.set, c.enqueue, c.api, c.log = set, ac.Enqueue, ac.Client, ac.Logger
 	c.rec = record.New(ac.Client, "ipamctl", ac.Identity, ac.Logger)
 	c.nodes = ac.Informers.ForKind("Node")
 	err = c.nodes.AddIndexers(informer.Indexers{rangeIndex: func(o *kplanev1.Object) []string {
@@ -155,7 +160,7 @@ func (c *ipamController) heldByNode(i int) bool {
 func (c *ipamController) enqueueWaiting() {
 	for _, o := range c.nodes.Store().List() {
 		if o.GetNode().GetSpec().GetPodCidr() == "" {
-			c.actx.Enqueue(o.Key())
+			c.enqueue(o.Key())
 		}
 	}
 }
@@ -205,6 +210,16 @@ func (c *ipamController) reserve(node string) (int, bool, error) {
 			delete(c.pending, i) // the node's range, ours or not, is in the index now
 		}
 	}
+	// A node whose last write had an unknown outcome tries the same range
+	// again: that range is its own either way, and taking a second one
+	// would leave the first blocked by the node itself (on a full cluster
+	// CIDR, for good).
+	for i, p := range c.pending {
+		if p.node == node && p.rv == outcomeUnknown {
+			c.pending[i] = pendingInfo{node: node, uncertain: true}
+			return i, true, nil
+		}
+	}
 	for k := 0; k < c.set.count; k++ {
 		i := (c.next + k) % c.set.count
 		if _, taken := c.pending[i]; taken || c.heldByNode(i) {
@@ -220,18 +235,29 @@ func (c *ipamController) reserve(node string) (int, bool, error) {
 // settle records the outcome of a reservation: the written node, whose
 // resourceVersion the cache must reach before the index alone keeps the
 // range taken; nil with an error that may hide a write, which keeps it
-// until the cache tells (outcomeUnknown); or nil otherwise (nothing
-// written), which frees it.
+// until the cache tells (outcomeUnknown), as does any outcome of a retry
+// of such a write; or nil otherwise (nothing written), which frees it.
 func (c *ipamController) settle(i int, written *kplanev1.Node, writeErr error) {
+	if c.record(i, written, writeErr) {
+		// A node that found every range taken while this one was in
+		// flight was told the cluster CIDR is full: it may have it now.
+		c.enqueueWaiting()
+	}
+}
+
+// record is settle's bookkeeping, under the lock; it reports whether the
+// range was freed.
+func (c *ipamController) record(i int, written *kplanev1.Node, writeErr error) (freed bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if written == nil {
-		if writeErr != nil && client.MayHaveWritten(writeErr) {
-			c.pending[i] = pendingInfo{node: c.pending[i].node, rv: outcomeUnknown}
-			return
+		p := c.pending[i]
+		if p.uncertain || (writeErr != nil && client.MayHaveWritten(writeErr)) {
+			c.pending[i] = pendingInfo{node: p.node, rv: outcomeUnknown, uncertain: true}
+			return false
 		}
 		delete(c.pending, i)
-		return
+		return true
 	}
 	rv, err := apiutil.ParseResourceVersion(written.GetMetadata().GetResourceVersion())
 	if err != nil {
@@ -241,6 +267,7 @@ func (c *ipamController) settle(i int, written *kplanev1.Node, writeErr error) {
 		rv = math.MaxInt64
 	}
 	c.pending[i] = pendingInfo{node: c.pending[i].node, rv: rv}
+	return false
 }
 
 // nodeSettled reports whether the cache shows node with a pod CIDR, or no

@@ -116,7 +116,7 @@ func TestLogsSinceAndTimestamps(t *testing.T) {
 		{url.Values{"sinceSeconds": {"3600"}}, "one\ntwo\n"},
 		{url.Values{"sinceTime": {at(times[0])}, "tailLines": {"1"}}, "two\n"},
 		{url.Values{"sinceTime": {at(times[1])}, "tailLines": {"2"}}, "two\n"},
-		{url.Values{"sinceTime": {at(times[1])}, "timestamps": {"true"}}, at(times[1].UTC()) + " two\n"},
+		{url.Values{"sinceTime": {at(times[1])}, "timestamps": {"true"}}, times[1].UTC().Format(rfc3339NanoFixed) + " two\n"},
 		{url.Values{"tailLines": {"1"}, "timestamps": {"true"}, "limitBytes": {"31"}}, times[1].UTC().Format(rfc3339NanoFixed) + " "},
 	} {
 		if code, out := e.getLogs("stamped", "main", c.q); code != 200 || out != c.want {
