@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"syscall"
@@ -137,7 +138,7 @@ func (k *killer) killOne() {
 		return
 	}
 	u := up[k.rng.IntN(len(up))]
-	if p, ok := k.t.(partitioner); ok && k.quorum && u.Service == "apiserver" && k.rng.IntN(2) == 0 {
+	if p, ok := k.t.(partitioner); ok && k.quorum && k.partitionable(u) && k.rng.IntN(2) == 0 {
 		k.partition(p, u)
 		return
 	}
@@ -209,6 +210,15 @@ func (k *killer) apiserverDown() bool {
 		delete(k.recovering, name)
 	}
 	return false
+}
+
+// partitionable reports whether a partition of u is one of its faults: an
+// apiserver (its etcd member loses its peers) or a controller (its lease
+// runs out while it still runs, and healed it must find it lost it).
+// Node agents and proxies are only killed: a node cut off for seconds
+// would only test the node lifecycle's grace periods.
+func (k *killer) partitionable(u unit) bool {
+	return u.Service == "apiserver" || slices.Contains(k.t.Controllers(), u.Service)
 }
 
 // partition cuts u off the network for a while; startDue heals it.
@@ -336,10 +346,16 @@ func (k *killer) isHolder(ctx context.Context, u unit, lease, identity string) b
 }
 
 // leasesOf are the leases unit u's process may hold: its service's, or,
-// for a kcm, those of every loop it can host.
+// for a kcm, those of every loop it can host. apiservers, node agents and
+// proxies hold none, and asking the apiserver about them costs a call per
+// kill (seconds on a loaded engine).
 func leasesOf(u unit) []string {
-	if u.Service != stack.KCM {
+	switch {
+	case u.Service == stack.KCM:
+	case u.Service == "cloudctl" || slices.Contains(stack.Controllers, u.Service):
 		return leaseNames(u.Service)
+	default:
+		return nil
 	}
 	var out []string
 	for _, c := range stack.Controllers {
