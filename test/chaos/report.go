@@ -35,13 +35,14 @@ func (r report) print(out io.Writer) error {
 		}
 	}
 	sort.Strings(services)
-	p.printf("\nkills: %d (SIGKILL %d, SIGTERM %d)\n", total[syscall.SIGKILL]+total[syscall.SIGTERM], total[syscall.SIGKILL], total[syscall.SIGTERM])
+	p.printf("\nkills: %d (SIGKILL %d, SIGTERM %d), partitions: %d\n", total[syscall.SIGKILL]+total[syscall.SIGTERM], total[syscall.SIGKILL], total[syscall.SIGTERM], total[partitionSignal])
 	// The table goes through a tabwriter; its errors surface on Flush.
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	p.w = tw
-	p.printf("  SERVICE\tSIGKILL\tSIGTERM\tUNEXPECTED EXITS\n")
+	p.printf("  SERVICE\tSIGKILL\tSIGTERM\tPARTITIONS\tUNEXPECTED EXITS\n")
 	for _, s := range services {
-		p.printf("  %s\t%d\t%d\t%d\n", s, r.kills.kills[s][syscall.SIGKILL], r.kills.kills[s][syscall.SIGTERM], r.kills.unexpected[s])
+		k := r.kills.kills[s]
+		p.printf("  %s\t%d\t%d\t%d\t%d\n", s, k[syscall.SIGKILL], k[syscall.SIGTERM], k[partitionSignal], r.kills.unexpected[s])
 	}
 	if p.err == nil {
 		p.err = tw.Flush()
