@@ -3,7 +3,6 @@ package bench_test
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -58,16 +57,7 @@ func runCreateAuth(b *testing.B) {
 		testserver.WithClientCA(filepath.Join(dir, pki.CACert)), testserver.WithTokenAuthFile(tokens),
 		testserver.WithServiceAccountKeys(saKey))
 
-	caPEM, err := os.ReadFile(filepath.Join(dir, pki.CACert))
-	if err != nil {
-		b.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(caPEM)
-	admin, err := tls.LoadX509KeyPair(filepath.Join(dir, pki.AdminCert), filepath.Join(dir, pki.AdminKey))
-	if err != nil {
-		b.Fatal(err)
-	}
+	roots, admin := adminTLS(b, dir)
 	dial := func(addr string, creds credentials.TransportCredentials) []kplanev1.ResourcesClient {
 		cs := make([]kplanev1.ResourcesClient, clients)
 		for i := range cs {

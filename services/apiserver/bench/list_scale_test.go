@@ -3,7 +3,6 @@ package bench_test
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"os"
@@ -87,16 +86,7 @@ func runListScale(b *testing.B, n, rounds int, kpctl string) {
 	}
 	fmt.Printf("list scale: created %d Running pods in %v\n", n, time.Since(begin).Round(time.Second))
 
-	caPEM, err := os.ReadFile(filepath.Join(dir, pki.CACert))
-	if err != nil {
-		b.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(caPEM)
-	admin, err := tls.LoadX509KeyPair(filepath.Join(dir, pki.AdminCert), filepath.Join(dir, pki.AdminKey))
-	if err != nil {
-		b.Fatal(err)
-	}
+	roots, admin := adminTLS(b, dir)
 	conn, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: roots, Certificates: []tls.Certificate{admin}})))
 	if err != nil {
 		b.Fatal(err)
