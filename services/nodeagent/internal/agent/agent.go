@@ -564,17 +564,26 @@ func (a *Agent) syncPod(ctx context.Context, cached *kplanev1.Pod) (time.Time, e
 	}
 	now := time.Now()
 	st := a.state(uid)
-	ip, err := a.podIP(pod)
-	if errors.Is(err, errNoPodCIDR) {
-		// Queued again when the node's range opens.
-		a.log.Debug("pod waits for the node's pod CIDR", "pod", key, "node", pod.GetSpec().GetNodeName())
-		return time.Time{}, nil
+	phase := pod.GetStatus().GetPhase()
+	finished := phase == kplanev1.PodSucceeded || phase == kplanev1.PodFailed
+	// A finished pod keeps the address its status reports but holds none
+	// once its containers are stopped (the kubelet tears the sandbox down
+	// then): a node running Jobs would otherwise run out of addresses.
+	ip := pod.GetStatus().GetPodIp()
+	if !finished {
+		addr, err := a.podIP(pod)
+		if errors.Is(err, errNoPodCIDR) {
+			// Queued again when the node's range opens.
+			a.log.Debug("pod waits for the node's pod CIDR", "pod", key, "node", pod.GetSpec().GetNodeName())
+			return time.Time{}, nil
+		}
+		if err != nil {
+			a.event(ctx, pod, record.Warning, "FailedCreatePodSandBox", "Failed to set up the pod's network: %v", err)
+			return time.Time{}, fmt.Errorf("pod IP for %s: %w", key, err)
+		}
+		ip = addr.String()
 	}
-	if err != nil {
-		a.event(ctx, pod, record.Warning, "FailedCreatePodSandBox", "Failed to set up the pod's network: %v", err)
-		return time.Time{}, fmt.Errorf("pod IP for %s: %w", key, err)
-	}
-	if err := a.rt.PreparePod(pod, ip.String()); err != nil {
+	if err := a.rt.PreparePod(pod, ip); err != nil {
 		return time.Time{}, fmt.Errorf("prepare pod %s: %w", key, err)
 	}
 	a.track(key, uid)
@@ -585,8 +594,7 @@ func (a *Agent) syncPod(ctx context.Context, cached *kplanev1.Pod) (time.Time, e
 		}
 	}
 
-	phase := pod.GetStatus().GetPhase()
-	terminal := phase == kplanev1.PodSucceeded || phase == kplanev1.PodFailed
+	terminal := finished
 	if !terminal {
 		if ok, err := a.ensureVolumes(ctx, pod, st); !ok {
 			return now.Add(volumeRetry), err
@@ -607,8 +615,8 @@ func (a *Agent) syncPod(ctx context.Context, cached *kplanev1.Pod) (time.Time, e
 		}
 		wake(refresh)
 	}
-	sc := &syncCtx{pod: pod, uid: uid, ip: ip.String(), st: st, now: now, wake: wake}
-	in := statusInput{Pod: pod, Runtime: a.rt.Name(), PodIP: ip.String(), HostIP: a.hostIP, StartTime: st.startTime, Now: now}
+	sc := &syncCtx{pod: pod, uid: uid, ip: ip, st: st, now: now, wake: wake}
+	in := statusInput{Pod: pod, Runtime: a.rt.Name(), PodIP: ip, HostIP: a.hostIP, StartTime: st.startTime, Now: now}
 	if !terminal {
 		in.Failure = a.checkDeadline(ctx, sc)
 		terminal = in.Failure != nil
@@ -638,6 +646,14 @@ func (a *Agent) syncPod(ctx context.Context, cached *kplanev1.Pod) (time.Time, e
 	volumeStatus(pod.GetStatus(), status, st.volumesReady, now)
 	if err := a.writeStatus(ctx, pod, status); err != nil {
 		return time.Time{}, err
+	}
+	if ph := status.GetPhase(); ph == kplanev1.PodSucceeded || ph == kplanev1.PodFailed {
+		// Only once the API records the pod finished (the write above):
+		// until then its address may still be in Endpoints. A container
+		// still stopping queues the pod again when it exits.
+		if _, running := a.rt.Running(uid); !running {
+			a.releaseIP(uid)
+		}
 	}
 	return next, nil
 }

@@ -133,6 +133,9 @@ func (a *Agent) reserveReported(node string, r *nodeRange) {
 	objs, _ := a.pods.Store().ByIndex(informer.PodNodeNameIndex, node)
 	for _, o := range objs {
 		p := o.GetPod()
+		if ph := p.GetStatus().GetPhase(); ph == kplanev1.PodSucceeded || ph == kplanev1.PodFailed {
+			continue // finished: its address was given back (syncPod)
+		}
 		uid := p.GetMetadata().GetUid()
 		ip, err := netip.ParseAddr(p.GetStatus().GetPodIp())
 		if err != nil || !r.cidr.Contains(ip) {
