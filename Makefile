@@ -274,7 +274,8 @@ bench-endpoints:
 # time from the first create to every pod Running.
 # The scheduler: BenchmarkScheduler (100 fake nodes, 5,000 pods) and
 # BenchmarkSchedulerPerf (scheduler_perf shapes on 1,000 nodes: plain,
-# anti-affinity, spread, preemption; SCHEDULER_PERF_SHAPES=1 for plain only).
+# anti-affinity, spread, preemption, replicaset on SCHEDULER_PERF_PLACED
+# bound pods; SCHEDULER_PERF_SHAPES=1 for plain only).
 bench-scheduler:
 	cd services/scheduler && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./bench/...
 

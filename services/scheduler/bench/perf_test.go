@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,9 +36,14 @@ const perfNodes = 1000
 //   - spread: 2,000 pods with a DoNotSchedule zone spread (maxSkew 1);
 //   - preemption: 1,000 low-priority pods fill every node; 1,000
 //     high-priority pods, each needing a whole node, preempt them (the
-//     benchmark plays the node agents and removes deleted victims).
+//     benchmark plays the node agents and removes deleted victims);
+//   - replicaset: 2,000 pods of a ReplicaSet (so the system default
+//     spread by hostname and zone applies, with the set's selector) on
+//     top of SCHEDULER_PERF_PLACED (default 20,000; 0 allowed) pods of
+//     the same set already bound round-robin: what bench-scale's
+//     scheduler does once pods have accumulated.
 func BenchmarkSchedulerPerf(b *testing.B) {
-	for _, shape := range []string{"plain", "anti-affinity", "spread", "preemption"}[:shapes()] {
+	for _, shape := range []string{"plain", "anti-affinity", "spread", "preemption", "replicaset"}[:shapes()] {
 		b.Run(shape, func(b *testing.B) {
 			for range b.N {
 				runShape(b, shape)
@@ -151,6 +157,28 @@ func runShape(b *testing.B, shape string) {
 		for i := range perfNodes {
 			pods = append(pods, perfPod(fmt.Sprintf("perf-%d", i), "8", func(p *kplanev1.Pod) { p.Spec.PriorityClassName = "high" }))
 		}
+	case "replicaset":
+		app := map[string]string{"app": "perf"}
+		rs, err := c.Create(ctx, &kplanev1.CreateRequest{Object: kplanev1.MustWrap(&kplanev1.ReplicaSet{
+			Metadata: &kplanev1.ObjectMeta{Namespace: "default", Name: "perf"},
+			Spec: &kplanev1.ReplicaSetSpec{Replicas: proto.Int32(0), Selector: &kplanev1.LabelSelector{MatchLabels: app},
+				Template: &kplanev1.PodTemplateSpec{Metadata: &kplanev1.ObjectMeta{Labels: app},
+					Spec: &kplanev1.PodSpec{Containers: []*kplanev1.Container{{Name: "app", Image: "registry.example/web:1"}}}}}})})
+		if err != nil {
+			b.Fatal(err)
+		}
+		owned := func(p *kplanev1.Pod) {
+			p.Metadata.OwnerReferences = []*kplanev1.OwnerReference{{Kind: "ReplicaSet", Name: "perf", Uid: rs.GetObject().Meta().GetUid(), Controller: true}}
+		}
+		parallel(b, placedPods(b), func(i int) error {
+			_, err := client.Pods(c).Create(ctx, perfPod(fmt.Sprintf("placed-%d", i), "10m", owned, func(p *kplanev1.Pod) {
+				p.Spec.NodeName = fmt.Sprintf("node-%d", i%perfNodes)
+			}))
+			return err
+		})
+		for i := range 2000 {
+			pods = append(pods, perfPod(fmt.Sprintf("perf-%d", i), "10m", owned))
+		}
 	}
 
 	// Watch bindings of the measured pods; play the node agents by
@@ -237,10 +265,24 @@ func runShape(b *testing.B, shape string) {
 }
 
 // shapes is how many of the shapes to run: SCHEDULER_PERF_SHAPES=1 runs
-// only plain (for profiling), all four by default.
+// only plain (for profiling), all five by default.
 func shapes() int {
 	if os.Getenv("SCHEDULER_PERF_SHAPES") == "1" {
 		return 1
 	}
-	return 4
+	return 5
+}
+
+// placedPods is how many pods the replicaset shape binds before the
+// scheduler starts: SCHEDULER_PERF_PLACED, 20,000 by default.
+func placedPods(b *testing.B) int {
+	v := os.Getenv("SCHEDULER_PERF_PLACED")
+	if v == "" {
+		return 20000
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		b.Fatalf("SCHEDULER_PERF_PLACED=%q: want a count", v)
+	}
+	return n
 }

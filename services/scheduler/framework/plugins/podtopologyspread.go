@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"context"
+	"maps"
 
 	"google.golang.org/protobuf/proto"
 
@@ -75,6 +76,10 @@ type spreadState struct {
 	counts []map[string]int64
 	// self per constraint: the pod matches its own selector.
 	self []int64
+	// least per constraint: the smallest count, or 0 while there are
+	// fewer domains than minDomains (what Filter compares with; set by
+	// findLeast).
+	least []int64
 }
 
 // constraintsOf returns the pod's own constraints or, when it has none,
@@ -135,14 +140,64 @@ func (pl PodTopologySpread) parseConstraints(pod *framework.PodInfo, when string
 }
 
 // count builds the per-domain counts of constraints over nodes.
-func count(pod *framework.PodInfo, constraints []spreadConstraint, nodes []*framework.NodeInfo, matching *matchCounts) *spreadState {
-	s := &spreadState{constraints: constraints, counts: make([]map[string]int64, len(constraints)), self: make([]int64, len(constraints))}
+//
+// When nodes are the scheduler cache's own, under its lock (a cycle's
+// Filter and PreScore), the cache's SpreadCounts give each node's count
+// of matching pods without walking its pods; and for a constraint whose
+// eligible nodes are simply the nodes carrying the keys (the pod has no
+// required node affinity, or the constraint ignores it, and the
+// constraint ignores taints: the system defaults' case) they give the
+// per-domain totals themselves, kept up to date by the cache's updates,
+// so no node is visited. Otherwise (preemption's snapshots, clones)
+// every node is visited and matching counts its pods.
+//
+// With borrow, those totals are the cache's own maps, not copies: the
+// result must then be read only while the cache's lock is held, i.e.
+// within the cycle's SelectNode (Score, which PreScore's result is for);
+// without it they are copied (Filter's result, which preemption may read
+// again after the lock is released).
+func count(pod *framework.PodInfo, constraints []spreadConstraint, nodes []*framework.NodeInfo, matching *matchCounts, borrow bool) *spreadState {
+	s := &spreadState{constraints: constraints, counts: make([]map[string]int64, len(constraints)),
+		self: make([]int64, len(constraints)), least: make([]int64, len(constraints))}
 	keys := make([]string, len(constraints))
+	// required: the keys every eligible node of every constraint carries
+	// (see hasKeys below).
+	var required []string
 	for i, c := range constraints {
 		keys[i] = selectorKey(pod.Namespace, c.selector)
-		s.counts[i] = map[string]int64{}
 		if c.selector.Matches(pod.Labels) {
 			s.self[i] = 1
+		}
+		if !c.optionalKey {
+			required = append(required, c.key)
+		}
+	}
+	// kept: the cache's counts per constraint (nil without them);
+	// totalled: the constraints whose counts came from its domain totals.
+	var kept []*core.SelectorCounts
+	totalled := make([]bool, len(constraints))
+	if live := core.SpreadCountsOf(nodes); live != nil {
+		kept = make([]*core.SelectorCounts, len(constraints))
+		withAffinity := hasRequiredNodeAffinity(pod.Pod)
+		all := true
+		for i, c := range constraints {
+			kept[i] = live.Selector(keys[i], pod.Namespace, c.selector)
+			if !c.honorTaints && (!c.honorAffinty || !withAffinity) {
+				s.counts[i], totalled[i] = kept[i].Domains(c.key, required), true
+				if !borrow {
+					s.counts[i] = maps.Clone(s.counts[i])
+				}
+			} else {
+				all = false
+			}
+		}
+		if all {
+			return s
+		}
+	}
+	for i := range constraints {
+		if !totalled[i] {
+			s.counts[i] = map[string]int64{}
 		}
 	}
 	// One node label lookup per constraint and node, and the match
@@ -150,8 +205,11 @@ func count(pod *framework.PodInfo, constraints []spreadConstraint, nodes []*fram
 	// every node for every pod placed.
 	values := make([]string, len(constraints))
 	present := make([]bool, len(constraints))
-	counter := matching.begin()
-	defer counter.end()
+	var counter counter
+	if kept == nil {
+		counter = matching.begin()
+		defer counter.end()
+	}
 	for _, n := range nodes {
 		if !n.Known {
 			continue
@@ -171,16 +229,45 @@ func count(pod *framework.PodInfo, constraints []spreadConstraint, nodes []*fram
 			if !present[i] {
 				continue // an optional key (see hasKeys)
 			}
+			if totalled[i] {
+				continue
+			}
 			if c.honorAffinty && !RequiredNodeAffinityMatches(pod.Pod, n.Name, n.Labels) {
 				continue
 			}
 			if c.honorTaints && len(core.FilterTaints(pod, n)) > 0 {
 				continue
 			}
-			s.counts[i][values[i]] += counter.count(keys[i], pod.Namespace, c.selector, n)
+			if kept != nil {
+				s.counts[i][values[i]] += kept[i].Node(n)
+			} else {
+				s.counts[i][values[i]] += counter.count(keys[i], pod.Namespace, c.selector, n)
+			}
 		}
 	}
 	return s
+}
+
+// hasRequiredNodeAffinity reports whether RequiredNodeAffinityMatches
+// can be false for pod on some node.
+func hasRequiredNodeAffinity(pod *kplanev1.Pod) bool {
+	return len(pod.GetSpec().GetNodeSelector()) > 0 || pod.GetSpec().GetAffinity().GetNodeAffinity().GetRequiredDuringSchedulingIgnoredDuringExecution() != nil
+}
+
+// findLeast sets least from counts.
+func (s *spreadState) findLeast() {
+	for i, c := range s.constraints {
+		s.least[i] = 0
+		if len(s.counts[i]) < c.minDomains {
+			continue
+		}
+		first := true
+		for _, n := range s.counts[i] {
+			if first || n < s.least[i] {
+				s.least[i], first = n, false
+			}
+		}
+	}
 }
 
 // PreFilter implements framework.PreFilterPlugin: a pod without
@@ -203,7 +290,8 @@ func (pl PodTopologySpread) Filter(_ context.Context, state *framework.CycleStat
 	} else {
 		cs := pl.parseConstraints(pod, DoNotSchedule)
 		if len(cs) > 0 {
-			s = count(pod, cs, state.Nodes(), pl.matching)
+			s = count(pod, cs, state.Nodes(), pl.matching, false)
+			s.findLeast()
 		}
 		state.Write(spreadFilterKey, s)
 	}
@@ -215,16 +303,7 @@ func (pl PodTopologySpread) Filter(_ context.Context, state *framework.CycleStat
 		if !ok {
 			return framework.NewStatus(framework.UnschedulableAndUnresolvable, ReasonTopologySpreadMissingLabel)
 		}
-		var minCount int64
-		if len(s.counts[i]) >= c.minDomains {
-			first := true
-			for _, n := range s.counts[i] {
-				if first || n < minCount {
-					minCount, first = n, false
-				}
-			}
-		}
-		if s.counts[i][v]+s.self[i]-minCount > c.maxSkew {
+		if s.counts[i][v]+s.self[i]-s.least[i] > c.maxSkew {
 			return framework.NewStatus(framework.Unschedulable, ReasonTopologySpread)
 		}
 	}
@@ -238,18 +317,21 @@ func (pl PodTopologySpread) PreScore(_ context.Context, state *framework.CycleSt
 	if len(cs) == 0 {
 		return framework.NewStatus(framework.Skip)
 	}
-	state.Write(spreadScoreKey, count(pod, cs, state.Nodes(), pl.matching))
+	// The counts may be the cache's own (borrowed): Score reads them
+	// within the same SelectNode, under the cache's lock, and
+	// NormalizeScore, the last step of this plugin's scoring, drops them.
+	state.Write(spreadScoreKey, count(pod, cs, state.Nodes(), pl.matching, true))
 	return nil
 }
 
 // Score implements framework.ScorePlugin: the matching pods in the
 // node's domains (fewer is better), -1 for a node missing a key.
 func (PodTopologySpread) Score(_ context.Context, state *framework.CycleState, _ *framework.PodInfo, node *framework.NodeInfo) (int64, *framework.Status) {
-	v, ok := state.Read(spreadScoreKey)
-	if !ok {
+	v, _ := state.Read(spreadScoreKey)
+	s, _ := v.(*spreadState)
+	if s == nil {
 		return 0, nil
 	}
-	s := v.(*spreadState)
 	var sum int64
 	for i, c := range s.constraints {
 		d, ok := node.Labels[c.key]
@@ -271,7 +353,12 @@ func (PodTopologySpread) ScoreExtensions() framework.ScoreExtensions { return sp
 // nodes missing a topology key (-1) nothing.
 type spreadNormalize struct{}
 
-func (spreadNormalize) NormalizeScore(_ context.Context, _ *framework.CycleState, _ *framework.PodInfo, scores framework.NodeScoreList) *framework.Status {
+func (spreadNormalize) NormalizeScore(_ context.Context, state *framework.CycleState, _ *framework.PodInfo, scores framework.NodeScoreList) *framework.Status {
+	// Scoring is over: PreScore's counts, which may be the cache's own
+	// maps (see count), must not outlive the cache's lock.
+	if state != nil {
+		state.Write(spreadScoreKey, nil)
+	}
 	var highest int64
 	for _, s := range scores {
 		highest = max(highest, s.Score)

@@ -53,6 +53,9 @@ type Cache struct {
 	nominations map[string]string
 	// scratch space reused by Schedule (it runs under mu).
 	feasible []*NodeInfo
+	// counts follow the pods PodTopologySpread counts (see
+	// SpreadCountsOf); every change to nodes and pods updates them.
+	counts *SpreadCounts
 }
 
 // NewCache returns an empty cache whose assumed pods expire ttl after
@@ -65,13 +68,23 @@ func NewCache(ttl time.Duration, now func() time.Time, seed uint64) *Cache {
 	if now == nil {
 		now = time.Now
 	}
-	return &Cache{
+	c := &Cache{
 		ttl: ttl, now: now,
 		rnd:         rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		nodes:       map[string]*NodeInfo{},
 		pods:        map[string]*podState{},
 		nominations: map[string]string{},
 	}
+	c.counts = newSpreadCounts(c)
+	return c
+}
+
+// newNodeLocked adds a node the cache holds by name (not known yet).
+func (c *Cache) newNodeLocked(name string) *NodeInfo {
+	n := newNodeInfo(name)
+	n.cache = c
+	c.nodes[name] = n
+	return n
 }
 
 // SetNode adds or updates a node. It reports whether anything that
@@ -83,14 +96,21 @@ func (c *Cache) SetNode(node *kplanev1.Node) bool {
 	defer c.mu.Unlock()
 	n := c.nodes[st.Name]
 	if n == nil {
-		n = newNodeInfo(st.Name)
-		c.nodes[st.Name] = n
+		n = c.newNodeLocked(st.Name)
 	}
 	changed := !n.Known || !n.NodeState.equal(st)
+	// The spread counts' domains follow the known nodes' labels.
+	relabelled := !n.Known || !labelsEqual(n.Labels, st.Labels)
+	if relabelled && n.Known {
+		c.counts.nodeLeft(n)
+	}
 	if !n.Known {
 		c.order = append(c.order, n)
 	}
 	n.NodeState, n.Known = st, true
+	if relabelled {
+		c.counts.nodeJoined(n)
+	}
 	return changed
 }
 
@@ -104,6 +124,7 @@ func (c *Cache) RemoveNode(name string) {
 	if n == nil || !n.Known {
 		return
 	}
+	c.counts.nodeLeft(n)
 	n.Known = false
 	c.order = slices.DeleteFunc(c.order, func(o *NodeInfo) bool { return o == n })
 	if len(n.pods) == 0 {
@@ -138,6 +159,7 @@ func (c *Cache) SyncPod(pod *kplanev1.Pod) (freed bool) {
 		// spreading read: then it is counted afresh below).
 		// The PodInfo is shared with snapshots: replace, never modify it.
 		marked := (st.info.Pod.GetMetadata().GetDeletionTimestamp() == nil) != (pod.GetMetadata().GetDeletionTimestamp() == nil)
+		old := st.info
 		info := *st.info
 		info.Pod = pod
 		st.info = &info
@@ -146,6 +168,8 @@ func (c *Cache) SyncPod(pod *kplanev1.Pod) (freed bool) {
 				// Counts of a node's pods skip pods being deleted; a
 				// status write changes nothing they read.
 				n.touch()
+				c.counts.podRemoved(n, old)
+				c.counts.podAdded(n, &info)
 			}
 			n.pods[uid] = &info
 			if _, ok := n.withAffinity[uid]; ok {
@@ -331,10 +355,10 @@ func (c *Cache) addLocked(pod *PodInfo, node string, assumed bool) {
 	c.unnominateLocked(pod.UID)
 	n := c.nodes[node]
 	if n == nil {
-		n = newNodeInfo(node) // bound to a node not seen (yet): not a candidate
-		c.nodes[node] = n
+		n = c.newNodeLocked(node) // bound to a node not seen (yet): not a candidate
 	}
 	n.addPod(pod)
+	c.counts.podAdded(n, pod)
 	c.pods[pod.UID] = &podState{info: pod, node: node, assumed: assumed}
 }
 
@@ -342,6 +366,7 @@ func (c *Cache) removeLocked(uid string) {
 	st := c.pods[uid]
 	delete(c.pods, uid)
 	if n := c.nodes[st.node]; n != nil {
+		c.counts.podRemoved(n, st.info)
 		n.removePod(uid)
 		if !n.Known && len(n.pods) == 0 {
 			delete(c.nodes, st.node)

@@ -288,6 +288,9 @@ type NodeInfo struct {
 	// gen changes whenever the assigned pods (or one of their objects)
 	// change; see Generation.
 	gen uint64
+	// cache is the cache that holds this node (nil for clones and nodes
+	// made by NewNodeInfo); see SpreadCountsOf.
+	cache *Cache
 }
 
 // nodeGenerations hands out generations: one counter for every node and
