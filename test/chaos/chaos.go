@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -272,6 +273,9 @@ func (k *killer) startDue(now time.Time) {
 			continue
 		}
 		u := k.unit(name)
+		if k.waitsForNetwork(u) {
+			continue // started on a later pass, once its network is back
+		}
 		if k.partitioned[name] {
 			if err := k.t.(partitioner).Heal(ctx, u); err != nil {
 				k.fail("heal %s: %v", name, err)
@@ -295,6 +299,19 @@ func (k *killer) startDue(now time.Time) {
 		k.restarted[name] = time.Now()
 		k.mu.Unlock()
 	}
+}
+
+// waitsForNetwork reports whether u runs in another unit's network
+// namespace that is down: a node's proxy shares its node agent's
+// (compose's network_mode: service:nodeagent-N), and Docker refuses to
+// start it until the agent runs again.
+func (k *killer) waitsForNetwork(u unit) bool {
+	if u.Service != "proxy" {
+		return false
+	}
+	agent := strings.Replace(u.Name, "proxy-", "nodeagent-", 1)
+	_, down := k.down[agent]
+	return agent != u.Name && down
 }
 
 // recovers notes an apiserver started or healed, for the quorum guard.

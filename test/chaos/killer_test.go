@@ -54,6 +54,13 @@ func (f *fakeHA) Stop(_ context.Context, u unit, sig syscall.Signal) error {
 func (f *fakeHA) Start(_ context.Context, u unit) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// As Docker: a container in another's network namespace starts only
+	// while that one runs.
+	if u.Name == "proxy-1" {
+		if _, down := f.stopped["nodeagent-1"]; down {
+			return fmt.Errorf("cannot join network of a non running container")
+		}
+	}
 	delete(f.stopped, u.Name)
 	return nil
 }
@@ -167,5 +174,30 @@ func TestKillerPartitionsControllers(t *testing.T) {
 	}
 	if f.partitions > 0 {
 		t.Errorf("%d partitions without a quorum to keep", f.partitions)
+	}
+}
+
+// A node's proxy shares its agent's network namespace: when both are due
+// back at once (the agent killed, the proxy exited with it), the proxy is
+// started only after the agent, whatever order the pass takes them in.
+func TestProxyStartsAfterItsNodeAgent(t *testing.T) {
+	for i := 0; i < 20; i++ { // map order varies from pass to pass
+		f := newFakeHA()
+		f.units = append(f.units, unit{Name: "nodeagent-1", Service: "nodeagent"}, unit{Name: "proxy-1", Service: "proxy"})
+		k := newKiller(f, nil, 1, func(string, ...any) {})
+		k.units = f.units
+		ctx := context.Background()
+		for _, n := range []string{"nodeagent-1", "proxy-1"} {
+			if err := f.Stop(ctx, k.unit(n), syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			k.down[n] = time.Now()
+		}
+		for pass := 0; pass < 2 && len(k.down) > 0; pass++ {
+			k.startDue(time.Now())
+		}
+		if len(k.errors) > 0 || len(k.down) > 0 || !f.Running(ctx, k.unit("proxy-1")) {
+			t.Fatalf("errors %v, still down %v, proxy running %v", k.errors, k.down, f.Running(ctx, k.unit("proxy-1")))
+		}
 	}
 }
