@@ -63,9 +63,11 @@ func IsConditionTrue(conds []*kplanev1.Condition, typ string) bool {
 
 // IsPodTerminal reports whether a pod has finished for good (Succeeded or
 // Failed): it runs no containers and never will again.
-func IsPodTerminal(pod *kplanev1.Pod) bool {
-	p := pod.GetStatus().GetPhase()
-	return p == kplanev1.PodSucceeded || p == kplanev1.PodFailed
+func IsPodTerminal(pod *kplanev1.Pod) bool { return IsTerminalPhase(pod.GetStatus().GetPhase()) }
+
+// IsTerminalPhase reports whether a pod phase is Succeeded or Failed.
+func IsTerminalPhase(phase string) bool {
+	return phase == kplanev1.PodSucceeded || phase == kplanev1.PodFailed
 }
 
 // IsPodReady reports whether a pod's Ready condition is True.

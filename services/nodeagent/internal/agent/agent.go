@@ -564,13 +564,12 @@ func (a *Agent) syncPod(ctx context.Context, cached *kplanev1.Pod) (time.Time, e
 	}
 	now := time.Now()
 	st := a.state(uid)
-	phase := pod.GetStatus().GetPhase()
-	finished := phase == kplanev1.PodSucceeded || phase == kplanev1.PodFailed
+	terminal := apiutil.IsPodTerminal(pod)
 	// A finished pod keeps the address its status reports but holds none
 	// once its containers are stopped (the kubelet tears the sandbox down
 	// then): a node running Jobs would otherwise run out of addresses.
 	ip := pod.GetStatus().GetPodIp()
-	if !finished {
+	if !terminal {
 		addr, err := a.podIP(pod)
 		if errors.Is(err, errNoPodCIDR) {
 			// Queued again when the node's range opens.
@@ -594,7 +593,6 @@ func (a *Agent) syncPod(ctx context.Context, cached *kplanev1.Pod) (time.Time, e
 		}
 	}
 
-	terminal := finished
 	if !terminal {
 		if ok, err := a.ensureVolumes(ctx, pod, st); !ok {
 			return now.Add(volumeRetry), err
@@ -647,7 +645,7 @@ func (a *Agent) syncPod(ctx context.Context, cached *kplanev1.Pod) (time.Time, e
 	if err := a.writeStatus(ctx, pod, status); err != nil {
 		return time.Time{}, err
 	}
-	if ph := status.GetPhase(); ph == kplanev1.PodSucceeded || ph == kplanev1.PodFailed {
+	if apiutil.IsTerminalPhase(status.GetPhase()) {
 		// Only once the API records the pod finished (the write above):
 		// until then its address may still be in Endpoints. A container
 		// still stopping queues the pod again when it exits.

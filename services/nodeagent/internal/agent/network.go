@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/kplane/kplane/pkg/apiutil"
 	"github.com/kplane/kplane/pkg/informer"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 	"github.com/kplane/kplane/services/nodeagent/internal/ipam"
@@ -133,7 +134,7 @@ func (a *Agent) reserveReported(node string, r *nodeRange) {
 	objs, _ := a.pods.Store().ByIndex(informer.PodNodeNameIndex, node)
 	for _, o := range objs {
 		p := o.GetPod()
-		if ph := p.GetStatus().GetPhase(); ph == kplanev1.PodSucceeded || ph == kplanev1.PodFailed {
+		if apiutil.IsPodTerminal(p) {
 			continue // finished: its address was given back (syncPod)
 		}
 		uid := p.GetMetadata().GetUid()
