@@ -134,8 +134,9 @@ up-cloud: images
 
 # Stop and remove the containers; the volumes (etcd data, node root dirs)
 # stay for the next `make up` (docker-compose down -v removes them too).
+# deploy/compose/down.sh clears an endpoint Docker left on the network.
 down:
-	KPLANE_CERTS=$(CERTS_DIR) COMPOSE_PROFILES=mono $(COMPOSE) --profile cloud down --remove-orphans
+	KPLANE_CERTS=$(CERTS_DIR) COMPOSE_PROFILES=mono deploy/compose/down.sh $(KPLANE_PROJECT) $(COMPOSE) --profile cloud down --remove-orphans
 
 # The HA profile (deploy/compose/compose.ha.yaml): three apiservers, each
 # embedding one etcd member; every other service gets all three. Its own
@@ -157,7 +158,7 @@ up-ha: images
 	@echo "Then try: bin/kpctl admin etcd member list"
 
 down-ha:
-	KPLANE_CERTS=$(CERTS_HA_DIR) KPLANE_APISERVERS=$(KPLANE_HA_APISERVERS) $(COMPOSE_HA) down --remove-orphans
+	KPLANE_CERTS=$(CERTS_HA_DIR) KPLANE_APISERVERS=$(KPLANE_HA_APISERVERS) deploy/compose/down.sh $(KPLANE_PROJECT) $(COMPOSE_HA) down --remove-orphans
 
 # The same set as local processes (no Docker): data under ./data, logs in
 # ./data/logs, Ctrl-C stops everything.

@@ -178,7 +178,10 @@ func newComposeStack(t *testing.T, cfg composeConfig) *composeStack {
 			out, _ = c.run(time.Minute, append([]string{"logs", "--no-color", "--tail", strconv.Itoa(tail)}, cfg.logs...)...)
 			t.Logf("compose logs:\n%s", out)
 		}
-		if out, err := c.run(3*time.Minute, "down", "-v", "--remove-orphans", "--timeout", "10"); err != nil {
+		// down.sh, as make down: the network goes too, also when Docker
+		// left an endpoint on it.
+		down := append([]string{filepath.Join(root, "deploy", "compose", "down.sh"), c.project}, c.command...)
+		if out, err := c.runCommand(3*time.Minute, append(down, "down", "-v", "--remove-orphans", "--timeout", "10")...); err != nil {
 			t.Errorf("compose down: %v\n%s", err, out)
 		}
 		for _, s := range c.images {
@@ -232,9 +235,14 @@ func composeCommand() ([]string, error) {
 }
 
 func (c *composeStack) run(timeout time.Duration, args ...string) (string, error) {
+	return c.runCommand(timeout, append(append([]string{}, c.command...), args...)...)
+}
+
+// runCommand runs argv in the project's environment and returns its
+// combined output.
+func (c *composeStack) runCommand(timeout time.Duration, argv ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	argv := append(append([]string{}, c.command...), args...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), c.env...)
 	var out bytes.Buffer
