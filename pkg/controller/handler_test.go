@@ -62,7 +62,8 @@ func TestObjectControlHandler(t *testing.T) {
 }
 
 // With enqueueUpdate, updates go there (a controller delays them to
-// gather status churn) while adds and deletes still go to enqueue.
+// gather status churn) while adds and deletes for an owner that expects
+// nothing still go to enqueue.
 func TestObjectControlHandlerRoutesUpdates(t *testing.T) {
 	ctl := &controller.ObjectControl{Expectations: controller.NewExpectations(time.Minute), OwnerKey: func(o *kplanev1.Object) (string, bool) {
 		return controller.OwnerKey(o, "ReplicaSet")
@@ -78,5 +79,54 @@ func TestObjectControlHandlerRoutesUpdates(t *testing.T) {
 	h.OnDelete(pod)
 	if !slices.Equal(now, []string{"ns/a", "ns/a"}) || !slices.Equal(later, []string{"ns/a"}) {
 		t.Fatalf("add, update, delete: enqueued %v at once and %v as updates; want the add and delete at once, the update apart", now, later)
+	}
+}
+
+// With enqueueUpdate, the creations and deletions an owner still expects
+// more of are gathered with the updates; the one that meets its
+// expectations wakes it at once.
+func TestObjectControlHandlerWakesWhenExpectationsAreMet(t *testing.T) {
+	exp := controller.NewExpectations(time.Minute)
+	ctl := &controller.ObjectControl{Expectations: exp, OwnerKey: func(o *kplanev1.Object) (string, bool) {
+		return controller.OwnerKey(o, "ReplicaSet")
+	}}
+	pod := func(name string) *kplanev1.Object {
+		return kplanev1.MustWrap(&kplanev1.Pod{Metadata: &kplanev1.ObjectMeta{
+			Namespace: "ns", Name: name, Uid: "uid-" + name,
+			OwnerReferences: []*kplanev1.OwnerReference{{Kind: "ReplicaSet", Name: "a", Uid: "uid-a", Controller: true}},
+		}})
+	}
+	var now, later []string
+	h := ctl.Handler(controller.OwnerKeys("ReplicaSet"), func(key string) { now = append(now, key) }, func(key string) { later = append(later, key) })
+
+	exp.ExpectCreations("ns/a", 3)
+	h.OnAdd(pod("p1"))
+	h.OnAdd(pod("p2"))
+	if len(now) != 0 || !slices.Equal(later, []string{"ns/a", "ns/a"}) {
+		t.Fatalf("two of three expected creations: enqueued %v at once and %v gathered; want both gathered", now, later)
+	}
+	h.OnAdd(pod("p3"))
+	if !slices.Equal(now, []string{"ns/a"}) || len(later) != 2 {
+		t.Fatalf("the third expected creation: enqueued %v at once and %v gathered; want it at once", now, later)
+	}
+
+	now, later = nil, nil
+	exp.ExpectDeletions("ns/a", []string{"ns/p1", "ns/p2"})
+	h.OnDelete(pod("p1"))
+	if len(now) != 0 || !slices.Equal(later, []string{"ns/a"}) {
+		t.Fatalf("one of two expected deletions: enqueued %v at once and %v gathered; want it gathered", now, later)
+	}
+	h.OnDelete(pod("p2"))
+	if !slices.Equal(now, []string{"ns/a"}) {
+		t.Fatalf("the last expected deletion: enqueued %v at once; want ns/a", now)
+	}
+
+	// Without enqueueUpdate nothing is gathered, expectations or not.
+	now = nil
+	exp.ExpectCreations("ns/a", 2)
+	plain := ctl.Handler(controller.OwnerKeys("ReplicaSet"), func(key string) { now = append(now, key) }, nil)
+	plain.OnAdd(pod("p4"))
+	if !slices.Equal(now, []string{"ns/a"}) {
+		t.Fatalf("without enqueueUpdate an expected creation was enqueued as %v; want at once", now)
 	}
 }

@@ -193,13 +193,21 @@ func (c *ObjectControl) ObserveDelete(obj any) {
 // first, then every key ownersOf maps the object to (for an update, the
 // old object's too, so an object that changed owner wakes both) is passed
 // to enqueue once. The reconcile an event wakes therefore already sees its
-// expectation met. Updates go to enqueueUpdate instead when it is not
-// nil: a controller whose owned objects change status by the thousand
-// (a ReplicaSet of 100,000 pods going Ready) can gather them into one
-// reconcile with a delayed enqueue, while creations and deletions, which
-// expectations wait for, still wake the owner at once.
+// expectation met.
+//
+// With enqueueUpdate (nil: everything goes to enqueue), a controller whose
+// owned objects change by the thousand (a ReplicaSet of 100,000 pods
+// going Ready) gathers them into one reconcile with a delayed enqueue:
+// updates go there, and so do creations and deletions for an owner that
+// still expects more of its own. Only the event that meets an owner's
+// expectations, or one it did not cause (nothing expected), wakes it at
+// once. A burst of 500 creations then costs the owner one immediate
+// reconcile when the last of them shows, not one per event seen before
+// it, each of which could only have waited (and, at 100,000 pods, walked
+// them all to say so).
 func (c *ObjectControl) Handler(ownersOf func(*kplanev1.Object) []string, enqueue, enqueueUpdate func(key string)) informer.Handler {
-	if enqueueUpdate == nil {
+	gather := enqueueUpdate != nil
+	if !gather {
 		enqueueUpdate = enqueue
 	}
 	wake := func(to func(string), objs ...*kplanev1.Object) {
@@ -212,10 +220,19 @@ func (c *ObjectControl) Handler(ownersOf func(*kplanev1.Object) []string, enqueu
 			to(k)
 		}
 	}
+	// now wakes an owner at once when its expectations are met (or
+	// there are none), else gathers the event with the updates.
+	now := func(key string) {
+		if gather && !c.Expectations.Satisfied(key) {
+			enqueueUpdate(key)
+			return
+		}
+		enqueue(key)
+	}
 	return informer.Handler{
 		OnAdd: func(o *kplanev1.Object) {
 			c.ObserveAdd(o)
-			wake(enqueue, o)
+			wake(now, o)
 		},
 		OnUpdate: func(oldObj, newObj *kplanev1.Object) {
 			c.ObserveUpdate(oldObj, newObj)
@@ -224,7 +241,7 @@ func (c *ObjectControl) Handler(ownersOf func(*kplanev1.Object) []string, enqueu
 		OnDelete: func(obj any) {
 			c.ObserveDelete(obj)
 			if o, ok := informer.ObjectOf(obj); ok {
-				wake(enqueue, o)
+				wake(now, o)
 			}
 		},
 	}

@@ -79,7 +79,7 @@ func (r *replicaController) service() app.Service {
 		AddFlags: func(fs *flag.FlagSet) {
 			fs.IntVar(&r.burst, "burst-replicas", defaultBurstReplicas, "most pods one reconcile creates or deletes (created in slow-start batches 1, 2, 4, ...)")
 			fs.DurationVar(&r.updateBatch, "pod-update-batch-period", defaultUpdateBatch,
-				"how long a pod update waits before it wakes its owner, so that the updates of a large set (pods going Ready) are reconciled together; pod creations and deletions wake it at once (0: no wait)")
+				"how long a pod update waits before it wakes its owner, so that the updates of a large set (pods going Ready) are reconciled together; so do the creations and deletions of a burst the owner made, except the one that completes it, which wakes it at once, as do creations and deletions it did not make (0: no wait)")
 		},
 		Setup: r.setup,
 	}
