@@ -43,8 +43,9 @@ build:
 # failure; the failed modules are listed at the end.
 test: build busybox
 	@failed=""; for m in $(MODULES); do \
-		echo "== go test -race $$m"; \
+		echo "== go test -race $$m"; t=$$(date +%s); \
 		(cd $$m && KPLANE_BIN=$(BIN) $(GO) test -race -count=1 -timeout 20m ./...) || failed="$$failed $$m"; \
+		echo "== $$m: $$(( $$(date +%s) - t ))s"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "FAILED modules:$$failed"; exit 1; fi
 
