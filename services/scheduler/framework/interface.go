@@ -27,7 +27,12 @@ import (
 
 // PodInfo is a pod parsed once for scheduling (requests, selectors,
 // tolerations, owner). The Pod field is shared with the informer cache:
-// never modify it.
+// never modify it. Of a pod already assigned to a node (NodeInfo.Pods,
+// preemption's victims) the cache holds a trimmed copy: identity,
+// labels, controller owner, creation and deletion timestamps, nodeName,
+// priority, the containers' names, requests and host ports, pod
+// (anti-)affinity and status.phase, nothing else. A plugin that writes
+// such a pod reads it from the apiserver first.
 type PodInfo = core.PodInfo
 
 // NodeInfo is a node as the scheduler's cache sees it: its parsed state
@@ -334,6 +339,7 @@ type Handle interface {
 	Client() kplanev1.ResourcesClient
 	// Informer returns the shared informer of a kind. Call it only from a
 	// plugin factory: informers are started after the plugins are built.
+	// The "Pod" informer holds assigned pods trimmed (see PodInfo).
 	Informer(kind string) *informer.Informer
 	// Logger is the scheduler's logger.
 	Logger() hclog.Logger

@@ -342,9 +342,10 @@ func (p *DefaultPreemption) evictAsync(preemptor *framework.PodInfo, c *candidat
 	})
 }
 
-// evict marks each victim with the DisruptionTarget condition, deletes it
-// gracefully and records a Preempted Event; a victim already gone is
-// skipped.
+// evict marks each victim with the DisruptionTarget condition (written
+// on a fresh read of the victim, never on the cache's trimmed copy),
+// deletes it gracefully and records a Preempted Event; a victim already
+// gone is skipped.
 func (p *DefaultPreemption) evict(ctx context.Context, preemptor *framework.PodInfo, c *candidate) error {
 	api := p.h.Client()
 	sched := preemptor.Pod.GetSpec().GetSchedulerName()
@@ -355,8 +356,20 @@ func (p *DefaultPreemption) evict(ctx context.Context, preemptor *framework.PodI
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("preempt %s: %w", v.Key, err)
 		}
-		victim := proto.Clone(v.Pod).(*kplanev1.Pod) // v.Pod is shared with the informer cache
-		_, _, err := controller.UpdateStatus(ctx, api, victim, func(cur *kplanev1.Pod) *kplanev1.Pod {
+		// The status write starts from the victim as the apiserver has
+		// it, not from v.Pod: the cache holds assigned pods trimmed to
+		// what scheduling reads, and writing that copy back while its
+		// resourceVersion is current would drop the rest of the status
+		// (the node agent's conditions, container statuses, IPs).
+		resp, err := api.Get(ctx, &kplanev1.GetRequest{Kind: "Pod", Namespace: v.Namespace, Name: v.Pod.GetMetadata().GetName()})
+		if client.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("preempt %s: read: %w", v.Key, err)
+		}
+		victim := resp.GetObject().GetPod()
+		_, _, err = controller.UpdateStatus(ctx, api, victim, func(cur *kplanev1.Pod) *kplanev1.Pod {
 			if cur.GetMetadata().GetUid() != v.UID || cur.GetMetadata().GetDeletionTimestamp() != nil {
 				return nil
 			}

@@ -430,9 +430,13 @@ func (s *Scheduler) writeStatus(ctx context.Context, key string) error {
 		return nil
 	}
 	obj, ok := s.pods.Store().Get(key)
+	var pod *kplanev1.Pod
 	var err error
 	if ok {
-		_, _, err = controller.UpdateStatus(ctx, s.api, obj.GetPod(), func(cur *kplanev1.Pod) *kplanev1.Pod {
+		pod, err = s.whole(ctx, obj.GetPod())
+	}
+	if pod != nil {
+		_, _, err = controller.UpdateStatus(ctx, s.api, pod, func(cur *kplanev1.Pod) *kplanev1.Pod {
 			if cur.GetMetadata().GetUid() != w.uid || (!w.scheduled && !w.nominationOnly && cur.GetSpec().GetNodeName() != "") {
 				return nil // gone, replaced, or bound meanwhile
 			}
@@ -452,6 +456,27 @@ func (s *Scheduler) writeStatus(ctx context.Context, key string) error {
 		return fmt.Errorf("update status of %s: %w", key, err)
 	}
 	return nil
+}
+
+// whole returns pod, a cached pod, as a write may start from it: a
+// pending pod is cached whole, an assigned one trimmed (trimAssignedPod),
+// so that one is read afresh from the apiserver; a status written from
+// the trimmed copy while its resourceVersion is current would drop the
+// node agent's conditions, container statuses and IPs. nil when the pod
+// is gone.
+func (s *Scheduler) whole(ctx context.Context, pod *kplanev1.Pod) (*kplanev1.Pod, error) {
+	if pod.GetSpec().GetNodeName() == "" {
+		return pod, nil
+	}
+	md := pod.GetMetadata()
+	resp, err := s.api.Get(ctx, &kplanev1.GetRequest{Kind: "Pod", Namespace: md.GetNamespace(), Name: md.GetName()})
+	switch {
+	case client.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("read %s/%s: %w", md.GetNamespace(), md.GetName(), err)
+	}
+	return resp.GetObject().GetPod(), nil
 }
 
 func podScheduledCondition(pod *kplanev1.Pod) *kplanev1.Condition {

@@ -260,8 +260,11 @@ func (s *Scheduler) setup(c *app.Context) (app.Reconciler, error) {
 		return nil, fmt.Errorf("scheduler: queue metrics: %w", err)
 	}
 	// Every pod, not only unscheduled ones: the cache must count what is
-	// already assigned to each node.
+	// already assigned to each node. Assigned pods are cached trimmed.
 	s.pods = c.Informers.ForKind("Pod")
+	if err := s.pods.SetTransform(trimAssignedPod); err != nil {
+		return nil, fmt.Errorf("scheduler: pod informer: %w", err)
+	}
 	s.pods.AddEventHandler(informer.Handler{OnAdd: s.onPodAdd, OnUpdate: s.onPodUpdate, OnDelete: s.onPodDelete})
 	c.Informers.ForKind("Node").AddEventHandler(informer.Handler{OnAdd: s.onNodeAdd, OnUpdate: s.onNodeUpdate, OnDelete: s.onNodeDelete})
 	s.setupVolumes(c)
@@ -269,6 +272,90 @@ func (s *Scheduler) setup(c *app.Context) (app.Reconciler, error) {
 		return nil, err
 	}
 	return nil, nil
+}
+
+// trimAssignedPod is the pod informer's transform. A pod assigned to a
+// node (spec.nodeName set) is only ever read by the scheduler, never
+// written from its cached copy, and at 100,000 pods the full objects are
+// most of the scheduler's memory; so it keeps only what the cache and the
+// plugins read of a pod that is already on a node:
+//
+//   - metadata.name, namespace, uid, resourceVersion: the pod's identity
+//     (cache keys, the informer's ordering, preemption's delete
+//     precondition, Events about a victim);
+//   - metadata.labels: InterPodAffinity, PodTopologySpread (and the
+//     cache's SpreadCounts), PodDisruptionBudget selectors in preemption;
+//   - metadata.ownerReferences, the controller's only: SelectorSpread
+//     counts pods per owner uid;
+//   - metadata.creationTimestamp: preemption evicts the newest first
+//     among victims of equal priority;
+//   - metadata.deletionTimestamp: spreading and affinity counts skip
+//     pods being deleted, preemption waits for terminating victims;
+//   - spec.nodeName: where the pod is;
+//   - spec.priority: preemption's victims and their rank;
+//   - spec.containers[] and initContainers[]: name and resources.requests
+//     (NodeResourcesFit, BalancedAllocation), and the containers' ports
+//     that take a hostPort (NodePorts: hostPort and protocol);
+//   - spec.affinity.podAffinity and podAntiAffinity: the existing pods'
+//     terms InterPodAffinity honours (node affinity, node selector,
+//     tolerations, spread constraints and volumes are read only of the
+//     pod being scheduled);
+//   - status.phase: a finished pod frees its node.
+//
+// Everything else goes: annotations, managedFields, finalizers, the
+// containers' images, commands, env, probes and mounts, volumes, status
+// conditions, container statuses, IPs, QoS class. A pending pod stays
+// whole: the scheduler binds it with a full Update of its cached copy
+// and writes its status. A write about an assigned pod must start from
+// a fresh read, never from the cache (see writeStatus and preemption's
+// evict).
+func trimAssignedPod(o *kplanev1.Object) *kplanev1.Object {
+	p := o.GetPod()
+	if p.GetSpec().GetNodeName() == "" {
+		return o
+	}
+	md, spec := p.GetMetadata(), p.GetSpec()
+	meta := &kplanev1.ObjectMeta{
+		Name: md.GetName(), Namespace: md.GetNamespace(), Uid: md.GetUid(), ResourceVersion: md.GetResourceVersion(),
+		CreationTimestamp: md.GetCreationTimestamp(), DeletionTimestamp: md.GetDeletionTimestamp(), Labels: md.GetLabels(),
+	}
+	for _, ref := range md.GetOwnerReferences() {
+		if ref.GetController() {
+			meta.OwnerReferences = []*kplanev1.OwnerReference{{Uid: ref.GetUid(), Controller: true}}
+			break
+		}
+	}
+	kept := &kplanev1.PodSpec{NodeName: spec.GetNodeName(), Priority: spec.GetPriority(),
+		Containers: trimContainers(spec.GetContainers()), InitContainers: trimContainers(spec.GetInitContainers())}
+	if a := spec.GetAffinity(); a.GetPodAffinity() != nil || a.GetPodAntiAffinity() != nil {
+		kept.Affinity = &kplanev1.Affinity{PodAffinity: a.GetPodAffinity(), PodAntiAffinity: a.GetPodAntiAffinity()}
+	}
+	trimmed := &kplanev1.Pod{Metadata: meta, Spec: kept}
+	if phase := p.GetStatus().GetPhase(); phase != "" {
+		trimmed.Status = &kplanev1.PodStatus{Phase: phase}
+	}
+	return kplanev1.MustWrap(trimmed)
+}
+
+// trimContainers keeps of each container what trimAssignedPod says.
+func trimContainers(cs []*kplanev1.Container) []*kplanev1.Container {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]*kplanev1.Container, len(cs))
+	for i, c := range cs {
+		k := &kplanev1.Container{Name: c.GetName()}
+		if req := c.GetResources().GetRequests(); len(req) > 0 {
+			k.Resources = &kplanev1.ResourceRequirements{Requests: req}
+		}
+		for _, port := range c.GetPorts() {
+			if port.GetHostPort() > 0 {
+				k.Ports = append(k.Ports, &kplanev1.ContainerPort{HostPort: port.GetHostPort(), Protocol: port.GetProtocol()})
+			}
+		}
+		out[i] = k
+	}
+	return out
 }
 
 // ---- informer handlers (they run whether or not this replica leads) ----
