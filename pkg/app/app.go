@@ -111,6 +111,11 @@ type Watch struct {
 	// object's own key. For an update both the old and the new object are
 	// mapped, so a dependent that changes owner wakes both.
 	MapToKey func(obj *kplanev1.Object) []string
+	// Changed, when set, decides which updates wake the keys: an update
+	// it returns false for is not queued (a resync always is). With
+	// controller.SpecOrMetadataChanged a controller's own status writes
+	// do not wake it again.
+	Changed func(oldObj, newObj *kplanev1.Object) bool
 }
 
 // OwnerKey maps a dependent to the key of its controlling owner of

@@ -431,6 +431,9 @@ func (r *runner) handlerFor(w Watch) informer.Handler {
 		OnAdd: add,
 		OnUpdate: func(oldObj, newObj *kplanev1.Object) {
 			if oldObj != newObj {
+				if w.Changed != nil && !w.Changed(oldObj, newObj) {
+					return
+				}
 				add(oldObj)
 			}
 			add(newObj)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/kplane/kplane/pkg/controller"
 	"github.com/kplane/kplane/pkg/informer"
@@ -208,5 +209,35 @@ func TestExpectationsSatisfiedByCacheRevision(t *testing.T) {
 	e.WriteAcknowledged("ns/b", 0)
 	if e.SatisfiedAt("ns/b", 1000) {
 		t.Fatal("a key with no acknowledged write was satisfied by revision")
+	}
+}
+
+func TestSpecOrMetadataChanged(t *testing.T) {
+	base := func() *kplanev1.ReplicaSet {
+		return &kplanev1.ReplicaSet{
+			Metadata: &kplanev1.ObjectMeta{Name: "a", Namespace: "ns", Generation: 1, ResourceVersion: "10",
+				Labels: map[string]string{"app": "a"}, Annotations: map[string]string{"k": "v"}, Finalizers: []string{"f"},
+				OwnerReferences: []*kplanev1.OwnerReference{{Kind: "Deployment", Name: "d", Uid: "u", Controller: true}}},
+			Status: &kplanev1.ReplicaSetStatus{Replicas: 1},
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*kplanev1.ReplicaSet)
+		want   bool
+	}{
+		{"status and resourceVersion only", func(r *kplanev1.ReplicaSet) { r.Status.Replicas = 3; r.Metadata.ResourceVersion = "11" }, false},
+		{"generation", func(r *kplanev1.ReplicaSet) { r.Metadata.Generation = 2 }, true},
+		{"deletion mark", func(r *kplanev1.ReplicaSet) { r.Metadata.DeletionTimestamp = timestamppb.Now() }, true},
+		{"labels", func(r *kplanev1.ReplicaSet) { r.Metadata.Labels["app"] = "b" }, true},
+		{"annotations", func(r *kplanev1.ReplicaSet) { r.Metadata.Annotations = nil }, true},
+		{"finalizers", func(r *kplanev1.ReplicaSet) { r.Metadata.Finalizers = nil }, true},
+		{"owner references", func(r *kplanev1.ReplicaSet) { r.Metadata.OwnerReferences[0].Uid = "v" }, true},
+	} {
+		next := base()
+		tc.change(next)
+		if got := controller.SpecOrMetadataChanged(kplanev1.MustWrap(base()), kplanev1.MustWrap(next)); got != tc.want {
+			t.Errorf("%s: SpecOrMetadataChanged = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

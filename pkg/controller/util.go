@@ -1,7 +1,11 @@
 package controller
 
 import (
+	"maps"
+	"slices"
 	"sync"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/kplane/kplane/pkg/informer"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -87,4 +91,22 @@ func SlowStartBatch(count, initialBatchSize int, fn func() error) (int, error) {
 		remaining -= batch
 	}
 	return successes, nil
+}
+
+// SpecOrMetadataChanged reports whether an update changed more than the
+// object's status: its generation (which the apiserver raises on every
+// spec change), its deletion mark, labels, annotations, finalizers or
+// owner references. A controller that writes its own kind's status uses
+// it as app.Watch.Changed, so that its status write does not wake it
+// again: during a ReplicaSet's scale-up every reconcile writes new counts,
+// and each write waking the next reconcile made them run back to back,
+// each walking all of the set's pods.
+func SpecOrMetadataChanged(oldObj, newObj *kplanev1.Object) bool {
+	o, n := oldObj.Meta(), newObj.Meta()
+	return o.GetGeneration() != n.GetGeneration() ||
+		(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil) ||
+		!maps.Equal(o.GetLabels(), n.GetLabels()) ||
+		!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
+		!slices.Equal(o.GetFinalizers(), n.GetFinalizers()) ||
+		!slices.EqualFunc(o.GetOwnerReferences(), n.GetOwnerReferences(), func(a, b *kplanev1.OwnerReference) bool { return proto.Equal(a, b) })
 }

@@ -72,9 +72,11 @@ func (r *replicaController) service() app.Service {
 		HealthAddr:    ":10252",
 		LeaderElected: true,
 		Workers:       5,
+		// A set's own status writes do not wake it: pod events and
+		// spec changes do.
 		Watches: []app.Watch{
-			{Kind: kindReplicaSet, MapToKey: kindKey(kindReplicaSet)},
-			{Kind: kindReplicationController, MapToKey: kindKey(kindReplicationController)},
+			{Kind: kindReplicaSet, MapToKey: kindKey(kindReplicaSet), Changed: controller.SpecOrMetadataChanged},
+			{Kind: kindReplicationController, MapToKey: kindKey(kindReplicationController), Changed: controller.SpecOrMetadataChanged},
 		},
 		AddFlags: func(fs *flag.FlagSet) {
 			fs.IntVar(&r.burst, "burst-replicas", defaultBurstReplicas, "most pods one reconcile creates or deletes (created in slow-start batches 1, 2, 4, ...)")
