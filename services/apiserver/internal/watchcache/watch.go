@@ -29,6 +29,9 @@ type AttrMatcher interface {
 	MatchesAttributes(a store.Attributes) (match, decided bool)
 }
 
+// The server's selectors judge by attributes.
+var _ AttrMatcher = (*store.Filter)(nil)
+
 // WatchOptions describe one client watch.
 type WatchOptions struct {
 	Filter Matcher
