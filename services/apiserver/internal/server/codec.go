@@ -112,18 +112,23 @@ func PreEncodedReplies() grpc.UnaryServerInterceptor {
 	}
 }
 
-// offerListWire leaves r's wire form, built from the entries' kept wire
-// forms, for PreEncodedReplies; without that interceptor in ctx (an
+// offerListWire leaves the wire form of r with entries as its items,
+// built from the entries' kept wire forms, for PreEncodedReplies, and
+// reports whether it did: r then need not hold the items, as its wire
+// form is sent in its place. Without that interceptor in ctx (an
 // in-process call), or when an entry has no wire form, it does nothing
-// and r is marshalled as usual.
-func offerListWire(ctx context.Context, r *kplanev1.ListResponse, entries []watchcache.Entry) {
+// and r, with its items set, is marshalled as usual.
+func offerListWire(ctx context.Context, r *kplanev1.ListResponse, entries []watchcache.Entry) bool {
 	slot, _ := ctx.Value(replySlotKey{}).(*replySlot)
 	if slot == nil {
-		return
+		return false
 	}
-	if w := encodeListResponse(r, entries); w != nil {
-		slot.reply, slot.wire = r, w
+	w := encodeListResponse(r, entries)
+	if w == nil {
+		return false
 	}
+	slot.reply, slot.wire = r, w
+	return true
 }
 
 // encodeListResponse is r's wire form with its items' bytes taken from

@@ -63,7 +63,11 @@ func TestEncodeListResponseMatchesProto(t *testing.T) {
 		entries := listEntries(n)
 		items := make([]*kplanev1.Object, n)
 		for i, e := range entries {
-			items[i] = e.Object
+			obj, err := e.Object()
+			if err != nil {
+				t.Fatal(err)
+			}
+			items[i] = obj
 		}
 		for _, want := range []*kplanev1.ListResponse{
 			{Items: items, ResourceVersion: "99"},
@@ -92,7 +96,15 @@ func TestEncodeListResponseMatchesProto(t *testing.T) {
 // the handler returned; an in-process call (no interceptor) leaves none.
 func TestPreEncodedReplies(t *testing.T) {
 	entries := listEntries(2)
-	reply := &kplanev1.ListResponse{Items: []*kplanev1.Object{entries[0].Object, entries[1].Object}, ResourceVersion: "7"}
+	var items []*kplanev1.Object
+	for _, e := range entries {
+		obj, err := e.Object()
+		if err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, obj)
+	}
+	reply := &kplanev1.ListResponse{Items: items, ResourceVersion: "7"}
 	intercept := PreEncodedReplies()
 	got, err := intercept(context.Background(), nil, &grpc.UnaryServerInfo{}, func(ctx context.Context, _ any) (any, error) {
 		offerListWire(ctx, reply, entries)
@@ -129,5 +141,7 @@ func TestPreEncodedReplies(t *testing.T) {
 		t.Fatalf("error: got %v", err)
 	}
 	// Without the interceptor there is no slot: nothing happens.
-	offerListWire(context.Background(), reply, entries)
+	if offerListWire(context.Background(), reply, entries) {
+		t.Fatal("a wire form was offered without the interceptor")
+	}
 }

@@ -138,7 +138,7 @@ func (s *Server) admitPod(ctx context.Context, obj *kplanev1.Object) error {
 		name = "default"
 	}
 	cache := s.caches["ServiceAccount"]
-	if _, ok := cache.Get(ns + "/" + name); ok {
+	if cache.Has(ns + "/" + name) {
 		return nil
 	}
 	// Not cached: it may have been created a moment ago. Only then is the
@@ -146,7 +146,7 @@ func (s *Server) admitPod(ctx context.Context, obj *kplanev1.Object) error {
 	if err := s.catchUp(ctx, "ServiceAccount"); err != nil {
 		return err
 	}
-	if _, ok := cache.Get(ns + "/" + name); !ok {
+	if !cache.Has(ns + "/" + name) {
 		return status.Errorf(codes.InvalidArgument, "spec.serviceAccountName: Invalid value: %q: service account %s/%s does not exist", name, ns, name)
 	}
 	return nil
@@ -275,10 +275,7 @@ func (s *Server) listFromCache(ctx context.Context, kind string, opts store.List
 		snap = cache.Select(strings.TrimPrefix(prefix, kindPrefix), filter)
 	}
 	page, remaining := snap.Page(start, opts.Limit)
-	resp := &kplanev1.ListResponse{Items: make([]*kplanev1.Object, len(page)), ResourceVersion: store.FormatRevision(snap.Rev)}
-	for i, e := range page {
-		resp.Items[i] = e.Object
-	}
+	resp := &kplanev1.ListResponse{ResourceVersion: store.FormatRevision(snap.Rev)}
 	id := sel + "\x00" + strconv.FormatInt(snap.Rev, 10)
 	if remaining > 0 {
 		resp.Continue = store.EncodeContinue(snap.Rev, kindPrefix+page[len(page)-1].Key+"\x00")
@@ -291,8 +288,18 @@ func (s *Server) listFromCache(ctx context.Context, kind string, opts store.List
 	} else if opts.Continue != "" {
 		s.lists.Drop(id)
 	}
-	// The items' bytes are the cache's, marshalled once for every List.
-	offerListWire(ctx, resp, page)
+	// The items' bytes are the cache's, marshalled once for every List;
+	// the objects are decoded only for a caller that reads the reply
+	// itself (in process).
+	if offerListWire(ctx, resp, page) {
+		return resp, true, nil
+	}
+	resp.Items = make([]*kplanev1.Object, len(page))
+	for i, e := range page {
+		if resp.Items[i], err = e.Object(); err != nil {
+			return nil, false, status.Errorf(codes.Internal, "list %s: %v", k.Name, err)
+		}
+	}
 	return resp, true, nil
 }
 
@@ -347,7 +354,8 @@ func (s *Server) Watch(req *kplanev1.WatchRequest, stream kplanev1.Resources_Wat
 	if err != nil {
 		return status.Errorf(codes.InvalidArgument, "%v", err)
 	}
-	opts := watchcache.WatchOptions{Filter: filter, FromRev: rev, Initial: rev == 0}
+	// send below sends the cache's bytes whenever it has them.
+	opts := watchcache.WatchOptions{Filter: filter, FromRev: rev, Initial: rev == 0, EncodedOnly: true}
 	if req.GetAllowBookmarks() {
 		opts.BookmarkInterval = s.bookmarkInterval
 	}

@@ -50,6 +50,19 @@ type Filter struct {
 	Namespace string
 	Label     labels.Selector
 	Field     fields.Selector
+	// fieldReqs is Field's requirements, kept by NewFilter so that
+	// MatchesAttributes does not copy them per object.
+	fieldReqs []fields.Requirement
+}
+
+// Attributes are what a Filter reads of an object it has not decoded:
+// the watch cache keeps them beside each object's wire form.
+type Attributes interface {
+	Namespace() string
+	Labels() map[string]string
+	// Field returns the value of a field selector's path, rendered as
+	// pkg/fields renders it, and false when it is not at hand.
+	Field(path string) (value string, ok bool)
 }
 
 // NewFilter parses selectors for a kind, reporting which one is bad.
@@ -65,7 +78,39 @@ func NewFilter(k *kplanev1.KindInfo, namespace, labelSelector, fieldSelector str
 	if !k.Namespaced {
 		namespace = ""
 	}
-	return &Filter{Namespace: namespace, Label: ls, Field: fs}, nil
+	return &Filter{Namespace: namespace, Label: ls, Field: fs, fieldReqs: fs.Requirements()}, nil
+}
+
+// MatchesAttributes is Matches judged from an object's attributes;
+// decided is false when the field selector names a field they lack (and
+// every field they have passes), so the decoded object must go through
+// Matches. Namespace and labels alone never need the object.
+func (f *Filter) MatchesAttributes(a Attributes) (match, decided bool) {
+	if f.Namespace != "" && a.Namespace() != f.Namespace {
+		return false, true
+	}
+	if !f.Label.Empty() && !f.Label.Matches(a.Labels()) {
+		return false, true
+	}
+	if f.Field.Empty() {
+		return true, true
+	}
+	reqs := f.fieldReqs
+	if reqs == nil {
+		reqs = f.Field.Requirements() // a Filter not made by NewFilter
+	}
+	decided = true
+	for _, r := range reqs {
+		got, ok := a.Field(r.Field)
+		if !ok {
+			decided = false
+			continue
+		}
+		if (got == r.Value) != (r.Operator == fields.Equals) {
+			return false, true
+		}
+	}
+	return decided, decided
 }
 
 // Matches reports whether obj passes the namespace and both selectors.

@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -33,22 +35,42 @@ type Event struct {
 	// Object is the state after the change; for DELETED, the last state
 	// stamped with the deletion's revision.
 	Object *kplanev1.Object
-	// Prev is the state before the change; nil for ADDED.
-	Prev *kplanev1.Object
-	Rev  int64
+	Rev    int64
 
-	// wire is Object's wire form; for ADDED and MODIFIED it is the
-	// state's, so Lists and watchers share one marshalling.
+	// prev is the state before the change; nil for ADDED. It is the
+	// state's entry (bytes and attributes), decoded only when a watcher's
+	// filter needs more than the attributes.
+	prev     *entry
+	prevOnce sync.Once
+	prevObj  *kplanev1.Object
+	// b is Object's wire form for ADDED and MODIFIED: the state's, so
+	// Lists and watchers share one marshalling. wire is a DELETED event's.
+	b    []byte
 	wire *wireForm
 }
 
 // Encoded is Object in protobuf wire form, marshalled once however many
 // watchers (and Lists) send it.
-func (e *Event) Encoded() []byte { return e.wire.get() }
+func (e *Event) Encoded() []byte {
+	if e.wire != nil {
+		return e.wire.get()
+	}
+	return e.b
+}
+
+// Prev is the state before the change (nil for ADDED), decoded on first
+// use and then shared by every watcher: do not modify.
+func (e *Event) Prev() *kplanev1.Object {
+	if e.prev == nil {
+		return nil
+	}
+	e.prevOnce.Do(func() { e.prevObj, _ = e.prev.decode() })
+	return e.prevObj
+}
 
 // wireForm is an object version with its protobuf wire form, marshalled
-// at most once, on first use: a List or a watcher sends the same bytes
-// as every other one, and an object nobody sends costs no encoding.
+// at most once, on first use: every watcher sends the same bytes, and an
+// object nobody sends costs no encoding.
 type wireForm struct {
 	obj  *kplanev1.Object
 	once sync.Once
@@ -67,6 +89,126 @@ func (w *wireForm) get() []byte {
 		}
 	})
 	return w.b
+}
+
+// entry is one current object as the state keeps it: its wire form
+// (resourceVersion set) and what selectors read, not the decoded object.
+// A decoded object is several times the size of its bytes and full of
+// pointers the garbage collector walks on every cycle; with 100,000 pods
+// the decoded state was most of the apiserver's heap. Entries are never
+// modified: a change replaces the entry.
+type entry struct {
+	key    string // the cache key: "namespace/name", or "name"
+	rev    int64  // the object's resourceVersion
+	b      []byte
+	labels map[string]string
+	// fields holds the values of table's paths, in its order.
+	table  *fieldTable
+	fields []string
+}
+
+// decodes counts entry decodes, for tests that a selection needing
+// only attributes decodes nothing.
+var decodes atomic.Int64
+
+// decode returns a private copy of the object.
+func (e *entry) decode() (*kplanev1.Object, error) {
+	decodes.Add(1)
+	obj := &kplanev1.Object{}
+	if err := proto.Unmarshal(e.b, obj); err != nil {
+		return nil, fmt.Errorf("decode cached %s: %w", e.key, err)
+	}
+	return obj, nil
+}
+
+// Namespace implements store.Attributes.
+func (e *entry) Namespace() string {
+	if ns, _, ok := strings.Cut(e.key, "/"); ok {
+		return ns
+	}
+	return ""
+}
+
+// Labels implements store.Attributes.
+func (e *entry) Labels() map[string]string { return e.labels }
+
+// Field implements store.Attributes: metadata.name and
+// metadata.namespace come from the key, the kind's precomputed fields
+// from the entry; any other field needs the decoded object.
+func (e *entry) Field(path string) (string, bool) {
+	switch path {
+	case "metadata.namespace":
+		return e.Namespace(), true
+	case "metadata.name":
+		if _, name, ok := strings.Cut(e.key, "/"); ok {
+			return name, true
+		}
+		return e.key, true
+	}
+	if e.table != nil {
+		for i, p := range e.table.paths {
+			if p == path {
+				return e.fields[i], true
+			}
+		}
+	}
+	return "", false
+}
+
+// fieldTable is the field selector paths a kind's entries precompute:
+// those its clients select on all the time, so such a selection decodes
+// nothing. Each value is rendered as pkg/fields renders it (both are
+// strings, so as stored).
+type fieldTable struct {
+	paths []string
+	get   []func(*kplanev1.Object) string
+}
+
+// precomputed is the fields precomputed per kind. Every node agent
+// watches its pods by spec.nodeName; status.phase is the other pod field
+// clients (and Kubernetes' own) select on.
+var precomputed = map[string]*fieldTable{
+	"Pod": {
+		paths: []string{"spec.nodeName", "status.phase"},
+		get: []func(*kplanev1.Object) string{
+			func(o *kplanev1.Object) string { return o.GetPod().GetSpec().GetNodeName() },
+			func(o *kplanev1.Object) string { return o.GetPod().GetStatus().GetPhase() },
+		},
+	},
+}
+
+// newEntry keeps obj (its resourceVersion set) under key as an entry;
+// obj itself is not kept.
+func newEntry(key string, obj *kplanev1.Object, rev int64) (*entry, error) {
+	b, err := proto.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", key, err)
+	}
+	e := &entry{key: key, rev: rev, b: b, labels: obj.Meta().GetLabels()}
+	if len(e.labels) == 0 {
+		e.labels = nil
+	}
+	if t := precomputed[obj.KindName()]; t != nil {
+		e.table = t
+		e.fields = make([]string, len(t.get))
+		for i, get := range t.get {
+			e.fields[i] = get(obj)
+		}
+	}
+	return e, nil
+}
+
+// matchEntry reports whether m selects e: from its attributes when m
+// can decide from them, else from the decoded object (obj, which decodes
+// it, or returns a copy already decoded).
+func matchEntry(m Matcher, e *entry, obj func() *kplanev1.Object) bool {
+	if am, ok := m.(AttrMatcher); ok {
+		if match, decided := am.MatchesAttributes(e); decided {
+			return match
+		}
+	}
+	o := obj()
+	return o != nil && m.Matches(o)
 }
 
 // Config configures one kind's cache.
@@ -94,9 +236,9 @@ type Cache struct {
 	log hclog.Logger
 
 	mu sync.RWMutex
-	// state is every current object (with its wire form) by cache key,
-	// as of rev.
-	state map[string]*wireForm
+	// state is every current object, as an entry (its wire form and
+	// what selectors read), by cache key, as of rev.
+	state map[string]*entry
 	rev   int64
 	// ring holds events by sequence number seq at ring[seq%len(ring)];
 	// next is the sequence number the next event gets.
@@ -134,7 +276,7 @@ func New(cfg Config) *Cache {
 	return &Cache{
 		cfg:         cfg,
 		log:         cfg.Logger.With("kind", cfg.Kind.Name),
-		state:       map[string]*wireForm{},
+		state:       map[string]*entry{},
 		ring:        make([]*Event, cfg.Capacity),
 		notify:      make(chan struct{}),
 		ready:       make(chan struct{}),
@@ -185,29 +327,53 @@ func (c *Cache) Compacted(rev int64) {
 	}
 }
 
-// Snapshot returns the current objects (shared: do not modify) and the
-// revision they are at.
+// Snapshot returns the current objects (private copies, decoded after
+// the lock is released) and the revision they are at.
 func (c *Cache) Snapshot() ([]*kplanev1.Object, int64) {
 	c.mu.RLock()
-	defer c.mu.RUnlock()
-	out := make([]*kplanev1.Object, 0, len(c.state))
-	for _, w := range c.state {
-		out = append(out, w.obj)
+	entries := make([]*entry, 0, len(c.state))
+	for _, e := range c.state {
+		entries = append(entries, e)
 	}
-	return out, c.rev
+	rev := c.rev
+	c.mu.RUnlock()
+	out := make([]*kplanev1.Object, 0, len(entries))
+	for _, e := range entries {
+		obj, err := e.decode()
+		if err != nil {
+			c.log.Error("skipping undecodable cached object", "key", e.key, "error", err)
+			continue
+		}
+		out = append(out, obj)
+	}
+	return out, rev
 }
 
 // Get returns the current object under cache key ("namespace/name", or
-// "name" for a cluster-scoped kind), shared: do not modify. It is the
-// cheap read for checks made on every request (token liveness).
+// "name" for a cluster-scoped kind), a private copy. It is the cheap
+// read for checks made on every request (token liveness).
 func (c *Cache) Get(key string) (*kplanev1.Object, bool) {
 	c.mu.RLock()
-	defer c.mu.RUnlock()
-	w, ok := c.state[key]
+	e, ok := c.state[key]
+	c.mu.RUnlock()
 	if !ok {
 		return nil, false
 	}
-	return w.obj, true
+	obj, err := e.decode()
+	if err != nil {
+		c.log.Error("cached object undecodable", "key", key, "error", err)
+		return nil, false
+	}
+	return obj, true
+}
+
+// Has reports whether an object is cached under key, without decoding
+// it (an existence check).
+func (c *Cache) Has(key string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	_, ok := c.state[key]
+	return ok
 }
 
 // Run loads the kind and follows etcd until ctx is cancelled. A broken
@@ -271,14 +437,15 @@ func (c *Cache) load(ctx context.Context) error {
 	if old, rev := c.historyStart(ctx, prefix, target); old != nil {
 		resp, at = old, rev
 	}
-	state := make(map[string]*wireForm, len(resp.Kvs))
+	state := make(map[string]*entry, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		obj, err := store.Decode(kv.Value, kv.ModRevision)
+		key := store.CacheKeyFromStorageKey(c.cfg.Kind, string(kv.Key))
+		e, _, err := c.decodeEntry(key, kv.Value, kv.ModRevision)
 		if err != nil {
 			c.log.Error("skipping undecodable object", "key", string(kv.Key), "error", err)
 			continue
 		}
-		state[store.CacheKeyFromStorageKey(c.cfg.Kind, string(kv.Key))] = newWireForm(obj)
+		state[key] = e
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -370,28 +537,42 @@ func (c *Cache) follow(ctx context.Context) error {
 	}
 }
 
+// decodeEntry decodes a stored value into the object (its
+// resourceVersion set to rev) and its entry under key.
+func (c *Cache) decodeEntry(key string, value []byte, rev int64) (*entry, *kplanev1.Object, error) {
+	obj, err := store.Decode(value, rev)
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := newEntry(key, obj, rev)
+	if err != nil {
+		return nil, nil, err
+	}
+	return e, obj, nil
+}
+
 func (c *Cache) apply(resp clientv3.WatchResponse) {
 	events := make([]*Event, 0, len(resp.Events))
+	keys := make([]string, len(resp.Events))
 	decoded := make([]*kplanev1.Object, len(resp.Events))
-	// Decode outside the lock; watchers keep reading meanwhile.
+	entries := make([]*entry, len(resp.Events))
+	// Decode and encode outside the lock; watchers keep reading meanwhile.
 	for i, ev := range resp.Events {
+		keys[i] = store.CacheKeyFromStorageKey(c.cfg.Kind, string(ev.Kv.Key))
 		if ev.Type == mvccpb.PUT {
-			obj, err := store.Decode(ev.Kv.Value, ev.Kv.ModRevision)
+			e, obj, err := c.decodeEntry(keys[i], ev.Kv.Value, ev.Kv.ModRevision)
 			if err != nil {
 				c.log.Error("skipping undecodable object", "key", string(ev.Kv.Key), "error", err)
 				continue
 			}
-			decoded[i] = obj
+			decoded[i], entries[i] = obj, e
 		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, ev := range resp.Events {
-		key := store.CacheKeyFromStorageKey(c.cfg.Kind, string(ev.Kv.Key))
-		var prev *kplanev1.Object
-		if w := c.state[key]; w != nil {
-			prev = w.obj
-		}
+		key := keys[i]
+		prev := c.state[key]
 		var e *Event
 		switch ev.Type {
 		case mvccpb.PUT:
@@ -402,17 +583,20 @@ func (c *Cache) apply(resp clientv3.WatchResponse) {
 			if prev == nil {
 				t = kplanev1.EventType_EVENT_TYPE_ADDED
 			}
-			w := newWireForm(decoded[i])
-			c.state[key] = w
-			e = &Event{Type: t, Object: decoded[i], Prev: prev, Rev: ev.Kv.ModRevision, wire: w}
+			c.state[key] = entries[i]
+			e = &Event{Type: t, Object: decoded[i], prev: prev, Rev: ev.Kv.ModRevision, b: entries[i].b}
 		case mvccpb.DELETE:
 			if prev == nil {
 				continue // never seen (undecodable); nothing to report
 			}
 			delete(c.state, key)
-			last := proto.Clone(prev).(*kplanev1.Object)
+			last, err := prev.decode()
+			if err != nil {
+				c.log.Error("deleted object's last state undecodable; not reported", "key", key, "error", err)
+				continue
+			}
 			last.Meta().ResourceVersion = store.FormatRevision(ev.Kv.ModRevision)
-			e = &Event{Type: kplanev1.EventType_EVENT_TYPE_DELETED, Object: last, Prev: prev, Rev: ev.Kv.ModRevision, wire: newWireForm(last)}
+			e = &Event{Type: kplanev1.EventType_EVENT_TYPE_DELETED, Object: last, prev: prev, Rev: ev.Kv.ModRevision, wire: newWireForm(last)}
 		}
 		events = append(events, e)
 		c.append(e)

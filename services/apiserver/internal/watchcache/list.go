@@ -1,6 +1,7 @@
 package watchcache
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -11,22 +12,36 @@ import (
 
 // Entry is one object of a List snapshot with its cache key.
 type Entry struct {
-	Key    string
-	Object *kplanev1.Object
-	wire   *wireForm
+	Key string
+	e   *entry
+	// obj is the object an entry made by NewEntry was made from.
+	obj *kplanev1.Object
 }
 
-// Encoded is Object in protobuf wire form, marshalled once however many
-// Lists and watchers send it (nil if it cannot be marshalled).
+// Encoded is the object in protobuf wire form, marshalled once however
+// many Lists and watchers send it (nil if it cannot be marshalled).
 func (e Entry) Encoded() []byte {
-	if e.wire == nil {
+	if e.e == nil {
 		return nil
 	}
-	return e.wire.get()
+	return e.e.b
+}
+
+// Object is the object, decoded from its wire form: a private copy for
+// a caller that needs the message (an in-process List); a List sent
+// over gRPC sends Encoded instead.
+func (e Entry) Object() (*kplanev1.Object, error) {
+	if e.obj != nil {
+		return e.obj, nil
+	}
+	if e.e == nil {
+		return nil, fmt.Errorf("list entry %s has no object", e.Key)
+	}
+	return e.e.decode()
 }
 
 // ListSnapshot is the objects a List selected, sorted by key (etcd's
-// order), as of Rev. Objects are shared: do not modify.
+// order), as of Rev.
 type ListSnapshot struct {
 	Rev     int64
 	Entries []Entry
@@ -34,21 +49,61 @@ type ListSnapshot struct {
 
 // Select returns the current objects that prefix (a cache key prefix:
 // "namespace/" or "" for all) and m select, sorted by key, and the
-// revision they are at. Only the walk over the objects holds the lock;
-// the sort runs after it, so a List of 100,000 objects delays the
-// cache's feed by the walk alone.
+// revision they are at. Only the walk over the entries holds the lock;
+// the objects m cannot judge by their attributes are decoded and
+// matched, and the result sorted, after it, so a List of 100,000
+// objects delays the cache's feed by the walk alone.
 func (c *Cache) Select(prefix string, m Matcher) *ListSnapshot {
 	c.mu.RLock()
-	out := make([]Entry, 0, len(c.state))
-	for k, w := range c.state {
-		if strings.HasPrefix(k, prefix) && m.Matches(w.obj) {
-			out = append(out, Entry{Key: k, Object: w.obj, wire: w})
-		}
-	}
+	out, undecided := c.selectLocked(prefix, m)
 	rev := c.rev
 	c.mu.RUnlock()
-	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
-	return &ListSnapshot{Rev: rev, Entries: out}
+	for _, e := range undecided {
+		if matchEntry(m, e, decodeOrNil(e)) {
+			out = append(out, e)
+		}
+	}
+	entries := make([]Entry, len(out))
+	for i, e := range out {
+		entries[i] = Entry{Key: e.key, e: e}
+	}
+	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
+	return &ListSnapshot{Rev: rev, Entries: entries}
+}
+
+// selectLocked walks the state for the entries under prefix that m
+// selects by their attributes, and those it cannot judge without the
+// decoded object. Callers hold mu.
+func (c *Cache) selectLocked(prefix string, m Matcher) (selected, undecided []*entry) {
+	am, byAttrs := m.(AttrMatcher)
+	selected = make([]*entry, 0, len(c.state))
+	for k, e := range c.state {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		if byAttrs {
+			if match, decided := am.MatchesAttributes(e); decided {
+				if match {
+					selected = append(selected, e)
+				}
+				continue
+			}
+		}
+		undecided = append(undecided, e)
+	}
+	return selected, undecided
+}
+
+// decodeOrNil is e's decode for matchEntry: nil when it fails (the
+// object then matches nothing; the cache made the bytes, so it does not).
+func decodeOrNil(e *entry) func() *kplanev1.Object {
+	return func() *kplanev1.Object {
+		obj, err := e.decode()
+		if err != nil {
+			return nil
+		}
+		return obj
+	}
 }
 
 // Page returns up to limit entries (all when limit is 0) from the first
@@ -144,5 +199,9 @@ func (s *Snapshots) expire(now time.Time) {
 // NewEntry is an entry for obj under key, as Select makes them (for
 // snapshots built outside the cache: tests of their senders).
 func NewEntry(key string, obj *kplanev1.Object) Entry {
-	return Entry{Key: key, Object: obj, wire: newWireForm(obj)}
+	out := Entry{Key: key, obj: obj}
+	if e, err := newEntry(key, obj, 0); err == nil {
+		out.e = e
+	}
+	return out
 }

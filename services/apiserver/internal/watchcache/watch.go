@@ -18,6 +18,20 @@ type Matcher interface {
 	Matches(obj *kplanev1.Object) bool
 }
 
+// AttrMatcher is a Matcher that can also judge an object by the
+// attributes the cache keeps beside its wire form (namespace, labels,
+// some fields), so selecting by them decodes nothing.
+type AttrMatcher interface {
+	Matcher
+	// MatchesAttributes reports whether the object with attributes a
+	// matches; decided is false when that takes the decoded object (a
+	// field selector on a field a lacks), which then goes to Matches.
+	MatchesAttributes(a store.Attributes) (match, decided bool)
+}
+
+// The server's selectors judge by attributes.
+var _ AttrMatcher = (*store.Filter)(nil)
+
 // WatchOptions describe one client watch.
 type WatchOptions struct {
 	Filter Matcher
@@ -28,6 +42,11 @@ type WatchOptions struct {
 	// BookmarkInterval > 0 sends BOOKMARK events that carry the current
 	// revision when nothing else was sent for that long.
 	BookmarkInterval time.Duration
+	// EncodedOnly says the sender reads only the encoded object when it
+	// is given (it sends those bytes): the initial ADDED events then carry
+	// no decoded Object, and the current objects are not decoded to send
+	// them.
+	EncodedOnly bool
 }
 
 // Sender delivers one event to a watcher. encodedObject, when not nil,
@@ -48,16 +67,12 @@ func (c *Cache) Watch(ctx context.Context, opts WatchOptions, send Sender) error
 	}
 	c.mu.RLock()
 	epoch := c.epoch
-	var initial []*wireForm
+	var initial, undecided []*entry
 	var pos uint64
 	sent := opts.FromRev
 	floor := opts.FromRev
 	if opts.Initial {
-		for _, w := range c.state {
-			if opts.Filter.Matches(w.obj) {
-				initial = append(initial, w)
-			}
-		}
+		initial, undecided = c.selectLocked("", opts.Filter)
 		pos, sent, floor = c.next, c.rev, c.rev
 	} else {
 		if opts.FromRev < c.windowStart {
@@ -69,10 +84,27 @@ func (c *Cache) Watch(ctx context.Context, opts WatchOptions, send Sender) error
 	}
 	c.mu.RUnlock()
 
-	sort.Slice(initial, func(i, j int) bool { return initial[i].obj.Key() < initial[j].obj.Key() })
-	for _, w := range initial {
-		o := w.obj
-		if err := send(&kplanev1.WatchResponse{Type: kplanev1.EventType_EVENT_TYPE_ADDED, Object: o, ResourceVersion: o.Meta().ResourceVersion}, w.get()); err != nil {
+	// The objects the filter judges by more than their attributes are
+	// decoded once, to match and to send.
+	objs := map[*entry]*kplanev1.Object{}
+	for _, e := range undecided {
+		obj, err := e.decode()
+		if err == nil && opts.Filter.Matches(obj) {
+			initial = append(initial, e)
+			objs[e] = obj
+		}
+	}
+	sort.Slice(initial, func(i, j int) bool { return initial[i].key < initial[j].key })
+	for _, e := range initial {
+		r := &kplanev1.WatchResponse{Type: kplanev1.EventType_EVENT_TYPE_ADDED, Object: objs[e], ResourceVersion: store.FormatRevision(e.rev)}
+		if r.Object == nil && !opts.EncodedOnly {
+			obj, err := e.decode()
+			if err != nil {
+				return status.Errorf(codes.Internal, "watch: %v", err)
+			}
+			r.Object = obj
+		}
+		if err := send(r, e.b); err != nil {
 			return err
 		}
 	}
@@ -140,10 +172,11 @@ func (c *Cache) Watch(ctx context.Context, opts WatchOptions, send Sender) error
 
 // transform turns a cache event into what one watcher sees: an object
 // that starts matching its selectors is ADDED, one that stops matching is
-// DELETED, as in Kubernetes.
+// DELETED, as in Kubernetes. The previous state is judged by its
+// attributes when the filter can, else decoded (once per event).
 func transform(e *Event, f Matcher) *kplanev1.WatchResponse {
 	rv := store.FormatRevision(e.Rev)
-	was := e.Prev != nil && f.Matches(e.Prev)
+	was := e.prev != nil && matchEntry(f, e.prev, e.Prev)
 	switch e.Type {
 	case kplanev1.EventType_EVENT_TYPE_DELETED:
 		if !was {

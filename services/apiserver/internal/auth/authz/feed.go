@@ -31,6 +31,12 @@ type everything struct{}
 
 func (everything) Matches(*kplanev1.Object) bool { return true }
 
+// MatchesAttributes implements watchcache.AttrMatcher: the cache need
+// not decode an event's previous state to know it matched.
+func (everything) MatchesAttributes(store.Attributes) (match, decided bool) { return true, true }
+
+var _ watchcache.AttrMatcher = everything{}
+
 // Feed keeps sinks up to date with their kinds' watch caches: a snapshot,
 // then every change from its revision on, again from a fresh snapshot
 // whenever the watch must start over.
