@@ -98,9 +98,8 @@ func SlowStartBatch(count, initialBatchSize int, fn func() error) (int, error) {
 // spec change), its deletion mark, labels, annotations, finalizers or
 // owner references. A controller that writes its own kind's status uses
 // it as app.Watch.Changed, so that its status write does not wake it
-// again: during a ReplicaSet's scale-up every reconcile writes new counts,
-// and each write waking the next reconcile made them run back to back,
-// each walking all of the set's pods.
+// again: the reconcile such a wake starts finds nothing new to do, and
+// for a large ReplicaSet it still walks all of the set's pods to say so.
 func SpecOrMetadataChanged(oldObj, newObj *kplanev1.Object) bool {
 	o, n := oldObj.Meta(), newObj.Meta()
 	return o.GetGeneration() != n.GetGeneration() ||
