@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -79,4 +80,37 @@ func EnvInt(tb testing.TB, name string, def int) int {
 		tb.Fatalf("%s=%q: want a positive integer", name, v)
 	}
 	return n
+}
+
+// ForEach calls fn(i) for every i in [0, n) on workers goroutines (at
+// least one) and returns the first error fn returned; after an error no
+// further i is started. For benchmarks that fill a store with many
+// objects at once.
+func ForEach(n, workers int, fn func(i int) error) error {
+	var (
+		next   atomic.Int64
+		failed atomic.Bool
+		once   sync.Once
+		first  error
+		wg     sync.WaitGroup
+	)
+	for range max(workers, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !failed.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil {
+					once.Do(func() { first = err })
+					failed.Store(true)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
 }

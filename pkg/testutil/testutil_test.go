@@ -1,7 +1,10 @@
 package testutil
 
 import (
+	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -72,4 +75,45 @@ type errorRecorder struct {
 func (r *errorRecorder) Helper() {}
 func (r *errorRecorder) Errorf(format string, args ...any) {
 	r.errors += format
+}
+
+func TestForEach(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[int]int{}
+	if err := ForEach(1000, 8, func(i int) error {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[i]++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		if seen[i] != 1 {
+			t.Fatalf("ForEach called fn(%d) %d times, want once", i, seen[i])
+		}
+	}
+	if len(seen) != 1000 {
+		t.Fatalf("ForEach called fn for %d indices, want 1000", len(seen))
+	}
+
+	// The first error comes back and no index is started after it.
+	var calls atomic.Int64
+	boom := errors.New("boom")
+	err := ForEach(1000, 1, func(i int) error {
+		calls.Add(1)
+		if i == 10 {
+			return boom
+		}
+		return nil
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("ForEach returned %v, want %v", err, boom)
+	}
+	if n := calls.Load(); n != 11 {
+		t.Fatalf("with one worker, fn ran %d times after failing at index 10, want 11", n)
+	}
+	if err := ForEach(0, 0, func(int) error { return boom }); err != nil {
+		t.Fatalf("ForEach over nothing returned %v", err)
+	}
 }

@@ -3,12 +3,12 @@ package bench_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 
+	"github.com/kplane/kplane/pkg/testutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
 	"github.com/kplane/kplane/services/apiserver/internal/store"
@@ -26,25 +26,12 @@ func BenchmarkList20000(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	api := srv.Client()
-	var wg sync.WaitGroup
-	work := make(chan int)
-	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				if _, err := api.Create(ctx, &kplanev1.CreateRequest{Object: benchPod(fmt.Sprintf("list-%05d", i))}); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
+	if err := testutil.ForEach(n, clients, func(i int) error {
+		_, err := api.Create(ctx, &kplanev1.CreateRequest{Object: benchPod(fmt.Sprintf("list-%05d", i))})
+		return err
+	}); err != nil {
+		b.Fatal(err)
 	}
-	for i := range n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
 	st := srv.API().Store()
 	time1 := func(f func() int) (time.Duration, int) {
 		start := time.Now()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
@@ -76,31 +75,17 @@ func BenchmarkStateBytes(b *testing.B) {
 	defer func() { _ = be.Close() }() // benchmark teardown
 	owner := uuid.NewString()
 	kind := kplanev1.LookupKind("Pod")
-	var wg sync.WaitGroup
-	work := make(chan int)
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				obj := benchRunningPod(i, owner)
-				v, err := store.Encode(obj)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if _, err := be.Client.Put(ctx, store.KindPrefix(kind)+obj.Key(), string(v)); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
+	if err := testutil.ForEach(n, 8, func(i int) error {
+		obj := benchRunningPod(i, owner)
+		v, err := store.Encode(obj)
+		if err != nil {
+			return err
+		}
+		_, err = be.Client.Put(ctx, store.KindPrefix(kind)+obj.Key(), string(v))
+		return err
+	}); err != nil {
+		b.Fatal(err)
 	}
-	for i := range n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
 	var perLoad, perListed float64
 	for range b.N {
 		before := liveHeap()
