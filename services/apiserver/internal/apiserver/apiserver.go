@@ -265,12 +265,12 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 		saAuth:  saAuth,
 		store: store.New(be.Client, store.Options{MaxObjectBytes: cfg.MaxObjectBytes, Lifecycle: strategy.Config{
 			EventTTL: cfg.EventTTL, ServiceClusterIPRange: cfg.ServiceClusterIPRange, ServiceNodePortRange: cfg.ServiceNodePortRange}, Logger: log.Named("store"),
-			Cached: func(k *kplanev1.KindInfo, namespace, name string) (*kplanev1.Object, bool) {
+			Cached: func(k *kplanev1.KindInfo, namespace, name string, rev int64) (*kplanev1.Object, bool) {
 				c := caches[k.Name]
 				if c == nil {
 					return nil, false
 				}
-				return c.Get(kplanev1.MetaKey(namespace, name))
+				return c.GetAt(kplanev1.MetaKey(namespace, name), rev)
 			}}),
 		caches:   caches,
 		member:   newMemberHealth(),

@@ -40,12 +40,12 @@ type Options struct {
 	Logger    hclog.Logger
 	// Now is the clock for timestamps; time.Now when nil.
 	Now func() time.Time
-	// Cached, when set, returns a recent copy of a stored object (the
-	// watch cache's; shared, not to be modified). A conditional update
-	// whose resourceVersion it matches starts from a clone of it instead
-	// of reading etcd; the write's compare on the key's revision keeps
-	// that safe, and a failed compare is retried from etcd.
-	Cached func(k *kplanev1.KindInfo, namespace, name string) (*kplanev1.Object, bool)
+	// Cached, when set, returns a private copy of a stored object when a
+	// cache (the watch cache) holds it at exactly revision rev. A
+	// conditional update at rev starts from it instead of reading etcd;
+	// the write's compare on the key's revision keeps that safe, and a
+	// failed compare is retried from etcd.
+	Cached func(k *kplanev1.KindInfo, namespace, name string, rev int64) (*kplanev1.Object, bool)
 }
 
 // DefaultMaxObjectBytes stays under embedded etcd's default 1.5 MiB
@@ -398,14 +398,11 @@ func (s *Store) cachedAt(k *kplanev1.KindInfo, namespace, name string, rev int64
 	if !try {
 		return nil, 0, false
 	}
-	obj, ok := s.opts.Cached(k, namespace, name)
+	obj, ok := s.opts.Cached(k, namespace, name, rev)
 	if !ok {
 		return nil, 0, false
 	}
-	if got, err := ParseRevision(obj.Meta().GetResourceVersion()); err != nil || got != rev {
-		return nil, 0, false
-	}
-	return proto.Clone(obj).(*kplanev1.Object), rev, true
+	return obj, rev, true
 }
 
 // prepareUpdate builds the object an Update would store: the caller's

@@ -35,10 +35,17 @@ func TestConditionalUpdateFromCache(t *testing.T) {
 
 	var cached atomic.Pointer[kplanev1.Object]
 	var lookups atomic.Int32
-	s := New(be.Client, Options{Cached: func(k *kplanev1.KindInfo, namespace, name string) (*kplanev1.Object, bool) {
+	// A cache as the watch cache is: a private copy, at exactly rev.
+	s := New(be.Client, Options{Cached: func(k *kplanev1.KindInfo, namespace, name string, rev int64) (*kplanev1.Object, bool) {
 		lookups.Add(1)
 		o := cached.Load()
-		return o, o != nil && k.Name == o.KindName() && namespace == o.Meta().GetNamespace() && name == o.Meta().GetName()
+		if o == nil || k.Name != o.KindName() || namespace != o.Meta().GetNamespace() || name != o.Meta().GetName() {
+			return nil, false
+		}
+		if got, err := ParseRevision(o.Meta().GetResourceVersion()); err != nil || got != rev {
+			return nil, false
+		}
+		return proto.Clone(o).(*kplanev1.Object), true
 	}})
 	if _, err := s.Create(ctx, kplanev1.MustWrap(&kplanev1.Namespace{Metadata: &kplanev1.ObjectMeta{Name: "default"}})); err != nil {
 		t.Fatal(err)

@@ -367,6 +367,24 @@ func (c *Cache) Get(key string) (*kplanev1.Object, bool) {
 	return obj, true
 }
 
+// GetAt is Get when the object under key is cached at exactly revision
+// rev, and false otherwise; only a match is decoded (the conditional
+// update's starting point, which needs that exact revision).
+func (c *Cache) GetAt(key string, rev int64) (*kplanev1.Object, bool) {
+	c.mu.RLock()
+	e, ok := c.state[key]
+	c.mu.RUnlock()
+	if !ok || e.rev != rev {
+		return nil, false
+	}
+	obj, err := e.decode()
+	if err != nil {
+		c.log.Error("cached object undecodable", "key", key, "error", err)
+		return nil, false
+	}
+	return obj, true
+}
+
 // Has reports whether an object is cached under key, without decoding
 // it (an existence check).
 func (c *Cache) Has(key string) bool {

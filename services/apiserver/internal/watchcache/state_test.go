@@ -269,8 +269,9 @@ func watchAll(t *testing.T, c *Cache, f Matcher, rev, last int64) []string {
 	return got
 }
 
-// Get, Snapshot and Select's entries return the objects stored, stamped
-// with their revisions, as private copies; Has answers without decoding.
+// Get, GetAt, Snapshot and Select's entries return the objects stored,
+// stamped with their revisions, as private copies; Has, and GetAt at
+// another revision, answer without decoding.
 func TestReadsReturnStoredObjects(t *testing.T) {
 	c := readyPodCache()
 	pods := mixedPods()
@@ -284,14 +285,22 @@ func TestReadsReturnStoredObjects(t *testing.T) {
 		if !ok || !proto.Equal(got, w) {
 			t.Fatalf("Get(%s) = %v, %v; want %v", k, got, ok, w)
 		}
-		// The copy is the caller's (store.Options.Cached clones it and
-		// modifies the clone; a caller may modify this one as well).
+		// The copy is the caller's: it may modify it.
 		got.Meta().Labels = map[string]string{"changed": "yes"}
 		if again, _ := c.Get(k); !proto.Equal(again, w) {
 			t.Fatalf("modifying Get's object changed the cache: %v", again)
 		}
+		// GetAt answers for the object's own revision only (the
+		// conditional update's starting point, store.Options.Cached).
+		rev, _ := store.ParseRevision(w.Meta().GetResourceVersion())
+		if at, ok := c.GetAt(k, rev); !ok || !proto.Equal(at, w) {
+			t.Fatalf("GetAt(%s, %d) = %v, %v; want %v", k, rev, at, ok, w)
+		}
 	}
 	before := decodes.Load()
+	if _, ok := c.GetAt("prod/p01", 1); ok {
+		t.Error("GetAt found an object at a revision it is not at")
+	}
 	if !c.Has("prod/p01") || c.Has("prod/p00") {
 		t.Error("Has is wrong")
 	}
@@ -299,7 +308,7 @@ func TestReadsReturnStoredObjects(t *testing.T) {
 		t.Error("Get found an object that is not there")
 	}
 	if d := decodes.Load() - before; d != 0 {
-		t.Errorf("Has and a missing Get decoded %d objects", d)
+		t.Errorf("Has, a missing Get and a GetAt at another revision decoded %d objects", d)
 	}
 	snap, rev := c.Snapshot()
 	if rev != 10+int64(len(pods)-1) || len(snap) != len(want) {
