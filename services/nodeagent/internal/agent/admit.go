@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/pkg/apiutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
@@ -38,10 +39,10 @@ func (a *Agent) admit(pod *kplanev1.Pod) *podFailure {
 	if st.GetPhase() == kplanev1.PodFailed && st.GetReason() == ReasonOutOfPods {
 		return &podFailure{reason: st.GetReason(), message: st.GetMessage()} // refused before: stays so
 	}
-	if st.GetPhase() != kplanev1.PodSucceeded && st.GetPhase() != kplanev1.PodFailed && len(st.GetContainerStatuses()) == 0 {
+	if !apiutil.IsTerminalPhase(st.GetPhase()) && len(st.GetContainerStatuses()) == 0 {
 		used := 0
 		for _, key := range a.adm.byNode[node] {
-			if o, ok := a.pods.Store().Get(key); ok && !podFinished(o.GetPod()) {
+			if o, ok := a.pods.Store().Get(key); ok && !apiutil.IsPodTerminal(o.GetPod()) {
 				used++
 			}
 		}
@@ -75,11 +76,6 @@ func (a *Agent) forgetAdmittedLocked(uid string) {
 	if len(a.adm.byNode[node]) == 0 {
 		delete(a.adm.byNode, node)
 	}
-}
-
-func podFinished(p *kplanev1.Pod) bool {
-	ph := p.GetStatus().GetPhase()
-	return ph == kplanev1.PodSucceeded || ph == kplanev1.PodFailed
 }
 
 // refusedStatus is the status of a pod admission refused: Failed with

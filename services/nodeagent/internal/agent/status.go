@@ -282,20 +282,20 @@ func buildStatus(in statusInput) *kplanev1.PodStatus {
 		st.Phase = kplanev1.PodPending
 	default:
 		st.Phase = podPhase(policy, st.ContainerStatuses)
-		if (st.Phase == kplanev1.PodSucceeded || st.Phase == kplanev1.PodFailed) && sidecarRunning {
+		if apiutil.IsTerminalPhase(st.Phase) && sidecarRunning {
 			st.Phase = kplanev1.PodRunning // done once its sidecars have stopped too
 		}
 	}
 	if f := in.Failure; f != nil {
 		st.Phase, st.Reason, st.Message = kplanev1.PodFailed, f.reason, f.message
 	}
-	if p := old.GetPhase(); p == kplanev1.PodSucceeded || p == kplanev1.PodFailed {
+	if p := old.GetPhase(); apiutil.IsTerminalPhase(p) {
 		st.Phase = p // terminal phases are final
 	}
 
 	ready := &kplanev1.Condition{Type: kplanev1.ContainersReady, Status: kplanev1.ConditionTrue}
 	switch {
-	case st.Phase == kplanev1.PodSucceeded || st.Phase == kplanev1.PodFailed:
+	case apiutil.IsTerminalPhase(st.Phase):
 		ready.Status, ready.Reason = kplanev1.ConditionFalse, ReasonPodCompleted
 	case len(notReady) > 0:
 		sort.Strings(notReady)
