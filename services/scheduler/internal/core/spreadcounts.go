@@ -180,15 +180,17 @@ func (s *SelectorCounts) Node(n *NodeInfo) int64 { return s.perNode[n.Name] }
 // changes it); clone it to keep it.
 func (s *SelectorCounts) Domains(key string, also []string) map[string]int64 {
 	x := s.x
-	need := append([]string{key}, also...)
-	slices.Sort(need)
-	need = slices.Compact(need)
+	// Looked up without building the key set: this runs for every pod
+	// scheduled with a spread constraint.
 	for _, d := range s.domains {
-		if d.key == key && slices.Equal(d.need, need) {
+		if d.key == key && d.needsExactly(key, also) {
 			d.used = x.clock
 			return d.pods
 		}
 	}
+	need := append([]string{key}, also...)
+	slices.Sort(need)
+	need = slices.Compact(need)
 	if len(s.domains) >= maxDomainSets {
 		i := 0
 		for j, d := range s.domains {
@@ -206,6 +208,25 @@ func (s *SelectorCounts) Domains(key string, also []string) map[string]int64 {
 	}
 	s.domains = append(s.domains, d)
 	return d.pods
+}
+
+// needsExactly reports whether d.need (sorted, without repeats) is the
+// set of key and also.
+func (d *domainCounts) needsExactly(key string, also []string) bool {
+	if _, ok := slices.BinarySearch(d.need, key); !ok {
+		return false
+	}
+	for _, k := range also {
+		if _, ok := slices.BinarySearch(d.need, k); !ok {
+			return false
+		}
+	}
+	for _, k := range d.need {
+		if k != key && !slices.Contains(also, k) {
+			return false
+		}
+	}
+	return true
 }
 
 // domainOf returns n's domain when n is eligible (it carries every key

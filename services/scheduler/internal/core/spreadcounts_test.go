@@ -322,3 +322,25 @@ func TestSpreadCountsBounded(t *testing.T) {
 	c.SyncPod(bound(spreadPod("w2", "default", "web"), "a"))
 	checkSpreadCounts(t, c, "asked again", []spreadQuery{web})
 }
+
+// Domains keeps one set of totals per key and set of required keys,
+// whatever the order or repeats of also; another set gets its own.
+func TestSpreadDomainsSharedPerKeySet(t *testing.T) {
+	c := NewCache(0, nil, 1)
+	c.SetNode(spreadNode("a", zoneKey, "z1"))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sel := labels.SelectorFromSet(map[string]string{"app": "web"})
+	s := c.counts.Selector("default\x00"+sel.String(), "default", sel)
+	s.Domains(zoneKey, []string{hostKey, "rack"})
+	s.Domains(zoneKey, []string{"rack", hostKey, zoneKey, "rack"})
+	if n := len(s.domains); n != 1 {
+		t.Fatalf("the same key set in another order kept %d sets of totals, want 1", n)
+	}
+	s.Domains(zoneKey, []string{"rack"})
+	s.Domains(zoneKey, []string{hostKey, "rack", "other"})
+	s.Domains(hostKey, []string{zoneKey, "rack"})
+	if n := len(s.domains); n != 4 {
+		t.Fatalf("four key sets kept %d sets of totals, want 4", n)
+	}
+}
