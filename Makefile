@@ -298,7 +298,8 @@ clean:
 # last/first ratio, every process's RSS and CPU, pod startup p50/p99, API
 # p99 per method, paginated and full List and kpctl get pods -A times,
 # and a PNG plot (SCALE_PLOT). SCALE_PROFILE_DIR=dir saves CPU and heap
-# profiles of every process at SCALE_PROFILE_AT Running pods. CI runs the
+# profiles of every process at each of SCALE_PROFILE_AT (a comma list)
+# Running pods. CI runs the
 # small version (TestScaleSmall: 100 nodes, 5,000 pods).
 NODES ?= 1000
 PODS  ?= 100000

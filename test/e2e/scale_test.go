@@ -33,9 +33,11 @@ type scaleConfig struct {
 	// Plot is where the PNG goes ("" for none).
 	Plot string
 	// ProfileDir receives a CPU profile (10 s) and a heap profile of every
-	// process once ProfileAt pods are Running ("" for none).
+	// process once each count of ProfileAt pods is Running ("" for none),
+	// named <process>.<count>.cpu.pprof and <process>.<count>.heap.pprof:
+	// profiles early and late in one run show what grows with the pods.
 	ProfileDir string
-	ProfileAt  int
+	ProfileAt  []int
 	// Insecure runs the stack without TLS and authentication.
 	Insecure bool
 	// Timeout bounds the wait for every pod to run.
@@ -95,7 +97,7 @@ func TestScaleSmall(t *testing.T) {
 func BenchmarkScale(b *testing.B) {
 	cfg := scaleConfig{Nodes: testutil.EnvInt(b, "SCALE_NODES", 1000), Pods: testutil.EnvInt(b, "SCALE_PODS", 100000),
 		Plot: os.Getenv("SCALE_PLOT"), ProfileDir: os.Getenv("SCALE_PROFILE_DIR"),
-		ProfileAt: testutil.EnvInt(b, "SCALE_PROFILE_AT", 20000), Insecure: os.Getenv("SCALE_INSECURE") == "1", DataDir: os.Getenv("SCALE_DATA_DIR")}
+		ProfileAt: envInts(b, "SCALE_PROFILE_AT", []int{20000}), Insecure: os.Getenv("SCALE_INSECURE") == "1", DataDir: os.Getenv("SCALE_DATA_DIR")}
 	cfg.Timeout = max(10*time.Minute, time.Duration(cfg.Pods/50)*time.Second)
 	for range b.N {
 		res := runScale(b, cfg)
@@ -205,7 +207,10 @@ func runScale(tb testing.TB, cfg scaleConfig) *scaleResult {
 	}
 
 	res := &scaleResult{PeakRSS: map[string]uint64{}}
-	profiled := cfg.ProfileDir == "" || cfg.ProfileAt <= 0
+	profileAt := cfg.ProfileAt // the counts still to profile at, ascending
+	if cfg.ProfileDir == "" {
+		profileAt = nil
+	}
 	var profWG sync.WaitGroup
 	deadline := time.Now().Add(cfg.Timeout)
 	tick := time.NewTicker(time.Second)
@@ -220,12 +225,13 @@ func runScale(tb testing.TB, cfg scaleConfig) *scaleResult {
 			}
 		}
 		res.Samples = append(res.Samples, smp)
-		if !profiled && running >= cfg.ProfileAt {
-			profiled = true
+		if len(profileAt) > 0 && running >= profileAt[0] {
+			at := profileAt[0]
+			profileAt = profileAt[1:]
 			profWG.Add(1)
 			go func() {
 				defer profWG.Done()
-				profileAll(tb, s, cfg.ProfileDir)
+				profileAll(tb, s, cfg.ProfileDir, at)
 			}()
 		}
 		if running >= cfg.Pods {
@@ -491,7 +497,7 @@ func scrapeLatency(tb testing.TB, s *stack.Stack) map[string]*scalereport.Histog
 
 // profileAll saves a 10 s CPU profile and a heap profile of every
 // process into dir, all processes at once.
-func profileAll(tb testing.TB, s *stack.Stack, dir string) {
+func profileAll(tb testing.TB, s *stack.Stack, dir string, at int) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		tb.Errorf("profiles: %v", err)
 		return
@@ -499,8 +505,8 @@ func profileAll(tb testing.TB, s *stack.Stack, dir string) {
 	var wg sync.WaitGroup
 	for _, svc := range s.Services() {
 		for _, p := range []struct{ path, file string }{
-			{"/debug/pprof/profile?seconds=10", svc.Name + ".cpu.pprof"},
-			{"/debug/pprof/heap", svc.Name + ".heap.pprof"},
+			{"/debug/pprof/profile?seconds=10", fmt.Sprintf("%s.%d.cpu.pprof", svc.Name, at)},
+			{"/debug/pprof/heap", fmt.Sprintf("%s.%d.heap.pprof", svc.Name, at)},
 		} {
 			wg.Add(1)
 			go func() {
@@ -512,7 +518,7 @@ func profileAll(tb testing.TB, s *stack.Stack, dir string) {
 		}
 	}
 	wg.Wait()
-	fmt.Printf("profiles in %s\n", dir)
+	fmt.Printf("profiles at %d Running in %s\n", at, dir)
 }
 
 func fetchTo(url, path string) error {
@@ -579,4 +585,24 @@ func listPodsOnce(ctx context.Context, api kplanev1.ResourcesClient) (int, error
 		return 0, fmt.Errorf("list: %w", err)
 	}
 	return len(resp.GetItems()), nil
+}
+
+// envInts reads a comma-separated list of positive integers from the
+// environment (def when unset), sorted ascending.
+func envInts(tb testing.TB, name string, def []int) []int {
+	tb.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			tb.Fatalf("%s=%q: want positive integers separated by commas", name, v)
+		}
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
 }
