@@ -113,7 +113,7 @@ type Watch struct {
 	MapToKey func(obj *kplanev1.Object) []string
 	// Changed, when set, decides which updates wake the keys: an update
 	// it returns false for is not queued (a resync always is). With
-	// controller.SpecOrMetadataChanged a controller's own status writes
+	// controller.StatusWrites.Changed a controller's own status writes
 	// do not wake it again.
 	Changed func(oldObj, newObj *kplanev1.Object) bool
 }

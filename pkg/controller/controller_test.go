@@ -241,3 +241,51 @@ func TestSpecOrMetadataChanged(t *testing.T) {
 		}
 	}
 }
+
+// StatusWrites: the controller's own last status write does not wake it,
+// anyone else's status write does, and a cached object older than that
+// write is Behind; Forget drops the record.
+func TestStatusWrites(t *testing.T) {
+	rs := func(rv string, replicas int32) *kplanev1.Object {
+		return kplanev1.MustWrap(&kplanev1.ReplicaSet{
+			Metadata: &kplanev1.ObjectMeta{Name: "a", Namespace: "ns", Uid: "u1", Generation: 1, ResourceVersion: rv},
+			Status:   &kplanev1.ReplicaSetStatus{Replicas: replicas},
+		})
+	}
+	var w controller.StatusWrites
+	if w.Behind(rs("5", 1)) {
+		t.Fatal("Behind with nothing recorded")
+	}
+	if !w.Changed(rs("5", 1), rs("6", 2)) {
+		t.Fatal("a status write with nothing recorded did not wake: it may be another writer's")
+	}
+	w.Record(rs("10", 3))
+	if w.Changed(rs("6", 2), rs("10", 3)) {
+		t.Error("the controller's own last status write woke it")
+	}
+	if !w.Changed(rs("10", 3), rs("12", 4)) {
+		t.Error("another writer's status write (a former leader's) did not wake")
+	}
+	spec := rs("10", 3)
+	spec.Meta().Generation = 2
+	if !w.Changed(rs("6", 2), spec) {
+		t.Error("a spec change at the recorded revision did not wake")
+	}
+	if !w.Behind(rs("6", 2)) {
+		t.Error("a cached object older than our last status write is not Behind")
+	}
+	if w.Behind(rs("10", 3)) || w.Behind(rs("11", 3)) {
+		t.Error("a cached object at or past our last status write is Behind")
+	}
+	if !w.Behind(rs("not-a-revision", 3)) {
+		t.Error("an uncomparable resourceVersion is not Behind: the cache cannot vouch for it")
+	}
+	w.Record(rs("not-a-revision", 3)) // ignored: nothing to compare with
+	if !w.Behind(rs("9", 3)) {
+		t.Error("an uncomparable write replaced the recorded revision")
+	}
+	w.Forget("u1")
+	if w.Behind(rs("6", 2)) || !w.Changed(rs("6", 2), rs("10", 3)) {
+		t.Error("Forget kept the record")
+	}
+}

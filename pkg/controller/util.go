@@ -96,10 +96,10 @@ func SlowStartBatch(count, initialBatchSize int, fn func() error) (int, error) {
 // SpecOrMetadataChanged reports whether an update changed more than the
 // object's status: its generation (which the apiserver raises on every
 // spec change), its deletion mark, labels, annotations, finalizers or
-// owner references. A controller that writes its own kind's status uses
-// it as app.Watch.Changed, so that its status write does not wake it
-// again: the reconcile such a wake starts finds nothing new to do, and
-// for a large ReplicaSet it still walks all of the set's pods to say so.
+// owner references. Alone, as app.Watch.Changed, it is only safe for a
+// controller that never skips a status write because its cache already
+// shows that status: a status-only update would not wake it to correct
+// a write skipped on a stale cache. StatusWrites.Changed is the safe use.
 func SpecOrMetadataChanged(oldObj, newObj *kplanev1.Object) bool {
 	o, n := oldObj.Meta(), newObj.Meta()
 	return o.GetGeneration() != n.GetGeneration() ||
