@@ -91,6 +91,26 @@ func (f *Factory) ForKind(kind string) *Informer {
 	return inf
 }
 
+// ForKindTrimmed is ForKind with trim as the informer's transform, for a
+// loop that caches many objects of kind and reads few of their fields.
+// The trim applies only in a factory of its own, which serves one loop
+// (a binary of its own). A Scoped view's informers are shared with the
+// other loops of its process, whose reads one loop's trim must not cut, so
+// through a view the objects stay whole: the process pays memory for the
+// one watch and cache it shares. Either way, the loop must read afresh
+// whatever object it writes back, never update from its cached copy. It
+// fails when the informer has started or already has a transform.
+func (f *Factory) ForKindTrimmed(kind string, trim TransformFunc) (*Informer, error) {
+	inf := f.ForKind(kind)
+	if f.used != nil {
+		return inf, nil
+	}
+	if err := inf.SetTransform(trim); err != nil {
+		return nil, err
+	}
+	return inf, nil
+}
+
 // For returns the shared informer of sel, creating it on first use. The
 // namespace of a cluster-scoped kind is ignored. An informer created after
 // Start runs once Start is called again.

@@ -114,3 +114,62 @@ func TestTransformNilKeepsObject(t *testing.T) {
 		t.Fatalf("cached %v (found %v), want the pod as the apiserver has it", o, ok)
 	}
 }
+
+// ForKindTrimmed trims in a factory of its own (one loop, one binary)
+// and leaves objects whole through a Scoped view, whose informers other
+// loops of the process share; a second trim of the same informer fails.
+func TestForKindTrimmed(t *testing.T) {
+	_, c := startServer(t)
+	ctx := context.Background()
+	if _, err := client.Pods(c).Create(ctx, pod("p", map[string]string{"app": "a"})); err != nil {
+		t.Fatal(err)
+	}
+	strip := func(o *kplanev1.Object) *kplanev1.Object {
+		o.Meta().Labels = nil
+		return o
+	}
+	labelsOf := func(f *informer.Factory, inf *informer.Informer) map[string]string {
+		t.Helper()
+		rctx, cancel := context.WithCancel(ctx)
+		t.Cleanup(func() { cancel(); f.Wait() })
+		f.Start(rctx)
+		sctx, scancel := context.WithTimeout(ctx, 20*time.Second)
+		defer scancel()
+		if !f.WaitForCacheSync(sctx) {
+			t.Fatal("the informer did not sync")
+		}
+		o, ok := inf.Store().Get("default/p")
+		if !ok {
+			t.Fatal("pod p is not cached")
+		}
+		return o.Meta().GetLabels()
+	}
+
+	own, err := informer.NewFactory(c, informer.FactoryOptions{Backoff: fastBackoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf, err := own.ForKindTrimmed("Pod", strip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := own.ForKindTrimmed("Pod", strip); err == nil {
+		t.Fatal("a second trim of one informer succeeded; want an error")
+	}
+	if l := labelsOf(own, inf); len(l) != 0 {
+		t.Errorf("a factory of its own cached labels %v; want them trimmed", l)
+	}
+
+	shared, err := informer.NewFactory(c, informer.FactoryOptions{Backoff: fastBackoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := shared.Scoped()
+	vinf, err := view.ForKindTrimmed("Pod", strip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := labelsOf(shared, vinf); l["app"] != "a" {
+		t.Errorf("a Scoped view cached labels %v; want the pod whole (app=a)", l)
+	}
+}

@@ -50,6 +50,10 @@ type replicaController struct {
 	control  *controller.ObjectControl // creates and deletes pods, minding exp
 	now      func() time.Time
 
+	// statusWrites: the owners' status writes of this controller, so that
+	// they do not wake it and a stale cache does not skip one (updateStatus).
+	statusWrites controller.StatusWrites
+
 	// Counters behind the /metrics series registered in setup (and read
 	// by tests).
 	createRounds atomic.Int64
@@ -72,11 +76,11 @@ func (r *replicaController) service() app.Service {
 		HealthAddr:    ":10252",
 		LeaderElected: true,
 		Workers:       5,
-		// A set's own status writes do not wake it: pod events and
-		// spec changes do.
+		// A set's own status writes do not wake it: pod events, spec
+		// changes and anyone else's status writes do.
 		Watches: []app.Watch{
-			{Kind: kindReplicaSet, MapToKey: kindKey(kindReplicaSet), Changed: controller.SpecOrMetadataChanged},
-			{Kind: kindReplicationController, MapToKey: kindKey(kindReplicationController), Changed: controller.SpecOrMetadataChanged},
+			{Kind: kindReplicaSet, MapToKey: kindKey(kindReplicaSet), Changed: r.statusWrites.Changed},
+			{Kind: kindReplicationController, MapToKey: kindKey(kindReplicationController), Changed: r.statusWrites.Changed},
 		},
 		AddFlags: func(fs *flag.FlagSet) {
 			fs.IntVar(&r.burst, "burst-replicas", defaultBurstReplicas, "most pods one reconcile creates or deletes (created in slow-start batches 1, 2, 4, ...)")
@@ -111,7 +115,11 @@ func (r *replicaController) setup(c *app.Context) (app.Reconciler, error) {
 	); err != nil {
 		return nil, err
 	}
-	r.pods = c.Informers.ForKind("Pod")
+	pods, err := c.Informers.ForKindTrimmed("Pod", trimPod)
+	if err != nil {
+		return nil, err
+	}
+	r.pods = pods
 	r.owners = map[string]*informer.Informer{
 		kindReplicaSet:            c.Informers.ForKind(kindReplicaSet),
 		kindReplicationController: c.Informers.ForKind(kindReplicationController),
@@ -125,6 +133,7 @@ func (r *replicaController) setup(c *app.Context) (app.Reconciler, error) {
 		inf.AddEventHandler(informer.Handler{OnDelete: func(obj any) {
 			if o, ok := informer.ObjectOf(obj); ok {
 				r.exp.Delete(ownerKey(kind, o.Meta().GetNamespace(), o.Meta().GetName()))
+				r.statusWrites.Forget(o.Meta().GetUid())
 			}
 		}})
 	}
@@ -264,9 +273,9 @@ func (r *replicaController) candidates(owner *Owner) []*kplanev1.Pod {
 	return out
 }
 
-// claim adopts and releases pods with compare-and-swap updates. Before the
-// first adoption the owner is re-read from the apiserver, as Kubernetes
-// does: a cached owner may already be deleted (or replaced by a namesake),
+// claim adopts and releases pods with compare-and-swap updates of fresh
+// reads. Before the first adoption the owner is re-read from the
+// apiserver, as Kubernetes does: a cached owner may already be deleted (or replaced by a namesake),
 // and adopting for it would hand the pod to the garbage collector.
 func (r *replicaController) claim(ctx context.Context, owner *Owner, plan Plan) error {
 	if len(plan.Adopt) > 0 {
@@ -281,19 +290,12 @@ func (r *replicaController) claim(ctx context.Context, owner *Owner, plan Plan) 
 	}
 	var errs []error
 	for _, pod := range plan.Adopt {
-		p := proto.Clone(pod).(*kplanev1.Pod)
-		p.Metadata.OwnerReferences = append(p.Metadata.OwnerReferences, ownerRef(owner))
-		if err := r.updatePod(ctx, p); err != nil {
+		if err := r.adopt(ctx, owner, pod); err != nil {
 			errs = append(errs, fmt.Errorf("adopt pod %s: %w", pod.GetMetadata().GetName(), err))
 		}
 	}
 	for _, pod := range plan.Release {
-		p := proto.Clone(pod).(*kplanev1.Pod)
-		p.Metadata.OwnerReferences = slices.DeleteFunc(p.Metadata.OwnerReferences, func(ref *kplanev1.OwnerReference) bool {
-			return ref.GetUid() == owner.Meta.GetUid()
-		})
-		err := r.updatePod(ctx, p)
-		if err != nil && !client.IsNotFound(err) {
+		if err := r.release(ctx, owner, pod); err != nil {
 			errs = append(errs, fmt.Errorf("release pod %s: %w", pod.GetMetadata().GetName(), err))
 		}
 	}
@@ -301,6 +303,63 @@ func (r *replicaController) claim(ctx context.Context, owner *Owner, plan Plan) 
 	// the count of owned pods is unknown: retry on a fresher cache rather
 	// than create or delete on a guess.
 	return errors.Join(errs...)
+}
+
+// errChanged: a pod's fresh read no longer bears out what the cache
+// showed; the reconcile retries on a fresher cache.
+var errChanged = errors.New("it changed since the cache saw it; will look again")
+
+// adopt makes owner the controller of an orphan. The cache may hold pods
+// trimmed (trimPod), so it writes from a fresh read, and only while the
+// pod is still an orphan the selector matches; the update is conditional
+// on that read.
+func (r *replicaController) adopt(ctx context.Context, owner *Owner, cached *kplanev1.Pod) error {
+	p, err := r.freshPod(ctx, cached)
+	if err != nil {
+		return err
+	}
+	if p == nil || controller.ControllerRef(p.GetMetadata()) != nil || !owner.Selector.Matches(p.GetMetadata().GetLabels()) {
+		return errChanged
+	}
+	p.Metadata.OwnerReferences = append(p.Metadata.OwnerReferences, ownerRef(owner))
+	return r.updatePod(ctx, p)
+}
+
+// release removes owner's reference from a pod it controls that no
+// longer matches, from a fresh read as adopt does. A pod gone meanwhile
+// needs nothing.
+func (r *replicaController) release(ctx context.Context, owner *Owner, cached *kplanev1.Pod) error {
+	p, err := r.freshPod(ctx, cached)
+	if err != nil || p == nil {
+		return err
+	}
+	if controller.ControllerRef(p.GetMetadata()).GetUid() != owner.Meta.GetUid() || owner.Selector.Matches(p.GetMetadata().GetLabels()) {
+		return errChanged
+	}
+	p.Metadata.OwnerReferences = slices.DeleteFunc(p.Metadata.OwnerReferences, func(ref *kplanev1.OwnerReference) bool {
+		return ref.GetUid() == owner.Meta.GetUid()
+	})
+	if err := r.updatePod(ctx, p); err != nil && !client.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// freshPod reads cached from the apiserver whole, as a private copy to
+// write from; nil when it is gone (not found, or a namesake in its place).
+func (r *replicaController) freshPod(ctx context.Context, cached *kplanev1.Pod) (*kplanev1.Pod, error) {
+	md := cached.GetMetadata()
+	p, err := client.Pods(r.api).Get(ctx, md.GetNamespace(), md.GetName())
+	if client.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read pod %s afresh: %w", md.GetName(), err)
+	}
+	if p.GetMetadata().GetUid() != md.GetUid() {
+		return nil, nil
+	}
+	return p, nil
 }
 
 // updatePod writes pod's metadata, conditional on the resourceVersion we read.
@@ -346,14 +405,25 @@ func (r *replicaController) delete(ctx context.Context, owner *Owner, victims []
 	return nil
 }
 
-// updateStatus writes st when it differs from the cached status, with
+// updateStatus writes st when it differs from the owner's status, with
 // resourceVersion CAS; on a conflict it rereads the owner and tries again.
-// observedGeneration stays the generation this reconcile acted on.
+// observedGeneration stays the generation this reconcile acted on. While
+// the cached owner is older than our last status write of it, its status
+// says nothing about whether st is written (controller.StatusWrites), so
+// the comparison starts from a fresh read.
 func (r *replicaController) updateStatus(ctx context.Context, owner *Owner, st *kplanev1.ReplicaSetStatus) error {
-	if statusEqual(owner.Status, st) {
-		return nil
+	cur := owner.Object
+	if r.statusWrites.Behind(cur) {
+		resp, err := r.api.Get(ctx, &kplanev1.GetRequest{Kind: owner.Kind, Namespace: owner.Meta.GetNamespace(), Name: owner.Meta.GetName()})
+		if client.IsNotFound(err) {
+			return nil // deleted: the informer brings the news
+		}
+		if err != nil {
+			return fmt.Errorf("read %s for its status: %w", owner.Key(), err)
+		}
+		cur = resp.GetObject()
 	}
-	_, _, err := controller.UpdateStatus(ctx, r.api, owner.Object, func(cur *kplanev1.Object) *kplanev1.Object {
+	out, wrote, err := controller.UpdateStatus(ctx, r.api, cur, func(cur *kplanev1.Object) *kplanev1.Object {
 		if fresh, err := OwnerOf(cur); err == nil && statusEqual(fresh.Status, st) {
 			return nil
 		}
@@ -363,6 +433,9 @@ func (r *replicaController) updateStatus(ctx context.Context, owner *Owner, st *
 	})
 	if err != nil {
 		return fmt.Errorf("update status of %s: %w", owner.Key(), err)
+	}
+	if wrote {
+		r.statusWrites.Record(out)
 	}
 	return nil
 }

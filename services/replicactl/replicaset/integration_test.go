@@ -705,3 +705,68 @@ func TestBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestAdoptAndReleaseKeepThePodWhole: replicactl caches pods trimmed
+// (trimPod), so its two writes of a pod, adoption and release, must start
+// from a fresh read. Written from the cache, the pod would lose its
+// containers (the apiserver refuses that, and adoption never happens) or,
+// for a field the apiserver does not require, quietly lose it.
+func TestAdoptAndReleaseKeepThePodWhole(t *testing.T) {
+	srv := testserver.Start(t)
+	api := srv.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	whole := func(name string) *kplanev1.Pod {
+		return &kplanev1.Pod{
+			Metadata: &kplanev1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{"app": "keep"},
+				Annotations: map[string]string{"note": "kept"}},
+			Spec: &kplanev1.PodSpec{ActiveDeadlineSeconds: proto.Int64(600),
+				Containers: []*kplanev1.Container{{Name: "c", Image: "busybox", Args: []string{"sleep", "3600"}}}},
+		}
+	}
+	if _, err := api.Create(ctx, &kplanev1.CreateRequest{Object: kplanev1.MustWrap(whole("orphan"))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.Create(ctx, &kplanev1.CreateRequest{Object: rsObject("keep", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	startSingle(t, srv.Addr())
+	get := func() *kplanev1.Pod {
+		resp, err := api.Get(ctx, &kplanev1.GetRequest{Kind: "Pod", Namespace: "default", Name: "orphan"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetObject().GetPod()
+	}
+	intact := func(p *kplanev1.Pod) string {
+		c := p.GetSpec().GetContainers()
+		if len(c) != 1 || c[0].GetImage() != "busybox" || len(c[0].GetArgs()) != 2 || p.GetSpec().GetActiveDeadlineSeconds() != 600 ||
+			p.GetMetadata().GetAnnotations()["note"] != "kept" {
+			return fmt.Sprintf("pod lost fields in the write: %v", p)
+		}
+		return ""
+	}
+	eventually(t, 30*time.Second, func() string {
+		if p := get(); ownerUID(p) == "" {
+			return "the orphan is not adopted"
+		}
+		return ""
+	})
+	if msg := intact(get()); msg != "" {
+		t.Fatalf("after adoption: %s", msg)
+	}
+	p := get()
+	p.Metadata.Labels = map[string]string{"app": "elsewhere"}
+	if _, err := api.Update(ctx, &kplanev1.UpdateRequest{Object: kplanev1.MustWrap(p)}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() string {
+		if p := get(); ownerUID(p) != "" {
+			return "the relabelled pod is not released"
+		}
+		return ""
+	})
+	if msg := intact(get()); msg != "" {
+		t.Fatalf("after release: %s", msg)
+	}
+}
