@@ -289,3 +289,29 @@ func TestStatusWrites(t *testing.T) {
 		t.Error("Forget kept the record")
 	}
 }
+
+// A Pacer waits Min for an owner it knows nothing of or whose walk is
+// cheap, Factor times the last walk for a costly one, and Min again once
+// the owner is forgotten.
+func TestPacer(t *testing.T) {
+	p := &controller.Pacer{Min: 250 * time.Millisecond, Factor: 10}
+	if d := p.Delay("a"); d != 250*time.Millisecond {
+		t.Fatalf("unknown owner: delay %v, want Min", d)
+	}
+	p.Observe("a", 5*time.Millisecond)
+	if d := p.Delay("a"); d != 250*time.Millisecond {
+		t.Errorf("cheap walk: delay %v, want Min", d)
+	}
+	p.Observe("a", 60*time.Millisecond)
+	p.Observe("b", time.Millisecond)
+	if d := p.Delay("a"); d != 600*time.Millisecond {
+		t.Errorf("60 ms walk: delay %v, want 600ms", d)
+	}
+	if d := p.Delay("b"); d != 250*time.Millisecond {
+		t.Errorf("another owner's walk changed b's delay to %v", d)
+	}
+	p.Forget("a")
+	if d := p.Delay("a"); d != 250*time.Millisecond {
+		t.Errorf("forgotten owner: delay %v, want Min", d)
+	}
+}

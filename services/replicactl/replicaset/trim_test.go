@@ -99,3 +99,23 @@ func TestTrimmedPodsDecideAlike(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkWalk100000 is the part of a reconcile that grows with the
+// set: Decide and ComputeStatus over 100,000 trimmed Running pods of one
+// set (what every reconcile of the scale scenario's set walks).
+func BenchmarkWalk100000(b *testing.B) {
+	owner := testRS(100000)
+	pods := make([]*kplanev1.Pod, 100000)
+	for i := range pods {
+		p := mkPod(fmt.Sprintf("web-%06d", i), onNode(fmt.Sprintf("n%d", i%1000)), readySince(t0))
+		pods[i] = trimPod(kplanev1.MustWrap(p)).GetPod()
+	}
+	now := t0.Add(time.Hour)
+	b.ResetTimer()
+	for range b.N {
+		p := Decide(owner, pods, true, 500)
+		if st, _ := ComputeStatus(owner, p.Owned, nil, "", now); st.GetReadyReplicas() != 100000 {
+			b.Fatalf("status %v", st)
+		}
+	}
+}
