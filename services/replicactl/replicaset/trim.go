@@ -1,6 +1,7 @@
 package replicaset
 
 import (
+	"github.com/kplane/kplane/pkg/intern"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
@@ -32,24 +33,31 @@ func trimPod(o *kplanev1.Object) *kplanev1.Object {
 	if p == nil {
 		return o
 	}
+	// What a set's pods share (namespace, labels, owner, node, phase,
+	// condition) is interned: one copy for all of them.
 	md := p.GetMetadata()
 	meta := &kplanev1.ObjectMeta{
-		Name: md.GetName(), Namespace: md.GetNamespace(), Uid: md.GetUid(), ResourceVersion: md.GetResourceVersion(),
-		Labels: md.GetLabels(), OwnerReferences: md.GetOwnerReferences(),
-		CreationTimestamp: md.GetCreationTimestamp(), DeletionTimestamp: md.GetDeletionTimestamp(),
+		Name: md.GetName(), Namespace: intern.String(md.GetNamespace()), Uid: md.GetUid(), ResourceVersion: md.GetResourceVersion(),
+		Labels: intern.Map(md.GetLabels()), CreationTimestamp: md.GetCreationTimestamp(), DeletionTimestamp: md.GetDeletionTimestamp(),
+	}
+	for _, ref := range md.GetOwnerReferences() {
+		meta.OwnerReferences = append(meta.OwnerReferences, &kplanev1.OwnerReference{
+			ApiVersion: intern.String(ref.GetApiVersion()), Kind: intern.String(ref.GetKind()), Name: intern.String(ref.GetName()),
+			Uid: intern.String(ref.GetUid()), Controller: ref.GetController(), BlockOwnerDeletion: ref.GetBlockOwnerDeletion(),
+		})
 	}
 	if cost, ok := md.GetAnnotations()[kplanev1.AnnotationPodDeletionCost]; ok {
-		meta.Annotations = map[string]string{kplanev1.AnnotationPodDeletionCost: cost}
+		meta.Annotations = intern.Map(map[string]string{kplanev1.AnnotationPodDeletionCost: cost})
 	}
 	trimmed := &kplanev1.Pod{Metadata: meta}
 	if n := p.GetSpec().GetNodeName(); n != "" {
-		trimmed.Spec = &kplanev1.PodSpec{NodeName: n}
+		trimmed.Spec = &kplanev1.PodSpec{NodeName: intern.String(n)}
 	}
 	if st := p.GetStatus(); st != nil {
-		kept := &kplanev1.PodStatus{Phase: st.GetPhase()}
+		kept := &kplanev1.PodStatus{Phase: intern.String(st.GetPhase())}
 		for _, c := range st.GetConditions() {
 			if c.GetType() == kplanev1.PodReady {
-				kept.Conditions = []*kplanev1.Condition{{Type: c.GetType(), Status: c.GetStatus(), LastTransitionTime: c.GetLastTransitionTime()}}
+				kept.Conditions = []*kplanev1.Condition{{Type: kplanev1.PodReady, Status: intern.String(c.GetStatus()), LastTransitionTime: c.GetLastTransitionTime()}}
 				break
 			}
 		}

@@ -34,6 +34,7 @@ import (
 	"github.com/kplane/kplane/pkg/client"
 	"github.com/kplane/kplane/pkg/controller"
 	"github.com/kplane/kplane/pkg/informer"
+	"github.com/kplane/kplane/pkg/intern"
 	"github.com/kplane/kplane/pkg/quantity"
 	"github.com/kplane/kplane/pkg/record"
 	cloudsimv1 "github.com/kplane/kplane/proto/kplane/cloudsim/v1"
@@ -271,7 +272,39 @@ func (a *Agent) trimPod(o *kplanev1.Object) *kplanev1.Object {
 		s.NodeSelector, s.Tolerations, s.Affinity, s.TopologySpreadConstraints = nil, nil, nil, nil
 		s.SchedulerName, s.PriorityClassName, s.PreemptionPolicy = "", "", nil
 	}
+	internPod(p)
 	return o
+}
+
+// internPod replaces, in a pod the agent caches, what its other pods
+// share (namespace, labels, node, the containers' names and images, the
+// status's words) with interned copies: one copy for a node's pods or a
+// set's, where decoding gives each pod its own.
+func internPod(p *kplanev1.Pod) {
+	if md := p.GetMetadata(); md != nil {
+		md.Namespace, md.Labels, md.Annotations = intern.String(md.Namespace), intern.Map(md.Labels), intern.Map(md.Annotations)
+	}
+	if s := p.GetSpec(); s != nil {
+		s.NodeName, s.ServiceAccountName = intern.String(s.NodeName), intern.String(s.ServiceAccountName)
+		s.RestartPolicy = intern.String(s.RestartPolicy)
+		for _, cs := range [][]*kplanev1.Container{s.GetInitContainers(), s.GetContainers()} {
+			for _, c := range cs {
+				c.Name, c.Image, c.ImagePullPolicy = intern.String(c.Name), intern.String(c.Image), intern.String(c.ImagePullPolicy)
+				c.TerminationMessagePath, c.TerminationMessagePolicy = intern.String(c.TerminationMessagePath), intern.String(c.TerminationMessagePolicy)
+			}
+		}
+	}
+	if st := p.GetStatus(); st != nil {
+		st.Phase, st.QosClass, st.HostIp = intern.String(st.Phase), intern.String(st.QosClass), intern.String(st.HostIp)
+		for _, c := range st.GetConditions() {
+			c.Type, c.Status, c.Reason = intern.String(c.Type), intern.String(c.Status), intern.String(c.Reason)
+		}
+		for _, cs := range [][]*kplanev1.ContainerStatus{st.GetInitContainerStatuses(), st.GetContainerStatuses()} {
+			for _, c := range cs {
+				c.Name, c.Image, c.ImageId = intern.String(c.Name), intern.String(c.Image), intern.String(c.ImageId)
+			}
+		}
+	}
 }
 
 // Run serves logs, registers and heartbeats the node(s), watches the exec

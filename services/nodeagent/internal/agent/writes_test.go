@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"reflect"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/kplane/kplane/pkg/client"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -86,5 +88,31 @@ func TestTrimPod(t *testing.T) {
 	if md.GetLabels()["app"] != "x" || md.GetAnnotations()[AnnotationFakeStartDelay] != "1s" || s.GetPriority() != 7 ||
 		len(s.GetContainers()) != 1 || mine.GetStatus().GetPodIp() != "10.0.0.1" || md.GetResourceVersion() != "9" {
 		t.Errorf("own pod lost fields the agent reads: %v", mine)
+	}
+}
+
+// internPod changes no value of a pod, and two pods of one set share
+// their labels map after it.
+func TestInternPodKeepsValues(t *testing.T) {
+	mk := func(name string) *kplanev1.Pod {
+		return &kplanev1.Pod{
+			Metadata: &kplanev1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{"app": "x"}, Annotations: map[string]string{"a": "b"}},
+			Spec: &kplanev1.PodSpec{NodeName: "n-1", RestartPolicy: "Always", ServiceAccountName: "default",
+				InitContainers: []*kplanev1.Container{{Name: "init", Image: "busybox"}},
+				Containers:     []*kplanev1.Container{{Name: "app", Image: "nginx:1.25", ImagePullPolicy: "IfNotPresent"}}},
+			Status: &kplanev1.PodStatus{Phase: "Running", HostIp: "10.1.0.1", QosClass: "BestEffort",
+				Conditions:        []*kplanev1.Condition{{Type: "Ready", Status: "True", Reason: "r"}},
+				ContainerStatuses: []*kplanev1.ContainerStatus{{Name: "app", Image: "nginx:1.25", ImageId: "fake://nginx"}}},
+		}
+	}
+	a, b := mk("a"), mk("b")
+	want := proto.Clone(a)
+	internPod(a)
+	internPod(b)
+	if !proto.Equal(a, want) {
+		t.Fatalf("internPod changed the pod:\n%v\nwant\n%v", a, want)
+	}
+	if reflect.ValueOf(a.Metadata.Labels).UnsafePointer() != reflect.ValueOf(b.Metadata.Labels).UnsafePointer() {
+		t.Error("two pods with equal labels do not share one map")
 	}
 }

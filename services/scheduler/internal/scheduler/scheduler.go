@@ -29,6 +29,7 @@ import (
 	"github.com/kplane/kplane/pkg/app"
 	"github.com/kplane/kplane/pkg/client"
 	"github.com/kplane/kplane/pkg/informer"
+	"github.com/kplane/kplane/pkg/intern"
 	"github.com/kplane/kplane/pkg/record"
 	"github.com/kplane/kplane/pkg/workqueue"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -315,24 +316,26 @@ func trimAssignedPod(o *kplanev1.Object) *kplanev1.Object {
 		return o
 	}
 	md, spec := p.GetMetadata(), p.GetSpec()
+	// What many pods share (namespace, labels, owner, node, requests,
+	// phase) is interned: one copy for a set's 100,000 pods.
 	meta := &kplanev1.ObjectMeta{
-		Name: md.GetName(), Namespace: md.GetNamespace(), Uid: md.GetUid(), ResourceVersion: md.GetResourceVersion(),
-		CreationTimestamp: md.GetCreationTimestamp(), DeletionTimestamp: md.GetDeletionTimestamp(), Labels: md.GetLabels(),
+		Name: md.GetName(), Namespace: intern.String(md.GetNamespace()), Uid: md.GetUid(), ResourceVersion: md.GetResourceVersion(),
+		CreationTimestamp: md.GetCreationTimestamp(), DeletionTimestamp: md.GetDeletionTimestamp(), Labels: intern.Map(md.GetLabels()),
 	}
 	for _, ref := range md.GetOwnerReferences() {
 		if ref.GetController() {
-			meta.OwnerReferences = []*kplanev1.OwnerReference{{Uid: ref.GetUid(), Controller: true}}
+			meta.OwnerReferences = []*kplanev1.OwnerReference{{Uid: intern.String(ref.GetUid()), Controller: true}}
 			break
 		}
 	}
-	kept := &kplanev1.PodSpec{NodeName: spec.GetNodeName(), Priority: spec.GetPriority(),
+	kept := &kplanev1.PodSpec{NodeName: intern.String(spec.GetNodeName()), Priority: spec.GetPriority(),
 		Containers: trimContainers(spec.GetContainers()), InitContainers: trimContainers(spec.GetInitContainers())}
 	if a := spec.GetAffinity(); a.GetPodAffinity() != nil || a.GetPodAntiAffinity() != nil {
 		kept.Affinity = &kplanev1.Affinity{PodAffinity: a.GetPodAffinity(), PodAntiAffinity: a.GetPodAntiAffinity()}
 	}
 	trimmed := &kplanev1.Pod{Metadata: meta, Spec: kept}
 	if phase := p.GetStatus().GetPhase(); phase != "" {
-		trimmed.Status = &kplanev1.PodStatus{Phase: phase}
+		trimmed.Status = &kplanev1.PodStatus{Phase: intern.String(phase)}
 	}
 	return kplanev1.MustWrap(trimmed)
 }
@@ -344,9 +347,9 @@ func trimContainers(cs []*kplanev1.Container) []*kplanev1.Container {
 	}
 	out := make([]*kplanev1.Container, len(cs))
 	for i, c := range cs {
-		k := &kplanev1.Container{Name: c.GetName()}
+		k := &kplanev1.Container{Name: intern.String(c.GetName())}
 		if req := c.GetResources().GetRequests(); len(req) > 0 {
-			k.Resources = &kplanev1.ResourceRequirements{Requests: req}
+			k.Resources = &kplanev1.ResourceRequirements{Requests: intern.Map(req)}
 		}
 		for _, port := range c.GetPorts() {
 			if port.GetHostPort() > 0 {

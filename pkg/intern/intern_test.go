@@ -1,0 +1,83 @@
+package intern
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"sync"
+	"testing"
+	"unsafe"
+)
+
+func TestString(t *testing.T) {
+	a, b := String(string([]byte("default"))), String(string([]byte("default")))
+	if a != "default" || unsafe.StringData(a) != unsafe.StringData(b) {
+		t.Fatal("two interned copies of one string do not share their bytes")
+	}
+	if String("") != "" {
+		t.Fatal("the empty string changed")
+	}
+}
+
+// Equal contents share one map, different ones do not, whatever the
+// order of insertion; keys and values that would run together in a plain
+// concatenation ("ab"+"c" against "a"+"bc") stay apart.
+func TestMap(t *testing.T) {
+	if Map(nil) != nil || Map(map[string]string{}) != nil {
+		t.Fatal("an empty map did not intern to nil")
+	}
+	a := Map(map[string]string{"app": "web", "tier": "front"})
+	b := Map(map[string]string{"tier": "front", "app": "web"})
+	if reflect.ValueOf(a).UnsafePointer() != reflect.ValueOf(b).UnsafePointer() {
+		t.Fatal("equal label sets got different maps")
+	}
+	if !maps.Equal(a, map[string]string{"app": "web", "tier": "front"}) {
+		t.Fatalf("interned map %v differs from its content", a)
+	}
+	for _, pair := range [][2]map[string]string{
+		{{"ab": "c"}, {"a": "bc"}},
+		{{"a": "b", "c": "d"}, {"a": "b"}},
+		{{"a": ""}, {"a": "x"}},
+	} {
+		x, y := Map(pair[0]), Map(pair[1])
+		if !maps.Equal(x, pair[0]) || !maps.Equal(y, pair[1]) {
+			t.Errorf("%v and %v interned as %v and %v", pair[0], pair[1], x, y)
+		}
+	}
+}
+
+// Past maxSets distinct contents the table starts over, so it stays
+// bounded; what it hands out is still right.
+func TestMapBounded(t *testing.T) {
+	for i := range maxSets + 10 {
+		m := map[string]string{"i": fmt.Sprint(i)}
+		if got := Map(m); !maps.Equal(got, m) {
+			t.Fatalf("set %d interned as %v", i, got)
+		}
+	}
+	mapTable.mu.Lock()
+	n := len(mapTable.sets)
+	mapTable.mu.Unlock()
+	if n > maxSets {
+		t.Fatalf("the table holds %d sets, more than %d", n, maxSets)
+	}
+}
+
+// Informers of several kinds intern at once.
+func TestMapConcurrent(t *testing.T) {
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 1000 {
+				m := map[string]string{"app": fmt.Sprint(i % 7), "g": fmt.Sprint(g % 2)}
+				if got := Map(m); !maps.Equal(got, m) {
+					t.Errorf("interned %v as %v", m, got)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
