@@ -122,3 +122,33 @@ func BenchmarkStateBytes(b *testing.B) {
 	b.ReportMetric(perLoad, "heapB/obj-loaded")
 	b.ReportMetric(perListed, "heapB/obj-listed")
 }
+
+// BenchmarkRingBytes applies 10,000 Running pods, then a status update
+// of each, to a Pod cache whose ring holds 10,000 events (the default),
+// and reports the live heap per object: the state and a full ring, as
+// the apiserver holds them during a large rollout.
+func BenchmarkRingBytes(b *testing.B) {
+	const n = 10000
+	owner := uuid.NewString()
+	pods := make([]*kplanev1.Object, n)
+	for i := range pods {
+		pods[i] = benchRunningPod(i, owner)
+	}
+	added := putEvents(b, pods, 10)
+	for _, p := range pods {
+		p.GetPod().Status.Message = "updated"
+	}
+	modified := putEvents(b, pods, 10+n)
+	var perObj float64
+	for range b.N {
+		before := liveHeap()
+		c := New(Config{Kind: kplanev1.LookupKind("Pod"), Capacity: n})
+		c.loaded, c.readyClosed = true, true
+		close(c.ready)
+		c.apply(added)
+		c.apply(modified)
+		perObj = float64(liveHeap()-before) / n
+		runtime.KeepAlive(c)
+	}
+	b.ReportMetric(perObj, "heapB/obj")
+}

@@ -142,7 +142,11 @@ func (c *Cache) Watch(ctx context.Context, opts WatchOptions, send Sender) error
 				pos++
 				continue
 			}
-			if r := transform(e, opts.Filter); r != nil {
+			r, err := transform(e, opts)
+			if err != nil {
+				return err
+			}
+			if r != nil {
 				if err := send(r, e.Encoded()); err != nil {
 					return err
 				}
@@ -172,27 +176,47 @@ func (c *Cache) Watch(ctx context.Context, opts WatchOptions, send Sender) error
 
 // transform turns a cache event into what one watcher sees: an object
 // that starts matching its selectors is ADDED, one that stops matching is
-// DELETED, as in Kubernetes. The previous state is judged by its
-// attributes when the filter can, else decoded (once per event).
-func transform(e *Event, f Matcher) *kplanev1.WatchResponse {
+// DELETED, as in Kubernetes. Both states are judged by their attributes
+// when the filter can; otherwise the previous state is decoded once per
+// event and the new one once for this watcher, which is also the copy it
+// is sent unless it sends only the encoded object.
+func transform(e *Event, opts WatchOptions) (*kplanev1.WatchResponse, error) {
+	f := opts.Filter
 	rv := store.FormatRevision(e.Rev)
 	was := e.prev != nil && matchEntry(f, e.prev, e.Prev)
-	switch e.Type {
-	case kplanev1.EventType_EVENT_TYPE_DELETED:
+	if e.Type == kplanev1.EventType_EVENT_TYPE_DELETED {
 		if !was {
-			return nil
+			return nil, nil
 		}
-		return &kplanev1.WatchResponse{Type: e.Type, Object: e.Object, ResourceVersion: rv}
-	default:
-		is := f.Matches(e.Object)
-		switch {
-		case is && was:
-			return &kplanev1.WatchResponse{Type: kplanev1.EventType_EVENT_TYPE_MODIFIED, Object: e.Object, ResourceVersion: rv}
-		case is:
-			return &kplanev1.WatchResponse{Type: kplanev1.EventType_EVENT_TYPE_ADDED, Object: e.Object, ResourceVersion: rv}
-		case was:
-			return &kplanev1.WatchResponse{Type: kplanev1.EventType_EVENT_TYPE_DELETED, Object: e.Object, ResourceVersion: rv}
-		}
-		return nil
+		return &kplanev1.WatchResponse{Type: e.Type, Object: e.obj, ResourceVersion: rv}, nil
 	}
+	var obj *kplanev1.Object
+	var decodeErr error
+	decode := func() *kplanev1.Object {
+		if obj == nil && decodeErr == nil {
+			obj, decodeErr = e.cur.decode()
+		}
+		return obj
+	}
+	is := matchEntry(f, e.cur, decode)
+	if decodeErr != nil {
+		return nil, status.Errorf(codes.Internal, "watch: %v", decodeErr)
+	}
+	r := &kplanev1.WatchResponse{ResourceVersion: rv}
+	switch {
+	case is && was:
+		r.Type = kplanev1.EventType_EVENT_TYPE_MODIFIED
+	case is:
+		r.Type = kplanev1.EventType_EVENT_TYPE_ADDED
+	case was:
+		r.Type = kplanev1.EventType_EVENT_TYPE_DELETED
+	default:
+		return nil, nil
+	}
+	if !opts.EncodedOnly {
+		if r.Object = decode(); decodeErr != nil {
+			return nil, status.Errorf(codes.Internal, "watch: %v", decodeErr)
+		}
+	}
+	return r, nil
 }
