@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -227,24 +228,67 @@ func truncate(r protoreflect.Message) {
 	r.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		switch {
 		case fd.IsMap():
-			if fd.MapValue().Kind() == protoreflect.MessageKind {
+			if holdsTimes(fd.MapValue()) {
 				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
 					truncateValue(mv.Message(), fd.MapValue())
 					return true
 				})
 			}
 		case fd.IsList():
-			if fd.Kind() == protoreflect.MessageKind {
+			if holdsTimes(fd) {
 				l := v.List()
 				for i := 0; i < l.Len(); i++ {
 					truncateValue(l.Get(i).Message(), fd)
 				}
 			}
-		case fd.Kind() == protoreflect.MessageKind:
+		case holdsTimes(fd):
 			truncateValue(v.Message(), fd)
 		}
 		return true
 	})
+}
+
+// timesIn caches, by message type, whether a message of it can hold a
+// timestamp at any depth: the walk skips the subtrees that cannot (a
+// pod's containers, say), which were half of its cost on every write.
+var timesIn sync.Map // protoreflect.FullName -> bool
+
+// holdsTimes reports whether fd (a message field, or a map's value) is a
+// timestamp or a message that can hold one.
+func holdsTimes(fd protoreflect.FieldDescriptor) bool {
+	if fd.Kind() != protoreflect.MessageKind {
+		return false
+	}
+	if IsTimestamp(fd) {
+		return true
+	}
+	md := fd.Message()
+	if v, ok := timesIn.Load(md.FullName()); ok {
+		return v.(bool)
+	}
+	found := reachesTimes(md, map[protoreflect.FullName]bool{})
+	timesIn.Store(md.FullName(), found)
+	return found
+}
+
+// reachesTimes searches md's fields for a timestamp; seen stops at a type
+// already being searched (recursive types), whose other paths decide.
+func reachesTimes(md protoreflect.MessageDescriptor, seen map[protoreflect.FullName]bool) bool {
+	if seen[md.FullName()] {
+		return false
+	}
+	seen[md.FullName()] = true
+	fields := md.Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		if fd.IsMap() {
+			fd = fd.MapValue()
+		}
+		if fd.Kind() == protoreflect.MessageKind && (IsTimestamp(fd) || reachesTimes(fd.Message(), seen)) {
+			return true
+		}
+	}
+	return false
 }
 
 func truncateValue(r protoreflect.Message, fd protoreflect.FieldDescriptor) {

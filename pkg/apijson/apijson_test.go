@@ -153,3 +153,36 @@ func TestIntegersAreNumbersEverywhere(t *testing.T) {
 		t.Errorf("64-bit integers should be numbers: %s", b)
 	}
 }
+
+// The walk that skips subtrees which cannot hold a timestamp still
+// reaches one several messages deep in a list (a container's running
+// state), and leaves every other field alone.
+func TestTruncateTimesReachesDeepTimes(t *testing.T) {
+	pod := &kplanev1.Pod{
+		Spec: &kplanev1.PodSpec{Containers: []*kplanev1.Container{{Name: "app", Image: "nginx:1.25"}}},
+		Status: &kplanev1.PodStatus{ContainerStatuses: []*kplanev1.ContainerStatus{{Name: "app",
+			State: &kplanev1.ContainerState{Running: &kplanev1.ContainerStateRunning{StartedAt: timestamppb.New(at)}}}}},
+	}
+	want := proto.Clone(pod).(*kplanev1.Pod)
+	want.Status.ContainerStatuses[0].State.Running.StartedAt = timestamppb.New(at.Truncate(time.Second))
+	TruncateTimes(pod)
+	if !proto.Equal(pod, want) {
+		t.Fatalf("truncated to %v, want %v", pod, want)
+	}
+}
+
+// BenchmarkTruncateTimesPod is the walk the apiserver makes over every
+// pod it writes.
+func BenchmarkTruncateTimesPod(b *testing.B) {
+	pod := &kplanev1.Pod{
+		Metadata: &kplanev1.ObjectMeta{Name: "web-1", Namespace: "default", CreationTimestamp: timestamppb.New(at),
+			Labels: map[string]string{"app": "web"}},
+		Spec: &kplanev1.PodSpec{Containers: []*kplanev1.Container{{Name: "app", Image: "nginx:1.25",
+			Args: []string{"--port", "8080"}, Ports: []*kplanev1.ContainerPort{{ContainerPort: 8080}},
+			Resources: &kplanev1.ResourceRequirements{Requests: map[string]string{"cpu": "100m"}}}}},
+		Status: &kplanev1.PodStatus{Phase: "Running", Conditions: []*kplanev1.Condition{{Type: "Ready", Status: "True", LastTransitionTime: timestamppb.New(at)}}},
+	}
+	for b.Loop() {
+		TruncateTimes(pod)
+	}
+}
