@@ -25,17 +25,47 @@ func String(s string) string {
 	return unique.Make(s).Value()
 }
 
-// maxSets bounds the map table: past it, the table starts over (maps
+// maxSets bounds every table: past it, a table starts over (values
 // already handed out stay shared by the objects holding them), so a churn
 // of distinct label sets cannot grow it without end.
 const maxSets = 1 << 16
 
-var mapTable = &table{sets: map[string]map[string]string{}}
+var mapTable = &table{}
+
+// Table interns values that cannot be interned by content alone (a
+// message built from a few fields, say), keyed by what makes them equal.
+// Like Map's table it is bounded: past 65,536 keys it starts over. The
+// zero value is ready to use; values are shared and must not be modified.
+type Table[K comparable, V any] struct {
+	mu sync.Mutex
+	m  map[K]V
+}
+
+// Get returns the value interned under k, built by build the first time.
+func (t *Table[K, V]) Get(k K, build func() V) V {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.getLocked(k, build)
+}
+
+func (t *Table[K, V]) getLocked(k K, build func() V) V {
+	if v, ok := t.m[k]; ok {
+		return v
+	}
+	if t.m == nil {
+		t.m = map[K]V{}
+	}
+	if len(t.m) >= maxSets {
+		clear(t.m)
+	}
+	v := build()
+	t.m[k] = v
+	return v
+}
 
 // table holds one map per distinct content, keyed by its sorted pairs.
 type table struct {
-	mu   sync.Mutex
-	sets map[string]map[string]string
+	sets Table[string, map[string]string]
 	buf  []byte
 	keys []string
 }
@@ -50,8 +80,8 @@ func Map(m map[string]string) map[string]string {
 }
 
 func (t *table) get(m map[string]string) map[string]string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.sets.mu.Lock()
+	defer t.sets.mu.Unlock()
 	t.keys = t.keys[:0]
 	for k := range m {
 		t.keys = append(t.keys, k)
@@ -67,18 +97,16 @@ func (t *table) get(m map[string]string) map[string]string {
 		t.buf = appendLen(t.buf, len(v))
 		t.buf = append(t.buf, v...)
 	}
-	if shared, ok := t.sets[string(t.buf)]; ok {
+	if shared, ok := t.sets.m[string(t.buf)]; ok { // no allocation for the key
 		return shared
 	}
-	if len(t.sets) >= maxSets {
-		clear(t.sets)
-	}
-	shared := make(map[string]string, len(m))
-	for k, v := range m {
-		shared[String(k)] = String(v)
-	}
-	t.sets[string(t.buf)] = shared
-	return shared
+	return t.sets.getLocked(string(t.buf), func() map[string]string {
+		shared := make(map[string]string, len(m))
+		for k, v := range m {
+			shared[String(k)] = String(v)
+		}
+		return shared
+	})
 }
 
 func appendLen(b []byte, n int) []byte {

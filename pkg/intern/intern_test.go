@@ -55,9 +55,9 @@ func TestMapBounded(t *testing.T) {
 			t.Fatalf("set %d interned as %v", i, got)
 		}
 	}
-	mapTable.mu.Lock()
-	n := len(mapTable.sets)
-	mapTable.mu.Unlock()
+	mapTable.sets.mu.Lock()
+	n := len(mapTable.sets.m)
+	mapTable.sets.mu.Unlock()
 	if n > maxSets {
 		t.Fatalf("the table holds %d sets, more than %d", n, maxSets)
 	}
@@ -80,4 +80,25 @@ func TestMapConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// A Table builds a value once per key and hands out that value after,
+// and stays bounded.
+func TestTable(t *testing.T) {
+	var tab Table[string, *int]
+	built := 0
+	build := func() *int { built++; v := built; return &v }
+	a, b := tab.Get("k", build), tab.Get("k", build)
+	if a != b || built != 1 {
+		t.Fatalf("two Gets of one key built %d values (same pointer: %v)", built, a == b)
+	}
+	if c := tab.Get("other", build); c == a || built != 2 {
+		t.Fatal("another key shared the first key's value")
+	}
+	for i := range maxSets + 5 {
+		tab.Get(fmt.Sprint(i), build)
+	}
+	if len(tab.m) > maxSets {
+		t.Fatalf("the table holds %d keys, more than %d", len(tab.m), maxSets)
+	}
 }

@@ -301,7 +301,9 @@ func (s *Scheduler) setup(c *app.Context) (app.Reconciler, error) {
 //     terms InterPodAffinity honours (node affinity, node selector,
 //     tolerations, spread constraints and volumes are read only of the
 //     pod being scheduled);
-//   - status.phase: a finished pod frees its node.
+//   - status.phase, of a finished pod only (Succeeded, Failed): it frees
+//     its node; whether an unfinished pod is Pending or Running, nothing
+//     the scheduler decides about other pods depends on.
 //
 // Everything else goes: annotations, managedFields, finalizers, the
 // containers' images, commands, env, probes and mounts, volumes, status
@@ -324,7 +326,9 @@ func trimAssignedPod(o *kplanev1.Object) *kplanev1.Object {
 	}
 	for _, ref := range md.GetOwnerReferences() {
 		if ref.GetController() {
-			meta.OwnerReferences = []*kplanev1.OwnerReference{{Uid: intern.String(ref.GetUid()), Controller: true}}
+			meta.OwnerReferences = controllerRefs.Get(ref.GetUid(), func() []*kplanev1.OwnerReference {
+				return []*kplanev1.OwnerReference{{Uid: intern.String(ref.GetUid()), Controller: true}}
+			})
 			break
 		}
 	}
@@ -334,11 +338,15 @@ func trimAssignedPod(o *kplanev1.Object) *kplanev1.Object {
 		kept.Affinity = &kplanev1.Affinity{PodAffinity: a.GetPodAffinity(), PodAntiAffinity: a.GetPodAntiAffinity()}
 	}
 	trimmed := &kplanev1.Pod{Metadata: meta, Spec: kept}
-	if phase := p.GetStatus().GetPhase(); phase != "" {
-		trimmed.Status = &kplanev1.PodStatus{Phase: intern.String(phase)}
+	if core.Terminal(p) {
+		trimmed.Status = &kplanev1.PodStatus{Phase: intern.String(p.GetStatus().GetPhase())}
 	}
 	return kplanev1.MustWrap(trimmed)
 }
+
+// controllerRefs shares the one-entry owner list the trim keeps among
+// the pods of one controller (the pods of a set point at one slice).
+var controllerRefs intern.Table[string, []*kplanev1.OwnerReference]
 
 // trimContainers keeps of each container what trimAssignedPod says.
 func trimContainers(cs []*kplanev1.Container) []*kplanev1.Container {

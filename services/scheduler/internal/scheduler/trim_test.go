@@ -119,11 +119,19 @@ func TestTrimAssignedPod(t *testing.T) {
 				Ports: []*kplanev1.ContainerPort{{HostPort: 5353, Protocol: "UDP"}}}},
 			InitContainers: []*kplanev1.Container{{Name: "migrate", Resources: &kplanev1.ResourceRequirements{Requests: map[string]string{"cpu": "1"}}}},
 			Affinity:       &kplanev1.Affinity{PodAffinity: podAffinity, PodAntiAffinity: antiAffinity}},
-		Status: &kplanev1.PodStatus{Phase: kplanev1.PodRunning},
 	}
 	got := trim(full)
 	if !proto.Equal(got, want) {
 		t.Fatalf("trimmed pod:\n%v\nwant:\n%v", got, want)
+	}
+	// A finished pod keeps its phase (it frees its node); the pods of one
+	// owner share one owner list.
+	done := proto.Clone(full).(*kplanev1.Pod)
+	done.Status.Phase = kplanev1.PodSucceeded
+	if got := trim(done); got.GetStatus().GetPhase() != kplanev1.PodSucceeded {
+		t.Fatalf("a finished pod trimmed to status %v; want its phase kept", got.GetStatus())
+	} else if &got.GetMetadata().GetOwnerReferences()[0] != &trim(full).GetMetadata().GetOwnerReferences()[0] {
+		t.Error("two pods of one owner do not share the trimmed owner list")
 	}
 	// What the cache parses of it is what it parses of the whole pod, as
 	// far as an assigned pod's info is read (its own node selector and
