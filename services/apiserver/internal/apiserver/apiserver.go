@@ -271,6 +271,9 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 					return nil, false
 				}
 				return c.GetAt(kplanev1.MetaKey(namespace, name), rev)
+			},
+			PriorityClasses: func(atLeast int64) ([]*kplanev1.PriorityClass, bool) {
+				return priorityClassesFrom(caches["PriorityClass"], atLeast)
 			}}),
 		caches:   caches,
 		member:   newMemberHealth(),
@@ -628,4 +631,26 @@ func (a *APIServer) logUnary(ctx context.Context, req any, info *grpc.UnaryServe
 		a.log.Warn("request failed", "method", info.FullMethod, "error", err)
 	}
 	return resp, err
+}
+
+// priorityClassesFrom reads every PriorityClass from c once it is loaded
+// and has caught up to atLeast.
+func priorityClassesFrom(c *watchcache.Cache, atLeast int64) ([]*kplanev1.PriorityClass, bool) {
+	if c == nil {
+		return nil, false
+	}
+	select {
+	case <-c.Ready():
+	default:
+		return nil, false
+	}
+	objs, rev := c.Snapshot()
+	if rev < atLeast {
+		return nil, false
+	}
+	out := make([]*kplanev1.PriorityClass, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.GetPriorityClass())
+	}
+	return out, true
 }

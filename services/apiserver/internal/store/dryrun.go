@@ -2,8 +2,12 @@ package store
 
 import (
 	"context"
+	"strings"
+	"sync/atomic"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
 type dryRunKey struct{}
@@ -30,5 +34,32 @@ func (s *Store) commit(ctx context.Context, cmps []clientv3.Cmp, then, els []cli
 	if isDryRun(ctx) {
 		then = nil
 	}
-	return s.cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+	if err == nil && resp.Succeeded && writesUnder(then, priorityClassPrefix) {
+		raiseTo(&s.pcWritten, resp.Header.Revision)
+	}
+	return resp, err
+}
+
+// raiseTo sets v to rev unless it already holds a later revision.
+func raiseTo(v *atomic.Int64, rev int64) {
+	for {
+		cur := v.Load()
+		if cur >= rev || v.CompareAndSwap(cur, rev) {
+			return
+		}
+	}
+}
+
+// priorityClassPrefix is where PriorityClasses are stored.
+var priorityClassPrefix = ListPrefix(kplanev1.LookupKind("PriorityClass"), "")
+
+// writesUnder reports whether any of ops puts or deletes a key under prefix.
+func writesUnder(ops []clientv3.Op, prefix string) bool {
+	for _, op := range ops {
+		if (op.IsPut() || op.IsDelete()) && strings.HasPrefix(string(op.KeyBytes()), prefix) {
+			return true
+		}
+	}
+	return false
 }

@@ -33,9 +33,21 @@ func forbidden(kind, name, format string, args ...any) error {
 	return status.Errorf(codes.PermissionDenied, "%s %q is forbidden: "+format, append([]any{kind, name}, args...)...)
 }
 
-// priorityClasses reads every PriorityClass (a serializable read: a class
-// created a moment ago may be missed, as with Kubernetes' informer-backed
-// admission).
+// podPriorityClasses reads every PriorityClass for pod admission: from
+// Options.PriorityClasses once its cache shows this store's latest class
+// write, else from etcd. A class created a moment ago through another
+// apiserver may be missed, as with Kubernetes' informer-backed admission.
+func (s *Store) podPriorityClasses(ctx context.Context) ([]*kplanev1.PriorityClass, error) {
+	if s.opts.PriorityClasses != nil {
+		if classes, ok := s.opts.PriorityClasses(s.pcWritten.Load()); ok {
+			return classes, nil
+		}
+	}
+	return s.priorityClasses(ctx)
+}
+
+// priorityClasses reads every PriorityClass from etcd (a serializable
+// read).
 func (s *Store) priorityClasses(ctx context.Context) ([]*kplanev1.PriorityClass, error) {
 	k := kplanev1.LookupKind("PriorityClass")
 	resp, err := s.cli.Get(ctx, ListPrefix(k, ""), clientv3.WithPrefix(), clientv3.WithSerializable())
@@ -78,7 +90,7 @@ func (s *Store) admitPodPriority(ctx context.Context, pod *kplanev1.Pod, name st
 			pc = priorityClass{c.GetMetadata().GetName(), c.GetValue(), c.GetPreemptionPolicy()}
 		}
 	} else {
-		classes, err := s.priorityClasses(ctx)
+		classes, err := s.podPriorityClasses(ctx)
 		if err != nil {
 			return err
 		}
