@@ -290,8 +290,9 @@ func (r *replicaController) candidates(owner *Owner) []*kplanev1.Pod {
 
 // claim adopts and releases pods with compare-and-swap updates of fresh
 // reads. Before the first adoption the owner is re-read from the
-// apiserver, as Kubernetes does: a cached owner may already be deleted (or replaced by a namesake),
-// and adopting for it would hand the pod to the garbage collector.
+// apiserver, as Kubernetes does: a cached owner may already be deleted
+// (or replaced by a namesake), and adopting for it would hand the pod to
+// the garbage collector.
 func (r *replicaController) claim(ctx context.Context, owner *Owner, plan Plan) error {
 	if len(plan.Adopt) > 0 {
 		resp, err := r.api.Get(ctx, &kplanev1.GetRequest{Kind: owner.Kind, Namespace: owner.Meta.GetNamespace(), Name: owner.Meta.GetName()})
@@ -430,8 +431,8 @@ func (r *replicaController) updateStatus(ctx context.Context, owner *Owner, st *
 	cur := owner.Object
 	if r.statusWrites.Behind(cur) {
 		resp, err := r.api.Get(ctx, &kplanev1.GetRequest{Kind: owner.Kind, Namespace: owner.Meta.GetNamespace(), Name: owner.Meta.GetName()})
-		if client.IsNotFound(err) {
-			return nil // deleted: the informer brings the news
+		if client.IsNotFound(err) || (err == nil && resp.GetObject().Meta().GetUid() != owner.Meta.GetUid()) {
+			return nil // deleted, or a namesake: the informer brings the news
 		}
 		if err != nil {
 			return fmt.Errorf("read %s for its status: %w", owner.Key(), err)
