@@ -1,15 +1,10 @@
 package store
 
 import (
-	"context"
 	"sync"
 	"testing"
-	"time"
-
-	"github.com/hashicorp/go-hclog"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
-	"github.com/kplane/kplane/services/apiserver/internal/backend"
 )
 
 // classCache stands in for the watch cache of PriorityClasses: a list
@@ -33,13 +28,7 @@ func (c *classCache) get(atLeast int64) ([]*kplanev1.PriorityClass, bool) {
 // that it reads etcd, so a class just created through this apiserver is
 // seen by the next pod. A dry-run class write raises nothing.
 func TestPodAdmissionReadsClassesFromCache(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	be, err := backend.Open(ctx, backend.Config{DataDir: t.TempDir(), UnsafeNoFsync: true, Logger: hclog.NewNullLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = be.Close() }() // test teardown
+	ctx, be := openBackend(t)
 	cache := &classCache{}
 	s := New(be.Client, Options{PriorityClasses: cache.get})
 	if _, err := s.Create(ctx, kplanev1.MustWrap(&kplanev1.Namespace{Metadata: &kplanev1.ObjectMeta{Name: "default"}})); err != nil {

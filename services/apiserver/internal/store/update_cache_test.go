@@ -19,19 +19,27 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// openBackend starts an embedded etcd for one test and a context that
+// ends with it.
+func openBackend(t *testing.T) (context.Context, *backend.Backend) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	be, err := backend.Open(ctx, backend.Config{DataDir: t.TempDir(), UnsafeNoFsync: true, Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = be.Close() }) // test teardown
+	return ctx, be
+}
+
 // A conditional update starts from the cached copy when the cache holds
 // the object at the caller's revision, and behaves exactly as one read
 // from etcd when the cache is behind: a stale cache still gives a
 // conflict, an object deleted from etcd is still not found, and the
 // cached object is never modified.
 func TestConditionalUpdateFromCache(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	be, err := backend.Open(ctx, backend.Config{DataDir: t.TempDir(), UnsafeNoFsync: true, Logger: hclog.NewNullLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = be.Close() }() // test teardown
+	ctx, be := openBackend(t)
 
 	var cached atomic.Pointer[kplanev1.Object]
 	var lookups atomic.Int32

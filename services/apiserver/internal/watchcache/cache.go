@@ -368,29 +368,21 @@ func (c *Cache) Snapshot() ([]*kplanev1.Object, int64) {
 // Get returns the current object under cache key ("namespace/name", or
 // "name" for a cluster-scoped kind), a private copy. It is the cheap
 // read for checks made on every request (token liveness).
-func (c *Cache) Get(key string) (*kplanev1.Object, bool) {
-	c.mu.RLock()
-	e, ok := c.state[key]
-	c.mu.RUnlock()
-	if !ok {
-		return nil, false
-	}
-	obj, err := e.decode()
-	if err != nil {
-		c.log.Error("cached object undecodable", "key", key, "error", err)
-		return nil, false
-	}
-	return obj, true
-}
+func (c *Cache) Get(key string) (*kplanev1.Object, bool) { return c.getAt(key, anyRev) }
 
 // GetAt is Get when the object under key is cached at exactly revision
 // rev, and false otherwise; only a match is decoded (the conditional
 // update's starting point, which needs that exact revision).
-func (c *Cache) GetAt(key string, rev int64) (*kplanev1.Object, bool) {
+func (c *Cache) GetAt(key string, rev int64) (*kplanev1.Object, bool) { return c.getAt(key, rev) }
+
+// anyRev asks getAt for the object at whatever revision it is cached.
+const anyRev = -1
+
+func (c *Cache) getAt(key string, rev int64) (*kplanev1.Object, bool) {
 	c.mu.RLock()
 	e, ok := c.state[key]
 	c.mu.RUnlock()
-	if !ok || e.rev != rev {
+	if !ok || (rev != anyRev && e.rev != rev) {
 		return nil, false
 	}
 	obj, err := e.decode()

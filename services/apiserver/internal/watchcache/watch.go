@@ -194,7 +194,7 @@ func transform(e *Event, opts WatchOptions) (*kplanev1.WatchResponse, error) {
 	var decodeErr error
 	decode := func() *kplanev1.Object {
 		if obj == nil && decodeErr == nil {
-			obj, decodeErr = e.cur.decode()
+			obj, decodeErr = e.Object()
 		}
 		return obj
 	}
