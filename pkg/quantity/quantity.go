@@ -205,9 +205,22 @@ func scale(mant *big.Int, ndigits, exp10 int, exp2 uint) (*big.Int, error) {
 	return v, nil
 }
 
+// pow10 is 10^n. Callers only read it: the common powers are shared
+// from a table, as every quantity a request holds computes one or two.
 func pow10(n int) *big.Int {
+	if n < len(powers10) {
+		return powers10[n]
+	}
 	return new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n)), nil)
 }
+
+var powers10 = func() (t [64]*big.Int) {
+	t[0] = big.NewInt(1)
+	for i := 1; i < len(t); i++ {
+		t[i] = new(big.Int).Mul(t[i-1], big.NewInt(10))
+	}
+	return t
+}()
 
 // NewQuantity returns value units in format f.
 func NewQuantity(value int64, f Format) Quantity {

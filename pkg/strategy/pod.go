@@ -54,13 +54,9 @@ func preparePod(p *kplanev1.Pod) {
 		p.Status.Phase = "Pending"
 	}
 	if p.Status.QosClass == "" {
-		// Requests default from limits; classify the defaulted spec.
-		spec := proto.Clone(p.GetSpec()).(*kplanev1.PodSpec)
-		if spec == nil {
-			spec = &kplanev1.PodSpec{}
-		}
-		defaultPodSpec(spec)
-		p.Status.QosClass = qosClass(spec)
+		// qosClass reads a missing request as its limit, as defaulting
+		// will write it, so the spec need not be defaulted first.
+		p.Status.QosClass = qosClass(p.GetSpec())
 	}
 }
 
@@ -198,8 +194,8 @@ func qosClass(s *kplanev1.PodSpec) string {
 				continue
 			}
 			rq, ok := req[r]
-			if !ok {
-				rq = l
+			if !ok || rq == l {
+				continue // the request is the limit
 			}
 			lq, err1 := quantity.Parse(l)
 			rqq, err2 := quantity.Parse(rq)

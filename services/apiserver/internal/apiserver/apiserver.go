@@ -46,6 +46,12 @@ import (
 	"github.com/kplane/kplane/services/apiserver/internal/watchcache"
 )
 
+// streamWorkers is how many gRPC requests run at once on reused worker
+// goroutines: about as many as a busy control plane keeps in flight (a
+// few dozen controllers and agents with several requests each). An idle
+// worker costs only its stack.
+const streamWorkers = 128
+
 // Config is everything the apiserver's flags set.
 type Config struct {
 	// Listen is the gRPC address (":6443"). Ignored when Listener is set.
@@ -363,6 +369,11 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 	})), httpCtx)
 	a.grpc = grpc.NewServer(append(grpcCreds,
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
+		// Requests run on long-lived workers whose stacks have already
+		// grown to what a handler needs, instead of a new goroutine per
+		// request that grows its stack by copying (5% of a Create's CPU
+		// under load); a request beyond the workers still gets its own.
+		grpc.NumStreamWorkers(streamWorkers),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.ChainUnaryInterceptor(m.unary, chain.UnaryInterceptor(), a.logUnary, server.PreEncodedReplies()),

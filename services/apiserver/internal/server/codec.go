@@ -112,6 +112,22 @@ func PreEncodedReplies() grpc.UnaryServerInterceptor {
 	}
 }
 
+// replySlotOf is the reply slot PreEncodedReplies put in ctx; nil for a
+// call in process (the REST side), which did not come through gRPC.
+func replySlotOf(ctx context.Context) *replySlot {
+	slot, _ := ctx.Value(replySlotKey{}).(*replySlot)
+	return slot
+}
+
+// encodeObjectReply is the wire form of a reply whose one field is the
+// object (field 1, as in CreateResponse), around the object's wire form,
+// without copying it.
+func encodeObjectReply(object []byte) *encodedMessage {
+	head := protowire.AppendTag(make([]byte, 0, 1+binary.MaxVarintLen32), 1, protowire.BytesType)
+	head = protowire.AppendVarint(head, uint64(len(object)))
+	return &encodedMessage{parts: mem.BufferSlice{mem.SliceBuffer(head), mem.SliceBuffer(object)}}
+}
+
 // offerListWire leaves the wire form of r with entries as its items,
 // built from the entries' kept wire forms, for PreEncodedReplies, and
 // reports whether it did: r then need not hold the items, as its wire
@@ -119,7 +135,7 @@ func PreEncodedReplies() grpc.UnaryServerInterceptor {
 // in-process call), or when an entry has no wire form, it does nothing
 // and r, with its items set, is marshalled as usual.
 func offerListWire(ctx context.Context, r *kplanev1.ListResponse, entries []watchcache.Entry) bool {
-	slot, _ := ctx.Value(replySlotKey{}).(*replySlot)
+	slot := replySlotOf(ctx)
 	if slot == nil {
 		return false
 	}

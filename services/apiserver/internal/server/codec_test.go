@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -143,5 +144,34 @@ func TestPreEncodedReplies(t *testing.T) {
 	// Without the interceptor there is no slot: nothing happens.
 	if offerListWire(context.Background(), reply, entries) {
 		t.Fatal("a wire form was offered without the interceptor")
+	}
+}
+
+// A Create's reply built around the stored object's wire form decodes to
+// the CreateResponse the standard codec would have sent, and its size is
+// that message's.
+func TestEncodeObjectReplyMatchesProto(t *testing.T) {
+	codec := passThroughCodec{encoding.GetCodecV2("proto")}
+	obj := kplanev1.MustWrap(&kplanev1.Pod{Metadata: &kplanev1.ObjectMeta{Name: "p", Namespace: "default",
+		ResourceVersion: "42", Annotations: map[string]string{"big": strings.Repeat("x", 300)}}})
+	objBytes, err := proto.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &kplanev1.CreateResponse{Object: obj}
+	reply := encodeObjectReply(objBytes)
+	data, err := codec.Marshal(reply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := &kplanev1.CreateResponse{}
+	if err := proto.Unmarshal(data.Materialize(), got); err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	if !proto.Equal(got, want) {
+		t.Fatalf("round trip: got %v, want %v", got, want)
+	}
+	if reply.WireSize() != proto.Size(want) {
+		t.Fatalf("wire size %d, proto.Size %d", reply.WireSize(), proto.Size(want))
 	}
 }

@@ -175,11 +175,26 @@ func (s *Server) Create(ctx context.Context, req *kplanev1.CreateRequest) (*kpla
 	if err := s.admitPod(ctx, req.GetObject()); err != nil {
 		return nil, err
 	}
-	obj, err := s.store.Create(dryRun(ctx, req.GetDryRun()), req.GetObject())
+	slot := replySlotOf(ctx)
+	if slot == nil { // in process: the caller keeps its request
+		obj, err := s.store.Create(dryRun(ctx, req.GetDryRun()), req.GetObject())
+		if err != nil {
+			return nil, err
+		}
+		return &kplanev1.CreateResponse{Object: obj}, nil
+	}
+	// A request that came over gRPC was decoded for this call alone, so
+	// the store may take its object instead of copying it, and the reply
+	// is sent as the object's stored bytes rather than encoded again.
+	obj, wire, err := s.store.CreateOwned(dryRun(ctx, req.GetDryRun()), req.GetObject())
 	if err != nil {
 		return nil, err
 	}
-	return &kplanev1.CreateResponse{Object: obj}, nil
+	resp := &kplanev1.CreateResponse{Object: obj}
+	if wire != nil {
+		slot.reply, slot.wire = resp, encodeObjectReply(wire)
+	}
+	return resp, nil
 }
 
 // Get implements kplanev1.ResourcesServer.

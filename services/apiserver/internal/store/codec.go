@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"strconv"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/kplane/kplane/pkg/apiutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -24,6 +26,55 @@ func Encode(obj *kplanev1.Object) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// WithRevision is value, an object as Encode wrote it, with its
+// resourceVersion set to rev, made without decoding it: a copy of value
+// followed by a second occurrence of the object's kind field that holds
+// only metadata.resourceVersion. Protobuf decoders merge a message field
+// that occurs twice, so the result decodes as Decode(value, rev) does;
+// the watch cache and Create's reply send it in place of a re-encoding.
+func WithRevision(value []byte, rev int64) ([]byte, error) {
+	kind, typ, n := protowire.ConsumeTag(value)
+	if n < 0 || typ != protowire.BytesType {
+		return nil, fmt.Errorf("stored object: no kind field at its start")
+	}
+	metaField, ok := revisionPath.metadata[kind]
+	if !ok {
+		return nil, fmt.Errorf("stored object: unknown kind field %d", kind)
+	}
+	var rv [20]byte
+	rvBytes := strconv.AppendInt(rv[:0], rev, 10)
+	rvLen := protowire.SizeTag(revisionPath.resourceVersion) + protowire.SizeBytes(len(rvBytes))
+	metaLen := protowire.SizeTag(metaField) + protowire.SizeBytes(rvLen)
+	out := make([]byte, len(value), len(value)+protowire.SizeTag(kind)+protowire.SizeBytes(metaLen))
+	copy(out, value)
+	out = protowire.AppendTag(out, kind, protowire.BytesType)
+	out = protowire.AppendVarint(out, uint64(metaLen))
+	out = protowire.AppendTag(out, metaField, protowire.BytesType)
+	out = protowire.AppendVarint(out, uint64(rvLen))
+	out = protowire.AppendTag(out, revisionPath.resourceVersion, protowire.BytesType)
+	out = protowire.AppendBytes(out, rvBytes)
+	return out, nil
+}
+
+// revisionPath holds the field numbers WithRevision writes: each kind's
+// field of Object, the metadata field of that kind's message, and
+// ObjectMeta's resource_version; read once from the descriptors.
+var revisionPath = func() (p struct {
+	metadata        map[protowire.Number]protowire.Number
+	resourceVersion protowire.Number
+}) {
+	p.metadata = map[protowire.Number]protowire.Number{}
+	kinds := (&kplanev1.Object{}).ProtoReflect().Descriptor().Oneofs().ByName("kind").Fields()
+	for i := range kinds.Len() {
+		f := kinds.Get(i)
+		if m := f.Message().Fields().ByName("metadata"); m != nil {
+			p.metadata[f.Number()] = m.Number()
+		}
+	}
+	p.resourceVersion = (&kplanev1.ObjectMeta{}).ProtoReflect().Descriptor().Fields().ByName(protoreflect.Name("resource_version")).Number()
+	return p
+}()
 
 // Decode parses a stored value and stamps it with its revision.
 func Decode(value []byte, modRevision int64) (*kplanev1.Object, error) {

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
@@ -142,10 +143,27 @@ func (s *Store) Create(ctx context.Context, obj *kplanev1.Object) (*kplanev1.Obj
 	if err != nil {
 		return nil, err
 	}
-	obj = proto.Clone(obj).(*kplanev1.Object)
+	out, _, err := s.create(ctx, k, proto.Clone(obj).(*kplanev1.Object))
+	return out, err
+}
+
+// CreateOwned is Create for a caller that hands obj over (a request
+// decoded for this call alone): obj is changed and returned instead of
+// copied. It also returns the stored object's wire form, resourceVersion
+// included (WithRevision), so a reply need not encode the object again;
+// that is nil for a dry run.
+func (s *Store) CreateOwned(ctx context.Context, obj *kplanev1.Object) (*kplanev1.Object, []byte, error) {
+	k, _, err := objectOf(obj)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.create(ctx, k, obj)
+}
+
+func (s *Store) create(ctx context.Context, k *kplanev1.KindInfo, obj *kplanev1.Object) (*kplanev1.Object, []byte, error) {
 	meta := obj.Meta()
 	if meta.ResourceVersion != "" {
-		return nil, invalid("metadata.resourceVersion: must not be set on create")
+		return nil, nil, invalid("metadata.resourceVersion: must not be set on create")
 	}
 	if !k.Namespaced {
 		// Kubernetes ignores a namespace sent with a cluster-scoped object.
@@ -166,10 +184,10 @@ func (s *Store) Create(ctx context.Context, obj *kplanev1.Object) (*kplanev1.Obj
 		meta.Name = meta.GenerateName + "xxxxx"
 	}
 	if errs := strat.Validate(obj); len(errs) > 0 {
-		return nil, invalidObject(k.Name, displayName(meta, generate), errs)
+		return nil, nil, invalidObject(k.Name, displayName(meta, generate), errs)
 	}
 	if err := s.admit(ctx, obj, displayName(meta, generate), true); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	now := s.opts.Now()
 	meta.CreationTimestamp = timestamppb.New(now)
@@ -186,10 +204,10 @@ func (s *Store) Create(ctx context.Context, obj *kplanev1.Object) (*kplanev1.Obj
 		if allocatorFor(k) != nil {
 			try = proto.Clone(obj).(*kplanev1.Object)
 			if err := s.allocate(k, try, nil, pk); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
-		out, err := s.createOnce(ctx, k, try, pk)
+		out, wire, err := s.createOnce(ctx, k, try, pk)
 		if errors.Is(err, errClaimRace) && races < maxAllocationAttempts {
 			races++
 			continue // a picked value was taken meanwhile; pick again
@@ -199,9 +217,9 @@ func (s *Store) Create(ctx context.Context, obj *kplanev1.Object) (*kplanev1.Obj
 			continue // a generated name collided; draw another
 		}
 		if errors.Is(err, errClaimRace) {
-			return nil, status.Errorf(codes.Aborted, "%s %q: every value picked was taken by concurrent writers; try again", k.Name, meta.Name)
+			return nil, nil, status.Errorf(codes.Aborted, "%s %q: every value picked was taken by concurrent writers; try again", k.Name, meta.Name)
 		}
-		return out, err
+		return out, wire, err
 	}
 }
 
@@ -212,16 +230,18 @@ func displayName(meta *kplanev1.ObjectMeta, generated bool) string {
 	return meta.Name
 }
 
-func (s *Store) createOnce(ctx context.Context, k *kplanev1.KindInfo, obj *kplanev1.Object, pk *picker) (*kplanev1.Object, error) {
+// createOnce writes obj if its key is free, and returns it with the
+// wire form WithRevision makes of it (nil for a dry run).
+func (s *Store) createOnce(ctx context.Context, k *kplanev1.KindInfo, obj *kplanev1.Object, pk *picker) (*kplanev1.Object, []byte, error) {
 	meta := obj.Meta()
 	key := ObjectKey(k, meta.Namespace, meta.Name)
 	value, err := s.encodeChecked(obj)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	putOpts, err := s.putOptions(ctx, k, obj)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}
 	if k.Namespaced {
@@ -233,25 +253,32 @@ func (s *Store) createOnce(ctx context.Context, k *kplanev1.KindInfo, obj *kplan
 	// The values the object holds are reserved in the same transaction.
 	claims := newClaimTxn(claimsOf(k, obj), nil, holderOf(obj))
 	cmps = append(cmps, claims.cmps...)
-	resp, err := s.commit(ctx, cmps, append([]clientv3.Op{clientv3.OpPut(key, string(value), putOpts...)}, claims.ops...),
+	// value is not changed after this, so the Put may read it as a string
+	// without copying it.
+	put := clientv3.OpPut(key, unsafe.String(unsafe.SliceData(value), len(value)), putOpts...)
+	resp, err := s.commit(ctx, cmps, append([]clientv3.Op{put}, claims.ops...),
 		append([]clientv3.Op{clientv3.OpGet(key, clientv3.WithCountOnly())}, claims.checks...))
 	if err != nil {
-		return nil, backendError(ctx, "create", err)
+		return nil, nil, backendError(ctx, "create", err)
 	}
 	if !resp.Succeeded {
 		if resp.Responses[0].GetResponseRange().Count > 0 {
-			return nil, status.Errorf(codes.AlreadyExists, "%s %q already exists", k.Name, obj.Key())
+			return nil, nil, status.Errorf(codes.AlreadyExists, "%s %q already exists", k.Name, obj.Key())
 		}
 		if err := claims.failure(k, obj, resp, 1, pk); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return nil, status.Errorf(codes.NotFound, "namespace %q not found", meta.Namespace)
+		return nil, nil, status.Errorf(codes.NotFound, "namespace %q not found", meta.Namespace)
 	}
 	if isDryRun(ctx) {
-		return obj, nil // never stored: no resourceVersion
+		return obj, nil, nil // never stored: no resourceVersion
 	}
 	meta.ResourceVersion = FormatRevision(resp.Header.Revision)
-	return obj, nil
+	wire, err := WithRevision(value, resp.Header.Revision)
+	if err != nil {
+		return nil, nil, status.Errorf(codes.Internal, "%v", err)
+	}
+	return obj, wire, nil
 }
 
 // putOptions attaches an expiring lease to objects whose kind expires
@@ -511,7 +538,10 @@ func (s *Store) commitUpdate(ctx context.Context, k *kplanev1.KindInfo, next, cu
 	add, drop := diffClaims(claimsOf(k, next), held)
 	claims := newClaimTxn(add, drop, holderOf(next))
 	cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", curRev)}, claims.cmps...)
-	resp, err := s.commit(ctx, cmps, append([]clientv3.Op{clientv3.OpPut(key, string(value), putOpts...)}, claims.ops...), claims.checks)
+	// value is not changed after this, so the Put may read it as a string
+	// without copying it.
+	put := clientv3.OpPut(key, unsafe.String(unsafe.SliceData(value), len(value)), putOpts...)
+	resp, err := s.commit(ctx, cmps, append([]clientv3.Op{put}, claims.ops...), claims.checks)
 	if err != nil {
 		return nil, backendError(ctx, "update", err)
 	}

@@ -173,24 +173,18 @@ func (e *entry) Field(path string) (string, bool) {
 
 // fieldTable is the field selector paths a kind's entries precompute:
 // those its clients select on all the time, so such a selection decodes
-// nothing. Each value is rendered as pkg/fields renders it (both are
-// strings, so as stored).
+// nothing. Each is a dotted path of JSON field names ending at a string
+// field (wireKinds resolves them); its value is rendered as pkg/fields
+// renders it (both are strings, so as stored).
 type fieldTable struct {
 	paths []string
-	get   []func(*kplanev1.Object) string
 }
 
 // precomputed is the fields precomputed per kind. Every node agent
 // watches its pods by spec.nodeName; status.phase is the other pod field
 // clients (and Kubernetes' own) select on.
 var precomputed = map[string]*fieldTable{
-	"Pod": {
-		paths: []string{"spec.nodeName", "status.phase"},
-		get: []func(*kplanev1.Object) string{
-			func(o *kplanev1.Object) string { return o.GetPod().GetSpec().GetNodeName() },
-			func(o *kplanev1.Object) string { return o.GetPod().GetStatus().GetPhase() },
-		},
-	},
+	"Pod": {paths: []string{"spec.nodeName", "status.phase"}},
 }
 
 // newEntry keeps obj (its resourceVersion set) under key as an entry;
@@ -200,18 +194,7 @@ func newEntry(key string, obj *kplanev1.Object, rev int64) (*entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", key, err)
 	}
-	e := &entry{key: key, rev: rev, b: b, labels: obj.Meta().GetLabels()}
-	if len(e.labels) == 0 {
-		e.labels = nil
-	}
-	if t := precomputed[obj.KindName()]; t != nil {
-		e.table = t
-		e.fields = make([]string, len(t.get))
-		for i, get := range t.get {
-			e.fields[i] = get(obj)
-		}
-	}
-	return e, nil
+	return entryFromWire(key, b, rev)
 }
 
 // matchEntry reports whether m selects e: from its attributes when m
@@ -466,7 +449,7 @@ func (c *Cache) load(ctx context.Context) error {
 	state := make(map[string]*entry, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		key := store.CacheKeyFromStorageKey(c.cfg.Kind, string(kv.Key))
-		e, _, err := c.decodeEntry(key, kv.Value, kv.ModRevision)
+		e, err := c.decodeEntry(key, kv.Value, kv.ModRevision)
 		if err != nil {
 			c.log.Error("skipping undecodable object", "key", string(kv.Key), "error", err)
 			continue
@@ -563,18 +546,16 @@ func (c *Cache) follow(ctx context.Context) error {
 	}
 }
 
-// decodeEntry decodes a stored value into the object (its
-// resourceVersion set to rev) and its entry under key.
-func (c *Cache) decodeEntry(key string, value []byte, rev int64) (*entry, *kplanev1.Object, error) {
-	obj, err := store.Decode(value, rev)
+// decodeEntry is the entry under key for a stored value written at rev,
+// made without decoding it: its wire form is the value with the revision
+// spliced in (store.WithRevision), its attributes are read from those
+// bytes (entryFromWire).
+func (c *Cache) decodeEntry(key string, value []byte, rev int64) (*entry, error) {
+	b, err := store.WithRevision(value, rev)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	e, err := newEntry(key, obj, rev)
-	if err != nil {
-		return nil, nil, err
-	}
-	return e, obj, nil
+	return entryFromWire(key, b, rev)
 }
 
 func (c *Cache) apply(resp clientv3.WatchResponse) {
@@ -585,7 +566,7 @@ func (c *Cache) apply(resp clientv3.WatchResponse) {
 	for i, ev := range resp.Events {
 		keys[i] = store.CacheKeyFromStorageKey(c.cfg.Kind, string(ev.Kv.Key))
 		if ev.Type == mvccpb.PUT {
-			e, _, err := c.decodeEntry(keys[i], ev.Kv.Value, ev.Kv.ModRevision)
+			e, err := c.decodeEntry(keys[i], ev.Kv.Value, ev.Kv.ModRevision)
 			if err != nil {
 				c.log.Error("skipping undecodable object", "key", string(ev.Kv.Key), "error", err)
 				continue
