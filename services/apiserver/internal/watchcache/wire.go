@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/kplane/kplane/pkg/intern"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
@@ -121,26 +122,30 @@ func entryFromWire(key string, b []byte, rev int64) (*entry, error) {
 	}
 	e := &entry{key: key, rev: rev, b: b}
 	if w.labels != nil {
+		var labels map[string]string
 		err := visit(b, w.labels, func(kv []byte) error {
 			k, v, err := mapEntry(kv)
 			if err == nil {
-				if e.labels == nil {
-					e.labels = map[string]string{}
+				if labels == nil {
+					labels = map[string]string{}
 				}
-				e.labels[k] = v
+				labels[k] = v
 			}
 			return err
 		})
 		if err != nil {
 			return nil, fmt.Errorf("cache %s: labels: %w", key, err)
 		}
+		// The pods of one ReplicaSet share their labels; so do their
+		// entries (a tenth of the cache's heap at 85,000 pods otherwise).
+		e.labels = intern.Map(labels)
 	}
 	if w.table != nil {
 		e.table = w.table
 		e.fields = make([]string, len(w.fields))
 		for i, p := range w.fields {
 			err := visit(b, p, func(v []byte) error {
-				e.fields[i] = string(v)
+				e.fields[i] = intern.String(string(v))
 				return nil
 			})
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -154,5 +155,35 @@ func TestMustResolveRefusesWhatIsNotAStringPath(t *testing.T) {
 			}()
 			mustResolve(pod, path)
 		}()
+	}
+}
+
+// Entries with equal labels share one interned map, whose content is
+// still each entry's own.
+func TestEntryFromWireSharesLabels(t *testing.T) {
+	encode := func(name string, labels map[string]string) []byte {
+		b, err := proto.Marshal(kplanev1.MustWrap(&kplanev1.Pod{Metadata: &kplanev1.ObjectMeta{Name: name, Labels: labels}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	a, err := entryFromWire("a", encode("a", map[string]string{"app": "web", "tier": "x"}), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := entryFromWire("b", encode("b", map[string]string{"tier": "x", "app": "web"}), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := entryFromWire("c", encode("c", map[string]string{"app": "db"}), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reflect.ValueOf(a.labels).UnsafePointer() != reflect.ValueOf(b.labels).UnsafePointer() {
+		t.Error("two entries with equal labels hold two maps")
+	}
+	if !maps.Equal(c.labels, map[string]string{"app": "db"}) || !maps.Equal(a.labels, map[string]string{"app": "web", "tier": "x"}) {
+		t.Errorf("labels %v and %v, want each entry's own", a.labels, c.labels)
 	}
 }
