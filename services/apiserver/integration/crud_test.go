@@ -231,6 +231,10 @@ func testUpdateAndStatusSeparation(t *testing.T, _ *testserver.Server, c kplanev
 	if up2.GetPod().GetStatus().GetPhase() != "Pending" {
 		t.Errorf("update without status cleared it: %v", up2.GetPod().GetStatus())
 	}
+	// Over gRPC the reply is the stored bytes: exactly what Get reads.
+	if got := get(t, c, "Pod", "default", "web"); !proto.Equal(got, up2) {
+		t.Errorf("Get after Update = %v\nwant what Update returned, %v", got, up2)
+	}
 
 	// UpdateStatus writes status and ignores spec and metadata.
 	st := proto.Clone(up2).(*kplanev1.Object)
@@ -247,6 +251,9 @@ func testUpdateAndStatusSeparation(t *testing.T, _ *testserver.Server, c kplanev
 	}
 	if st2.Meta().GetLabels()["app"] != "web" {
 		t.Errorf("UpdateStatus changed labels: %v", st2.Meta().GetLabels())
+	}
+	if got := get(t, c, "Pod", "default", "web"); !proto.Equal(got, st2) {
+		t.Errorf("Get after UpdateStatus = %v\nwant what UpdateStatus returned, %v", got, st2)
 	}
 	if st2.Meta().GetGeneration() != up2.Meta().GetGeneration() {
 		t.Errorf("UpdateStatus bumped generation to %d", st2.Meta().GetGeneration())

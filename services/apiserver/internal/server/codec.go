@@ -13,6 +13,7 @@ import (
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 
+	"github.com/kplane/kplane/services/apiserver/internal/store"
 	"github.com/kplane/kplane/services/apiserver/internal/watchcache"
 )
 
@@ -117,6 +118,27 @@ func PreEncodedReplies() grpc.UnaryServerInterceptor {
 func replySlotOf(ctx context.Context) *replySlot {
 	slot, _ := ctx.Value(replySlotKey{}).(*replySlot)
 	return slot
+}
+
+// withWireFor asks the store for the wire form of what a write stores
+// (store.WithWire) when slot can send it: over gRPC. In process the
+// sink stays unused and nil.
+func withWireFor(ctx context.Context, slot *replySlot) (context.Context, *[]byte) {
+	if slot == nil {
+		return ctx, new([]byte)
+	}
+	return store.WithWire(ctx)
+}
+
+// offerObject leaves reply's wire form, framed around object (the object
+// as stored, from store.WithWire), for PreEncodedReplies; reply is a
+// message whose one field is that object. Nothing happens without a
+// slot (in process) or without the object's bytes (nothing was stored).
+func (slot *replySlot) offerObject(reply any, object []byte) {
+	if slot == nil || object == nil {
+		return
+	}
+	slot.reply, slot.wire = reply, encodeObjectReply(object)
 }
 
 // encodeObjectReply is the wire form of a reply whose one field is the

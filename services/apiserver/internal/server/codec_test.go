@@ -175,3 +175,24 @@ func TestEncodeObjectReplyMatchesProto(t *testing.T) {
 		t.Fatalf("wire size %d, proto.Size %d", reply.WireSize(), proto.Size(want))
 	}
 }
+
+// offerObject leaves a wire form only over gRPC (a slot) and only when
+// the store wrote the object (its bytes).
+func TestOfferObject(t *testing.T) {
+	reply := &kplanev1.UpdateResponse{}
+	var none *replySlot
+	none.offerObject(reply, []byte{1}) // in process: nothing, no panic
+	slot := &replySlot{}
+	slot.offerObject(reply, nil)
+	if slot.wire != nil {
+		t.Fatal("a wire form was offered without the stored bytes")
+	}
+	slot.offerObject(reply, []byte{0x1a, 0})
+	if slot.reply != reply || slot.wire == nil || slot.wire.WireSize() != 4 {
+		t.Fatalf("slot holds %v / %v, want the reply and its 4-byte wire form", slot.reply, slot.wire)
+	}
+	ctx, wire := withWireFor(context.Background(), nil)
+	if ctx != context.Background() || wire == nil || *wire != nil {
+		t.Fatal("in process, the store was asked for a wire form")
+	}
+}

@@ -186,14 +186,13 @@ func (s *Server) Create(ctx context.Context, req *kplanev1.CreateRequest) (*kpla
 	// A request that came over gRPC was decoded for this call alone, so
 	// the store may take its object instead of copying it, and the reply
 	// is sent as the object's stored bytes rather than encoded again.
-	obj, wire, err := s.store.CreateOwned(dryRun(ctx, req.GetDryRun()), req.GetObject())
+	ctx, wire := store.WithWire(ctx)
+	obj, err := s.store.CreateOwned(dryRun(ctx, req.GetDryRun()), req.GetObject())
 	if err != nil {
 		return nil, err
 	}
 	resp := &kplanev1.CreateResponse{Object: obj}
-	if wire != nil {
-		slot.reply, slot.wire = resp, encodeObjectReply(wire)
-	}
+	slot.offerObject(resp, *wire)
 	return resp, nil
 }
 
@@ -323,11 +322,15 @@ func (s *Server) Update(ctx context.Context, req *kplanev1.UpdateRequest) (*kpla
 	if err := requireObject(req.GetObject()); err != nil {
 		return nil, err
 	}
+	slot := replySlotOf(ctx)
+	ctx, wire := withWireFor(ctx, slot)
 	obj, err := s.store.Update(dryRun(ctx, req.GetDryRun()), req.GetObject())
 	if err != nil {
 		return nil, err
 	}
-	return &kplanev1.UpdateResponse{Object: obj}, nil
+	resp := &kplanev1.UpdateResponse{Object: obj}
+	slot.offerObject(resp, *wire)
+	return resp, nil
 }
 
 // UpdateStatus implements kplanev1.ResourcesServer.
@@ -335,11 +338,15 @@ func (s *Server) UpdateStatus(ctx context.Context, req *kplanev1.UpdateStatusReq
 	if err := requireObject(req.GetObject()); err != nil {
 		return nil, err
 	}
+	slot := replySlotOf(ctx)
+	ctx, wire := withWireFor(ctx, slot)
 	obj, err := s.store.UpdateStatus(dryRun(ctx, req.GetDryRun()), req.GetObject())
 	if err != nil {
 		return nil, err
 	}
-	return &kplanev1.UpdateStatusResponse{Object: obj}, nil
+	resp := &kplanev1.UpdateStatusResponse{Object: obj}
+	slot.offerObject(resp, *wire)
+	return resp, nil
 }
 
 // Delete implements kplanev1.ResourcesServer.

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 
@@ -55,6 +56,33 @@ func WithRevision(value []byte, rev int64) ([]byte, error) {
 	out = protowire.AppendTag(out, revisionPath.resourceVersion, protowire.BytesType)
 	out = protowire.AppendBytes(out, rvBytes)
 	return out, nil
+}
+
+type wireKey struct{}
+
+// WithWire returns ctx and a place where a write made with it (Create,
+// CreateOwned, Update, UpdateStatus) leaves the wire form of the object
+// it stored, resourceVersion included (WithRevision of the bytes
+// written), so that a reply need not encode the object again. It stays
+// nil when the write stored nothing of its own: a dry run, an update that
+// changed nothing, a last finalizer's removal that deleted the object.
+func WithWire(ctx context.Context) (context.Context, *[]byte) {
+	sink := new([]byte)
+	return context.WithValue(ctx, wireKey{}, sink), sink
+}
+
+// leaveWire puts the wire form of value, stored at rev, where WithWire
+// asked for it; it does nothing (and costs nothing) when ctx did not.
+func leaveWire(ctx context.Context, value []byte, rev int64) {
+	sink, _ := ctx.Value(wireKey{}).(*[]byte)
+	if sink == nil {
+		return
+	}
+	// value came from Encode, so this cannot fail; a failure would only
+	// mean the reply is encoded the usual way.
+	if b, err := WithRevision(value, rev); err == nil {
+		*sink = b
+	}
 }
 
 // revisionPath holds the field numbers WithRevision writes: each kind's

@@ -143,27 +143,24 @@ func (s *Store) Create(ctx context.Context, obj *kplanev1.Object) (*kplanev1.Obj
 	if err != nil {
 		return nil, err
 	}
-	out, _, err := s.create(ctx, k, proto.Clone(obj).(*kplanev1.Object))
-	return out, err
+	return s.create(ctx, k, proto.Clone(obj).(*kplanev1.Object))
 }
 
 // CreateOwned is Create for a caller that hands obj over (a request
 // decoded for this call alone): obj is changed and returned instead of
-// copied. It also returns the stored object's wire form, resourceVersion
-// included (WithRevision), so a reply need not encode the object again;
-// that is nil for a dry run.
-func (s *Store) CreateOwned(ctx context.Context, obj *kplanev1.Object) (*kplanev1.Object, []byte, error) {
+// copied.
+func (s *Store) CreateOwned(ctx context.Context, obj *kplanev1.Object) (*kplanev1.Object, error) {
 	k, _, err := objectOf(obj)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	return s.create(ctx, k, obj)
 }
 
-func (s *Store) create(ctx context.Context, k *kplanev1.KindInfo, obj *kplanev1.Object) (*kplanev1.Object, []byte, error) {
+func (s *Store) create(ctx context.Context, k *kplanev1.KindInfo, obj *kplanev1.Object) (*kplanev1.Object, error) {
 	meta := obj.Meta()
 	if meta.ResourceVersion != "" {
-		return nil, nil, invalid("metadata.resourceVersion: must not be set on create")
+		return nil, invalid("metadata.resourceVersion: must not be set on create")
 	}
 	if !k.Namespaced {
 		// Kubernetes ignores a namespace sent with a cluster-scoped object.
@@ -184,10 +181,10 @@ func (s *Store) create(ctx context.Context, k *kplanev1.KindInfo, obj *kplanev1.
 		meta.Name = meta.GenerateName + "xxxxx"
 	}
 	if errs := strat.Validate(obj); len(errs) > 0 {
-		return nil, nil, invalidObject(k.Name, displayName(meta, generate), errs)
+		return nil, invalidObject(k.Name, displayName(meta, generate), errs)
 	}
 	if err := s.admit(ctx, obj, displayName(meta, generate), true); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	now := s.opts.Now()
 	meta.CreationTimestamp = timestamppb.New(now)
@@ -204,10 +201,10 @@ func (s *Store) create(ctx context.Context, k *kplanev1.KindInfo, obj *kplanev1.
 		if allocatorFor(k) != nil {
 			try = proto.Clone(obj).(*kplanev1.Object)
 			if err := s.allocate(k, try, nil, pk); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 		}
-		out, wire, err := s.createOnce(ctx, k, try, pk)
+		out, err := s.createOnce(ctx, k, try, pk)
 		if errors.Is(err, errClaimRace) && races < maxAllocationAttempts {
 			races++
 			continue // a picked value was taken meanwhile; pick again
@@ -217,9 +214,9 @@ func (s *Store) create(ctx context.Context, k *kplanev1.KindInfo, obj *kplanev1.
 			continue // a generated name collided; draw another
 		}
 		if errors.Is(err, errClaimRace) {
-			return nil, nil, status.Errorf(codes.Aborted, "%s %q: every value picked was taken by concurrent writers; try again", k.Name, meta.Name)
+			return nil, status.Errorf(codes.Aborted, "%s %q: every value picked was taken by concurrent writers; try again", k.Name, meta.Name)
 		}
-		return out, wire, err
+		return out, err
 	}
 }
 
@@ -230,18 +227,16 @@ func displayName(meta *kplanev1.ObjectMeta, generated bool) string {
 	return meta.Name
 }
 
-// createOnce writes obj if its key is free, and returns it with the
-// wire form WithRevision makes of it (nil for a dry run).
-func (s *Store) createOnce(ctx context.Context, k *kplanev1.KindInfo, obj *kplanev1.Object, pk *picker) (*kplanev1.Object, []byte, error) {
+func (s *Store) createOnce(ctx context.Context, k *kplanev1.KindInfo, obj *kplanev1.Object, pk *picker) (*kplanev1.Object, error) {
 	meta := obj.Meta()
 	key := ObjectKey(k, meta.Namespace, meta.Name)
 	value, err := s.encodeChecked(obj)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	putOpts, err := s.putOptions(ctx, k, obj)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}
 	if k.Namespaced {
@@ -259,26 +254,23 @@ func (s *Store) createOnce(ctx context.Context, k *kplanev1.KindInfo, obj *kplan
 	resp, err := s.commit(ctx, cmps, append([]clientv3.Op{put}, claims.ops...),
 		append([]clientv3.Op{clientv3.OpGet(key, clientv3.WithCountOnly())}, claims.checks...))
 	if err != nil {
-		return nil, nil, backendError(ctx, "create", err)
+		return nil, backendError(ctx, "create", err)
 	}
 	if !resp.Succeeded {
 		if resp.Responses[0].GetResponseRange().Count > 0 {
-			return nil, nil, status.Errorf(codes.AlreadyExists, "%s %q already exists", k.Name, obj.Key())
+			return nil, status.Errorf(codes.AlreadyExists, "%s %q already exists", k.Name, obj.Key())
 		}
 		if err := claims.failure(k, obj, resp, 1, pk); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		return nil, nil, status.Errorf(codes.NotFound, "namespace %q not found", meta.Namespace)
+		return nil, status.Errorf(codes.NotFound, "namespace %q not found", meta.Namespace)
 	}
 	if isDryRun(ctx) {
-		return obj, nil, nil // never stored: no resourceVersion
+		return obj, nil // never stored: no resourceVersion
 	}
 	meta.ResourceVersion = FormatRevision(resp.Header.Revision)
-	wire, err := WithRevision(value, resp.Header.Revision)
-	if err != nil {
-		return nil, nil, status.Errorf(codes.Internal, "%v", err)
-	}
-	return obj, wire, nil
+	leaveWire(ctx, value, resp.Header.Revision)
+	return obj, nil
 }
 
 // putOptions attaches an expiring lease to objects whose kind expires
@@ -556,6 +548,7 @@ func (s *Store) commitUpdate(ctx context.Context, k *kplanev1.KindInfo, next, cu
 		return next, nil
 	}
 	meta.ResourceVersion = FormatRevision(resp.Header.Revision)
+	leaveWire(ctx, value, resp.Header.Revision)
 	return next, nil
 }
 
