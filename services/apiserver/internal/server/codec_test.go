@@ -29,18 +29,27 @@ func TestEncodeWatchResponseMatchesProto(t *testing.T) {
 		{Type: kplanev1.EventType_EVENT_TYPE_ADDED, Object: obj, ResourceVersion: "42"},
 		{Type: kplanev1.EventType_EVENT_TYPE_DELETED, Object: obj},
 	} {
-		codec := passThroughCodec{encoding.GetCodecV2("proto")}
-		data, err := codec.Marshal(encodeWatchResponse(want, objBytes))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := &kplanev1.WatchResponse{}
-		if err := proto.Unmarshal(data.Materialize(), got); err != nil {
-			t.Fatalf("decode: %v", err)
-		}
-		if !proto.Equal(got, want) {
-			t.Fatalf("round trip: got %v, want %v", got, want)
-		}
+		sendsAs(t, encodeWatchResponse(want, objBytes), want)
+	}
+}
+
+// sendsAs checks that the pre-encoded message, sent through the server's
+// codec, decodes to exactly want and has want's size.
+func sendsAs(t *testing.T, e *encodedMessage, want proto.Message) {
+	t.Helper()
+	data, err := passThroughCodec{encoding.GetCodecV2("proto")}.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := want.ProtoReflect().New().Interface()
+	if err := proto.Unmarshal(data.Materialize(), got); err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	if !proto.Equal(got, want) {
+		t.Fatalf("round trip: got %v, want %v", got, want)
+	}
+	if size := e.WireSize(); size != proto.Size(want) {
+		t.Fatalf("wire size %d, proto.Size %d", size, proto.Size(want))
 	}
 }
 
@@ -59,7 +68,6 @@ func listEntries(n int) []watchcache.Entry {
 // ListResponse the standard codec would have sent, with or without the
 // paging fields and items.
 func TestEncodeListResponseMatchesProto(t *testing.T) {
-	codec := passThroughCodec{encoding.GetCodecV2("proto")}
 	for _, n := range []int{0, 1, 3, 300} {
 		entries := listEntries(n)
 		items := make([]*kplanev1.Object, n)
@@ -75,20 +83,7 @@ func TestEncodeListResponseMatchesProto(t *testing.T) {
 			{Items: items, ResourceVersion: "99", Continue: "tok", RemainingItemCount: 1 << 40},
 			{Items: items},
 		} {
-			data, err := codec.Marshal(encodeListResponse(want, entries))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := &kplanev1.ListResponse{}
-			if err := proto.Unmarshal(data.Materialize(), got); err != nil {
-				t.Fatalf("decode: %v", err)
-			}
-			if !proto.Equal(got, want) {
-				t.Fatalf("%d items: round trip: got %v, want %v", n, got, want)
-			}
-			if size := encodeListResponse(want, entries).WireSize(); size != proto.Size(want) {
-				t.Fatalf("%d items: wire size %d, proto.Size %d", n, size, proto.Size(want))
-			}
+			t.Run(fmt.Sprintf("%d items", n), func(t *testing.T) { sendsAs(t, encodeListResponse(want, entries), want) })
 		}
 	}
 }
@@ -151,29 +146,13 @@ func TestPreEncodedReplies(t *testing.T) {
 // the CreateResponse the standard codec would have sent, and its size is
 // that message's.
 func TestEncodeObjectReplyMatchesProto(t *testing.T) {
-	codec := passThroughCodec{encoding.GetCodecV2("proto")}
 	obj := kplanev1.MustWrap(&kplanev1.Pod{Metadata: &kplanev1.ObjectMeta{Name: "p", Namespace: "default",
 		ResourceVersion: "42", Annotations: map[string]string{"big": strings.Repeat("x", 300)}}})
 	objBytes, err := proto.Marshal(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &kplanev1.CreateResponse{Object: obj}
-	reply := encodeObjectReply(objBytes)
-	data, err := codec.Marshal(reply)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := &kplanev1.CreateResponse{}
-	if err := proto.Unmarshal(data.Materialize(), got); err != nil {
-		t.Fatalf("decode: %v", err)
-	}
-	if !proto.Equal(got, want) {
-		t.Fatalf("round trip: got %v, want %v", got, want)
-	}
-	if reply.WireSize() != proto.Size(want) {
-		t.Fatalf("wire size %d, proto.Size %d", reply.WireSize(), proto.Size(want))
-	}
+	sendsAs(t, encodeObjectReply(objBytes), &kplanev1.CreateResponse{Object: obj})
 }
 
 // offerObject leaves a wire form only over gRPC (a slot) and only when

@@ -449,7 +449,7 @@ func (c *Cache) load(ctx context.Context) error {
 	state := make(map[string]*entry, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		key := store.CacheKeyFromStorageKey(c.cfg.Kind, string(kv.Key))
-		e, err := c.decodeEntry(key, kv.Value, kv.ModRevision)
+		e, err := storedEntry(key, kv.Value, kv.ModRevision)
 		if err != nil {
 			c.log.Error("skipping undecodable object", "key", string(kv.Key), "error", err)
 			continue
@@ -546,11 +546,11 @@ func (c *Cache) follow(ctx context.Context) error {
 	}
 }
 
-// decodeEntry is the entry under key for a stored value written at rev,
+// storedEntry is the entry under key for a stored value written at rev,
 // made without decoding it: its wire form is the value with the revision
 // spliced in (store.WithRevision), its attributes are read from those
 // bytes (entryFromWire).
-func (c *Cache) decodeEntry(key string, value []byte, rev int64) (*entry, error) {
+func storedEntry(key string, value []byte, rev int64) (*entry, error) {
 	b, err := store.WithRevision(value, rev)
 	if err != nil {
 		return nil, err
@@ -566,7 +566,7 @@ func (c *Cache) apply(resp clientv3.WatchResponse) {
 	for i, ev := range resp.Events {
 		keys[i] = store.CacheKeyFromStorageKey(c.cfg.Kind, string(ev.Kv.Key))
 		if ev.Type == mvccpb.PUT {
-			e, err := c.decodeEntry(keys[i], ev.Kv.Value, ev.Kv.ModRevision)
+			e, err := storedEntry(keys[i], ev.Kv.Value, ev.Kv.ModRevision)
 			if err != nil {
 				c.log.Error("skipping undecodable object", "key", string(ev.Kv.Key), "error", err)
 				continue

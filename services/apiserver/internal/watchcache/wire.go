@@ -159,29 +159,11 @@ func entryFromWire(key string, b []byte, rev int64) (*entry, error) {
 // mapEntry reads the key (field 1) and value (field 2) of one encoded
 // map<string, string> entry; an absent one is "", as a decoder has it.
 func mapEntry(b []byte) (key, value string, err error) {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return "", "", protowire.ParseError(n)
-		}
-		b = b[n:]
-		if (num == 1 || num == 2) && typ == protowire.BytesType {
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return "", "", protowire.ParseError(n)
-			}
-			if num == 1 {
-				key = string(v)
-			} else {
-				value = string(v)
-			}
-			b = b[n:]
-			continue
-		}
-		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-			return "", "", protowire.ParseError(n)
-		}
-		b = b[n:]
+	if err := visit(b, wirePath{1}, func(v []byte) error { key = string(v); return nil }); err != nil {
+		return "", "", err
+	}
+	if err := visit(b, wirePath{2}, func(v []byte) error { value = string(v); return nil }); err != nil {
+		return "", "", err
 	}
 	return key, value, nil
 }
