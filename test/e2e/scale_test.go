@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -56,6 +57,9 @@ type scaleResult struct {
 	// PeakRSS and CPU (user+system seconds during the run) by process.
 	PeakRSS map[string]uint64
 	CPU     map[string]float64
+	// CPUPerPod is each process's CPU milliseconds per pod by tenth of
+	// the run ("bench" is this process, following every pod's events).
+	CPUPerPod map[string][]float64
 	// StartupP50/P99: from a pod's ADDED event to its first Running one.
 	StartupP50, StartupP99 time.Duration
 	// ListPaged (pages of 500), ListFull (one call), Kpctl (get pods -A).
@@ -84,6 +88,9 @@ func TestScaleSmall(t *testing.T) {
 	for _, p := range []string{"apiserver", "scheduler-1", "replicactl-1", "ipamctl-1", "nodeagent"} {
 		if res.PeakRSS[p] == 0 {
 			t.Errorf("no RSS sampled for %s", p)
+		}
+		if len(res.CPUPerPod[p]) != 10 {
+			t.Errorf("no CPU per pod by tenth for %s: %v", p, res.CPUPerPod[p])
 		}
 	}
 	if res.APICount["Create"] < 5000 {
@@ -217,7 +224,7 @@ func runScale(tb testing.TB, cfg scaleConfig) *scaleResult {
 	defer tick.Stop()
 	for {
 		running := tr.runningCount()
-		smp := scalereport.Sample{At: time.Since(start), Running: running, RSS: map[string]uint64{}}
+		smp := scalereport.Sample{At: time.Since(start), Running: running, RSS: map[string]uint64{}, CPU: processCPU(s)}
 		for _, svc := range s.Services() {
 			if rss := processRSS(svc.Process().Pid()); rss > 0 {
 				smp.RSS[svc.Name] = rss
@@ -260,6 +267,7 @@ func runScale(tb testing.TB, cfg scaleConfig) *scaleResult {
 	runningAt, startup := tr.times()
 	res.AllRunning = slices.Max(runningAt)
 	res.Tenths = scalereport.Tenths(runningAt, cfg.Pods)
+	res.CPUPerPod = scalereport.CPUPerPod(res.Samples, scalereport.TenthBounds(runningAt, cfg.Pods), cfg.Pods)
 	if len(res.Tenths) == 10 && res.Tenths[0] > 0 {
 		res.Ratio = res.Tenths[9] / res.Tenths[0]
 	}
@@ -458,26 +466,37 @@ func processRSS(pid int) uint64 {
 	return 0
 }
 
-// processCPU is every process's user+system CPU seconds so far.
+// processCPU is every process's user+system CPU seconds so far, this
+// benchmark's own as "bench".
 func processCPU(s *stack.Stack) map[string]float64 {
 	out := map[string]float64{}
 	for _, svc := range s.Services() {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", svc.Process().Pid()))
-		if err != nil {
-			continue
+		if c, ok := pidCPU(strconv.Itoa(svc.Process().Pid())); ok {
+			out[svc.Name] = c
 		}
-		// Fields after the command's closing parenthesis; utime and stime
-		// are fields 14 and 15 of the whole line, in clock ticks (100/s).
-		rest := string(b[strings.LastIndexByte(string(b), ')')+2:])
-		f := strings.Fields(rest)
-		if len(f) < 13 {
-			continue
-		}
-		u, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		out[svc.Name] = (u + st) / 100
+	}
+	if c, ok := pidCPU("self"); ok {
+		out["bench"] = c
 	}
 	return out
+}
+
+// pidCPU reads a process's user+system CPU seconds from /proc/PID/stat.
+func pidCPU(pid string) (float64, bool) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// Fields after the command's closing parenthesis; utime and stime
+	// are fields 14 and 15 of the whole line, in clock ticks (100/s).
+	rest := string(b[strings.LastIndexByte(string(b), ')')+2:])
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0, false
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (u + st) / 100, true
 }
 
 // scrapeLatency reads the apiserver's request latency histograms.
@@ -558,6 +577,33 @@ func printScale(cfg scaleConfig, r *scaleResult) {
 	b.WriteString("| process | peak RSS (MiB) | CPU during the run (s) |\n|---|---|---|\n")
 	for _, n := range names {
 		fmt.Fprintf(&b, "| %s | %.0f | %.1f |\n", n, float64(r.PeakRSS[n])/(1<<20), r.CPU[n])
+	}
+	if len(r.CPUPerPod) > 0 {
+		procs := slices.Sorted(maps.Keys(r.CPUPerPod))
+		b.WriteString("\n| CPU ms per pod, by tenth | 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10 | last/first |\n|---|")
+		for range 11 {
+			b.WriteString("---|")
+		}
+		b.WriteString("\n")
+		total := make([]float64, 10)
+		row := func(name string, per []float64) {
+			fmt.Fprintf(&b, "| %s |", name)
+			for _, v := range per {
+				fmt.Fprintf(&b, " %.2f |", v)
+			}
+			if per[0] > 0 {
+				fmt.Fprintf(&b, " %.2f |\n", per[9]/per[0])
+			} else {
+				b.WriteString(" - |\n")
+			}
+		}
+		for _, n := range procs {
+			row(n, r.CPUPerPod[n])
+			for k, v := range r.CPUPerPod[n] {
+				total[k] += v
+			}
+		}
+		row("all", total)
 	}
 	fmt.Fprintf(&b, "\n| measure | value |\n|---|---|\n")
 	fmt.Fprintf(&b, "| pod startup latency p50 / p99 (first seen -> Running) | %v / %v |\n",

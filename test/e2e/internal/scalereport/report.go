@@ -8,6 +8,7 @@ package scalereport
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -25,6 +26,8 @@ type Sample struct {
 	Running int
 	// RSS in bytes by process name.
 	RSS map[string]uint64
+	// CPU is each process's user+system CPU seconds since it started.
+	CPU map[string]float64
 }
 
 // Tenths returns the pods Running per second in each tenth of the run:
@@ -34,25 +37,77 @@ type Sample struct {
 // measured from the creation, in any order. It returns nil when fewer
 // than total pods ran or total is under 10.
 func Tenths(runningAt []time.Duration, total int) []float64 {
+	bounds := TenthBounds(runningAt, total)
+	if bounds == nil {
+		return nil
+	}
+	out := make([]float64, 10)
+	for k := range 10 {
+		d := (bounds[k+1] - bounds[k]).Seconds()
+		if d <= 0 {
+			d = 1e-3 // every pod of the tenth in the same instant
+		}
+		out[k] = float64(total*(k+1)/10-total*k/10) / d
+	}
+	return out
+}
+
+// TenthBounds returns the eleven moments that delimit Tenths' tenths: zero,
+// then the moment total*k/10 pods were Running for k = 1..10. It returns
+// nil where Tenths does.
+func TenthBounds(runningAt []time.Duration, total int) []time.Duration {
 	if total < 10 || len(runningAt) < total {
 		return nil
 	}
 	ts := slices.Clone(runningAt)
 	slices.Sort(ts)
-	out := make([]float64, 10)
-	var prev time.Duration
-	prevN := 0
+	out := make([]time.Duration, 11)
 	for k := 1; k <= 10; k++ {
-		n := total * k / 10
-		at := ts[n-1]
-		d := (at - prev).Seconds()
-		if d <= 0 {
-			d = 1e-3 // every pod of the tenth in the same instant
-		}
-		out[k-1] = float64(n-prevN) / d
-		prev, prevN = at, n
+		out[k] = ts[total*k/10-1]
 	}
 	return out
+}
+
+// CPUPerPod returns, by process, the CPU milliseconds each process spent
+// per pod in each tenth of the run: the CPU used between two of bounds
+// (from TenthBounds), read from the samples by linear interpolation,
+// over the pods of that tenth. It shows which process's cost per pod
+// grows as pods accumulate. Processes missing from the samples at either
+// end of the run are left out; nil when bounds is.
+func CPUPerPod(samples []Sample, bounds []time.Duration, total int) map[string][]float64 {
+	if len(bounds) != 11 || len(samples) == 0 {
+		return nil
+	}
+	out := map[string][]float64{}
+	for name := range samples[0].CPU {
+		if _, ok := samples[len(samples)-1].CPU[name]; !ok {
+			continue
+		}
+		per := make([]float64, 10)
+		prev := cpuAt(samples, name, bounds[0])
+		for k := range 10 {
+			next := cpuAt(samples, name, bounds[k+1])
+			per[k] = (next - prev) * 1000 / float64(total*(k+1)/10-total*k/10)
+			prev = next
+		}
+		out[name] = per
+	}
+	return out
+}
+
+// cpuAt interpolates a process's cumulative CPU seconds at moment at
+// between the samples around it (the nearest sample past either end).
+func cpuAt(samples []Sample, name string, at time.Duration) float64 {
+	i, _ := slices.BinarySearchFunc(samples, at, func(s Sample, t time.Duration) int { return cmp.Compare(s.At, t) })
+	if i == 0 {
+		return samples[0].CPU[name]
+	}
+	if i == len(samples) {
+		return samples[len(samples)-1].CPU[name]
+	}
+	a, b := samples[i-1], samples[i]
+	f := float64(at-a.At) / float64(b.At-a.At)
+	return a.CPU[name] + f*(b.CPU[name]-a.CPU[name])
 }
 
 // Percentile returns the p-th percentile (0 < p <= 100) of ds by the

@@ -116,3 +116,43 @@ func TestPlotWritesPNG(t *testing.T) {
 		t.Error("plotting no samples should be an error")
 	}
 }
+
+func TestCPUPerPod(t *testing.T) {
+	// 100 pods, one Running every 10 ms; process a uses 1 ms of CPU per
+	// pod throughout, process b 1 ms in the first half and 3 ms after.
+	runningAt := make([]time.Duration, 100)
+	for i := range runningAt {
+		runningAt[i] = time.Duration(i+1) * 10 * time.Millisecond
+	}
+	var samples []Sample
+	a, b := 0.0, 0.0
+	for ms := 0; ms <= 1000; ms += 50 {
+		samples = append(samples, Sample{At: time.Duration(ms) * time.Millisecond, CPU: map[string]float64{"a": a, "b": b, "gone": 1}})
+		a += 0.005 // 5 pods per 50 ms, 1 ms each
+		if ms < 500 {
+			b += 0.005
+		} else {
+			b += 0.015
+		}
+	}
+	delete(samples[len(samples)-1].CPU, "gone") // exited before the end
+	per := CPUPerPod(samples, TenthBounds(runningAt, 100), 100)
+	if _, ok := per["gone"]; ok {
+		t.Error("a process missing from the last sample should be left out")
+	}
+	for k := range 10 {
+		if math.Abs(per["a"][k]-1) > 0.01 {
+			t.Errorf("a, tenth %d: %.3f ms per pod, want 1", k+1, per["a"][k])
+		}
+		want := 1.0
+		if k >= 5 {
+			want = 3
+		}
+		if math.Abs(per["b"][k]-want) > 0.01 {
+			t.Errorf("b, tenth %d: %.3f ms per pod, want %.0f", k+1, per["b"][k], want)
+		}
+	}
+	if CPUPerPod(samples, nil, 100) != nil || CPUPerPod(nil, TenthBounds(runningAt, 100), 100) != nil {
+		t.Error("CPUPerPod without bounds or samples should be nil")
+	}
+}
