@@ -85,6 +85,8 @@ type Store struct {
 	indexers Indexers
 	// indices[indexName][value] is the set of keys with that value.
 	indices map[string]map[string]map[string]struct{}
+	// tallies are counts kept with the indexes (AddTally).
+	tallies map[string]*tally
 }
 
 // NewStore returns an empty store with the namespace index and indexers.
@@ -270,24 +272,47 @@ func (s *Store) ClaimCandidates(namespace, ownerUID string, sel Matcher) []*kpla
 	for k := range owned {
 		out = append(out, s.items[k])
 	}
+	s.eachOrphanLocked(namespace, sel, func(k string, o *kplanev1.Object) bool {
+		if _, dup := owned[k]; !dup {
+			out = append(out, o)
+		}
+		return true
+	})
+	return out
+}
+
+// HasOrphan reports whether namespace holds an object that no controller
+// owns and that sel matches: one a controller with selector sel would
+// adopt.
+func (s *Store) HasOrphan(namespace string, sel Matcher) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	found := false
+	s.eachOrphanLocked(namespace, sel, func(string, *kplanev1.Object) bool {
+		found = true
+		return false
+	})
+	return found
+}
+
+// eachOrphanLocked calls fn with the key and object of each orphan of
+// namespace that sel (nil: any) matches, until fn returns false. It reads
+// OrphanIndex, or walks namespace in a store without it.
+func (s *Store) eachOrphanLocked(namespace string, sel Matcher, fn func(string, *kplanev1.Object) bool) {
 	orphans, indexed := s.indices[OrphanIndex]
 	keys := orphans[namespace]
 	if !indexed {
 		keys = s.indices[NamespaceIndex][namespace]
 	}
 	for k := range keys {
-		if _, dup := owned[k]; dup {
-			continue
-		}
 		o := s.items[k]
 		if !indexed && IndexOrphansByNamespace(o) == nil {
 			continue
 		}
-		if sel == nil || sel.Matches(o.Meta().GetLabels()) {
-			out = append(out, o)
+		if (sel == nil || sel.Matches(o.Meta().GetLabels())) && !fn(k, o) {
+			return
 		}
 	}
-	return out
 }
 
 // SortByKey sorts objs by their store key, for callers that want a
@@ -350,6 +375,9 @@ func (s *Store) put(key string, obj *kplanev1.Object) {
 			addToIndex(s.indices[name], v, key)
 		}
 	}
+	for _, t := range s.tallies {
+		t.add(obj, 1)
+	}
 }
 
 // remove deletes key, updating the indexes.
@@ -363,6 +391,9 @@ func (s *Store) remove(key string) {
 }
 
 func (s *Store) unindexLocked(key string, obj *kplanev1.Object) {
+	for _, t := range s.tallies {
+		t.add(obj, -1)
+	}
 	for name, fn := range s.indexers {
 		idx := s.indices[name]
 		for _, v := range fn(obj) {
