@@ -130,7 +130,7 @@ func (f *Factory) For(sel Selection) (*Informer, error) {
 		}
 		return inf, nil
 	}
-	ix := Indexers{OwnerUIDIndex: IndexByOwnerUID, OrphanIndex: IndexOrphansByNamespace}
+	ix := ownerIndexers()
 	if sel.Kind == "Pod" {
 		ix[PodNodeNameIndex] = IndexPodsByNodeName
 	}

@@ -2,6 +2,7 @@ package informer
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -101,6 +102,26 @@ func NewStore(indexers Indexers) *Store {
 		s.indices[name] = map[string]map[string]struct{}{}
 	}
 	return s
+}
+
+// NewStoreOf returns a store holding objs with the indexes a Factory's
+// informers have (namespace, owner uid, orphans) and indexers: a cache
+// not fed by a watch, for reading a fixed set of objects the way a
+// controller reads its informer's.
+func NewStoreOf(indexers Indexers, objs ...*kplanev1.Object) *Store {
+	ix := ownerIndexers()
+	maps.Copy(ix, indexers)
+	s := NewStore(ix)
+	for _, o := range objs {
+		s.put(o.Key(), o)
+	}
+	return s
+}
+
+// ownerIndexers are the indexes every Factory informer keeps: by owner
+// uid and the orphans by namespace (ClaimCandidates, HasOrphan).
+func ownerIndexers() Indexers {
+	return Indexers{OwnerUIDIndex: IndexByOwnerUID, OrphanIndex: IndexOrphansByNamespace}
 }
 
 // AddIndexers adds indexes, computing them for the objects already stored.

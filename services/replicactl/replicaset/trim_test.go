@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplane/kplane/pkg/informer"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
@@ -52,28 +53,7 @@ func TestTrimmedPodsDecideAlike(t *testing.T) {
 	now := t0.Add(time.Hour)
 	for round := range 200 {
 		owner := testRS(int32(rng.IntN(30)), func(rs *kplanev1.ReplicaSet) { rs.Spec.MinReadySeconds = int32(rng.IntN(3) * 600) })
-		var whole []*kplanev1.Pod
-		for i := range rng.IntN(40) {
-			var opts []podOpt
-			pick := func(p float64, o podOpt) {
-				if rng.Float64() < p {
-					opts = append(opts, o)
-				}
-			}
-			pick(0.6, onNode(fmt.Sprintf("n%d", rng.IntN(4))))
-			pick(0.5, readySince(t0.Add(time.Duration(rng.IntN(120))*time.Minute)))
-			pick(0.1, notReady)
-			pick(0.2, restarts(int32(rng.IntN(5))))
-			pick(0.2, cost(rng.IntN(3)-1))
-			pick(0.2, created(t0.Add(time.Duration(rng.IntN(5))*time.Minute)))
-			pick(0.05, noCreationTime)
-			pick(0.1, phase([]string{kplanev1.PodSucceeded, kplanev1.PodFailed, kplanev1.PodUnknown}[rng.IntN(3)]))
-			pick(0.1, deleting)
-			pick(0.15, orphan)
-			pick(0.1, labelsOf(map[string]string{"app": "web", "tier": "back"}))
-			pick(0.05, ownedBy(kindReplicaSet, "other", "other-uid"))
-			whole = append(whole, mkPod(fmt.Sprintf("p%02d", i), opts...))
-		}
+		whole := randomPods(rng, rng.IntN(40))
 		rng.Shuffle(len(whole), func(i, j int) { whole[i], whole[j] = whole[j], whole[i] })
 		trimmed := make([]*kplanev1.Pod, len(whole))
 		for i, p := range whole {
@@ -100,6 +80,35 @@ func TestTrimmedPodsDecideAlike(t *testing.T) {
 	}
 }
 
+// randomPods returns n pods in random states: every field trim.go keeps
+// and every case Decide tells apart (orphans, other owners, labels the
+// selector does not match, finished and deleting pods).
+func randomPods(rng *rand.Rand, n int) []*kplanev1.Pod {
+	var out []*kplanev1.Pod
+	for i := range n {
+		var opts []podOpt
+		pick := func(p float64, o podOpt) {
+			if rng.Float64() < p {
+				opts = append(opts, o)
+			}
+		}
+		pick(0.6, onNode(fmt.Sprintf("n%d", rng.IntN(4))))
+		pick(0.5, readySince(t0.Add(time.Duration(rng.IntN(120))*time.Minute)))
+		pick(0.1, notReady)
+		pick(0.2, restarts(int32(rng.IntN(5))))
+		pick(0.2, cost(rng.IntN(3)-1))
+		pick(0.2, created(t0.Add(time.Duration(rng.IntN(5))*time.Minute)))
+		pick(0.05, noCreationTime)
+		pick(0.1, phase([]string{kplanev1.PodSucceeded, kplanev1.PodFailed, kplanev1.PodUnknown}[rng.IntN(3)]))
+		pick(0.1, deleting)
+		pick(0.15, orphan)
+		pick(0.1, labelsOf(map[string]string{"app": "web", "tier": "back"}))
+		pick(0.05, ownedBy(kindReplicaSet, "other", "other-uid"))
+		out = append(out, mkPod(fmt.Sprintf("p%02d", i), opts...))
+	}
+	return out
+}
+
 // BenchmarkWalk100000 is the part of a reconcile that grows with the
 // set: Decide and ComputeStatus over 100,000 trimmed Running pods of one
 // set (what every reconcile of the scale scenario's set walks).
@@ -115,6 +124,32 @@ func BenchmarkWalk100000(b *testing.B) {
 	for range b.N {
 		p := Decide(owner, pods, true, 500)
 		if st, _ := ComputeStatus(owner, p.Owned, nil, "", now); st.GetReadyReplicas() != 100000 {
+			b.Fatalf("status %v", st)
+		}
+	}
+}
+
+// BenchmarkDecideCounted100000 is the same reconcile's decision and
+// counts from the pod store's tally (DecideCounted), which a set that
+// only grows or holds takes instead of the walk.
+func BenchmarkDecideCounted100000(b *testing.B) {
+	owner := testRS(100000)
+	objs := make([]*kplanev1.Object, 100000)
+	for i := range objs {
+		objs[i] = trimPod(kplanev1.MustWrap(mkPod(fmt.Sprintf("web-%06d", i), onNode(fmt.Sprintf("n%d", i%1000)), readySince(t0))))
+	}
+	store := informer.NewStoreOf(nil, objs...)
+	if err := store.AddTally(tallyActivePods, tallyActive); err != nil {
+		b.Fatal(err)
+	}
+	now := t0.Add(time.Hour)
+	b.ResetTimer()
+	for range b.N {
+		p, c, ok := DecideCounted(store, owner, true, 500)
+		if !ok || p.Create != 0 {
+			b.Fatalf("DecideCounted: %+v, answered %v", p, ok)
+		}
+		if st := StatusFor(owner, c, nil, "", now); st.GetReadyReplicas() != 100000 {
 			b.Fatalf("status %v", st)
 		}
 	}
