@@ -41,12 +41,24 @@ build:
 # the images, so it needs the node image's busybox as make up does. Every
 # module runs even when an earlier one failed, so one run shows every
 # failure; the failed modules are listed at the end.
+#
+# test/e2e runs beside the other modules: its tests wait on processes,
+# sockets and Docker more than they compute (about a third of two cores),
+# so the two overlap well; its output is printed once it is done. The
+# modules whose tests program the host's network (netlink links, routes)
+# wait for it, so they never overlap the compose tests' Docker networks.
+E2E_MODULE      := test/e2e
+HOSTNET_MODULES := services/nodeagent
 test: build busybox
-	@failed=""; for m in $(MODULES); do \
-		echo "== go test -race $$m"; t=$$(date +%s); \
-		(cd $$m && KPLANE_BIN=$(BIN) $(GO) test -race -count=1 -timeout 20m ./...) || failed="$$failed $$m"; \
-		echo "== $$m: $$(( $$(date +%s) - t ))s"; \
-	done; \
+	@logs=$$(mktemp -d); failed=""; \
+	run() { echo "== go test -race $$1"; t=$$(date +%s); \
+		(cd $$1 && KPLANE_BIN=$(BIN) $(GO) test -race -count=1 -timeout 20m ./...) || failed="$$failed $$1"; \
+		echo "== $$1: $$(( $$(date +%s) - t ))s"; }; \
+	(run $(E2E_MODULE); echo "$$failed" > $$logs/failed) > $$logs/e2e.log 2>&1 & e2e=$$!; \
+	for m in $(filter-out $(E2E_MODULE) $(HOSTNET_MODULES),$(MODULES)); do run $$m; done; \
+	wait $$e2e; cat $$logs/e2e.log; failed="$$failed$$(cat $$logs/failed 2>/dev/null || echo ' $(E2E_MODULE)')"; \
+	for m in $(filter $(HOSTNET_MODULES),$(MODULES)); do run $$m; done; \
+	rm -rf $$logs; \
 	if [ -n "$$failed" ]; then echo "FAILED modules:$$failed"; exit 1; fi
 
 # gofmt, go vet, golangci-lint (staticcheck, errcheck, ... per
