@@ -560,11 +560,8 @@ func printScale(cfg scaleConfig, r *scaleResult) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nscale: ReplicaSet of %d on %d fake nodes: all Running after %.1fs (%.0f pods/s overall)\n",
 		cfg.Pods, cfg.Nodes, r.AllRunning.Seconds(), float64(cfg.Pods)/r.AllRunning.Seconds())
-	fmt.Fprintf(&b, "| tenth | 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10 | last/first |\n|---|")
-	for range 11 {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n| pods Running/s |")
+	tenthsHeader(&b, "tenth")
+	b.WriteString("| pods Running/s |")
 	for _, v := range r.Tenths {
 		fmt.Fprintf(&b, " %.0f |", v)
 	}
@@ -580,11 +577,8 @@ func printScale(cfg scaleConfig, r *scaleResult) {
 	}
 	if len(r.CPUPerPod) > 0 {
 		procs := slices.Sorted(maps.Keys(r.CPUPerPod))
-		b.WriteString("\n| CPU ms per pod, by tenth | 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10 | last/first |\n|---|")
-		for range 11 {
-			b.WriteString("---|")
-		}
 		b.WriteString("\n")
+		tenthsHeader(&b, "CPU ms per pod, by tenth")
 		total := make([]float64, 10)
 		row := func(name string, per []float64) {
 			fmt.Fprintf(&b, "| %s |", name)
@@ -621,6 +615,16 @@ func printScale(cfg scaleConfig, r *scaleResult) {
 		fmt.Fprintf(&b, "| %s | %.0f | %v |\n", m, r.APICount[m], time.Duration(r.APIp99[m]*float64(time.Second)).Round(100*time.Microsecond))
 	}
 	fmt.Print(b.String())
+}
+
+// tenthsHeader writes the header of a table by tenth of the run, first
+// naming its rows.
+func tenthsHeader(b *strings.Builder, first string) {
+	fmt.Fprintf(b, "| %s | 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10 | last/first |\n|---|", first)
+	for range 11 {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
 }
 
 // listPodsOnce lists every pod in one call and counts them (the items go as

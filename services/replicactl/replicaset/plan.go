@@ -472,9 +472,9 @@ func StatusFor(owner *Owner, c Counts, manageErr error, reason string, now time.
 		AvailableReplicas:    c.Available,
 		ObservedGeneration:   owner.Meta.GetGeneration(),
 	}
-	for _, c := range owner.Status.GetConditions() {
-		if c.GetType() != kplanev1.ReplicaSetReplicaFailure {
-			st.Conditions = append(st.Conditions, c)
+	for _, cond := range owner.Status.GetConditions() {
+		if cond.GetType() != kplanev1.ReplicaSetReplicaFailure {
+			st.Conditions = append(st.Conditions, cond)
 		}
 	}
 	old := apiutil.FindCondition(owner.Status.GetConditions(), kplanev1.ReplicaSetReplicaFailure)
