@@ -2,9 +2,8 @@ package informer
 
 import (
 	"fmt"
-	"slices"
-	"strings"
 
+	"github.com/kplane/kplane/pkg/intern"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
@@ -23,10 +22,13 @@ type LabelGroup struct {
 	Marked int
 }
 
-// tally is a TallyFunc's running counts: value, then label set's key.
+// tally is a TallyFunc's running counts: value, then label set's key
+// (intern.AppendSetKey). It is changed only under the store's write
+// lock, which also guards buf, the key's scratch space.
 type tally struct {
 	fn     TallyFunc
 	counts map[string]map[string]*LabelGroup
+	buf    []byte
 }
 
 // AddTally keeps counts under name, for the objects stored and those to
@@ -68,61 +70,33 @@ func (s *Store) Tally(name, value string) ([]LabelGroup, error) {
 	return out, nil
 }
 
-// add counts obj in (by +1) or out (by -1).
+// add counts obj in (by +1) or out (by -1). It allocates only for a
+// label set or value it has not counted yet.
 func (t *tally) add(obj *kplanev1.Object, by int) {
 	value, marked, ok := t.fn(obj)
 	if !ok {
 		return
 	}
 	lbls := obj.Meta().GetLabels()
-	key := labelSetKey(lbls)
+	t.buf = intern.AppendSetKey(t.buf[:0], lbls)
 	groups := t.counts[value]
 	if groups == nil {
 		groups = map[string]*LabelGroup{}
 		t.counts[value] = groups
 	}
-	g := groups[key]
+	g := groups[string(t.buf)]
 	if g == nil {
 		g = &LabelGroup{Labels: lbls}
-		groups[key] = g
+		groups[string(t.buf)] = g
 	}
 	g.Count += by
 	if marked {
 		g.Marked += by
 	}
 	if g.Count == 0 {
-		delete(groups, key)
+		delete(groups, string(t.buf))
 		if len(groups) == 0 {
 			delete(t.counts, value)
 		}
 	}
-}
-
-// labelSetKey is a canonical form of a label set: its pairs sorted by
-// key. Label keys cannot hold '=' nor values '\n', so it is unambiguous.
-func labelSetKey(lbls map[string]string) string {
-	switch len(lbls) {
-	case 0:
-		return ""
-	case 1:
-		for k, v := range lbls {
-			return k + "=" + v
-		}
-	}
-	keys := make([]string, 0, len(lbls))
-	n := 0
-	for k, v := range lbls {
-		keys = append(keys, k)
-		n += len(k) + len(v) + 2
-	}
-	slices.Sort(keys)
-	var b strings.Builder
-	b.Grow(n)
-	for _, k := range keys {
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(lbls[k])
-		b.WriteByte('\n')
-	}
-	return b.String()
 }

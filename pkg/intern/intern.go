@@ -63,11 +63,10 @@ func (t *Table[K, V]) getLocked(k K, build func() V) V {
 	return v
 }
 
-// table holds one map per distinct content, keyed by its sorted pairs.
+// table holds one map per distinct content, keyed by AppendSetKey.
 type table struct {
 	sets Table[string, map[string]string]
 	buf  []byte
-	keys []string
 }
 
 // Map returns a map equal to m shared with every other interned map of the
@@ -82,21 +81,7 @@ func Map(m map[string]string) map[string]string {
 func (t *table) get(m map[string]string) map[string]string {
 	t.sets.mu.Lock()
 	defer t.sets.mu.Unlock()
-	t.keys = t.keys[:0]
-	for k := range m {
-		t.keys = append(t.keys, k)
-	}
-	slices.Sort(t.keys)
-	// Lengths first, so that no two contents share a key whatever
-	// bytes the strings hold.
-	t.buf = t.buf[:0]
-	for _, k := range t.keys {
-		v := m[k]
-		t.buf = appendLen(t.buf, len(k))
-		t.buf = append(t.buf, k...)
-		t.buf = appendLen(t.buf, len(v))
-		t.buf = append(t.buf, v...)
-	}
+	t.buf = AppendSetKey(t.buf[:0], m)
 	if shared, ok := t.sets.m[string(t.buf)]; ok { // no allocation for the key
 		return shared
 	}
@@ -107,6 +92,30 @@ func (t *table) get(m map[string]string) map[string]string {
 		}
 		return shared
 	})
+}
+
+// AppendSetKey appends to b the canonical key of the string map m: its
+// pairs sorted by key, every string preceded by its length, so that two
+// maps get the same key exactly when they hold the same pairs, whatever
+// bytes the strings hold ("ab"+"c" and "a"+"bc" stay apart). An empty
+// map's key is empty. A caller that reuses b and looks a map up by
+// string(b) allocates nothing (the map interning here; the informer's
+// tallies, which group objects by label set).
+func AppendSetKey(b []byte, m map[string]string) []byte {
+	var small [16]string
+	keys := small[:0]
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v := m[k]
+		b = appendLen(b, len(k))
+		b = append(b, k...)
+		b = appendLen(b, len(v))
+		b = append(b, v...)
+	}
+	return b
 }
 
 func appendLen(b []byte, n int) []byte {

@@ -102,3 +102,36 @@ func TestTable(t *testing.T) {
 		t.Fatalf("the table holds %d keys, more than %d", len(tab.m), maxSets)
 	}
 }
+
+// Two maps share a key exactly when they hold the same pairs, whatever
+// their order or size; appending reuses the buffer without allocating.
+func TestAppendSetKey(t *testing.T) {
+	key := func(m map[string]string) string { return string(AppendSetKey(nil, m)) }
+	big, bigToo := map[string]string{}, map[string]string{}
+	for i := range 20 { // more keys than AppendSetKey sorts in place
+		big[fmt.Sprint("k", i)] = "v"
+		bigToo[fmt.Sprint("k", 19-i)] = "v"
+	}
+	if key(map[string]string{"app": "web", "tier": "front"}) != key(map[string]string{"tier": "front", "app": "web"}) || key(big) != key(bigToo) {
+		t.Error("equal sets got different keys")
+	}
+	sets := []map[string]string{nil, {"": ""}, {"ab": "c"}, {"a": "bc"}, {"a": "b=c"}, {"a=b": "c"}, {"a": "b", "c": "d"}, {"a": "b"}, big}
+	seen := map[string]int{}
+	for i, m := range sets {
+		if j, dup := seen[key(m)]; dup {
+			t.Errorf("%v and %v share the key %q", sets[j], m, key(m))
+		}
+		seen[key(m)] = i
+	}
+	if key(nil) != "" {
+		t.Errorf("an empty map's key is %q", key(nil))
+	}
+	if got := string(AppendSetKey([]byte("x"), map[string]string{"a": "b"})); got != "x"+key(map[string]string{"a": "b"}) {
+		t.Errorf("appending to a prefix gave %q", got)
+	}
+	buf := make([]byte, 0, 64)
+	m := map[string]string{"app": "web", "tier": "front", "team": "a"}
+	if n := testing.AllocsPerRun(100, func() { buf = AppendSetKey(buf[:0], m) }); n != 0 {
+		t.Errorf("a reused buffer allocated %v times per key", n)
+	}
+}
