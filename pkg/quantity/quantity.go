@@ -38,9 +38,23 @@ var (
 
 // Quantity is a fixed-point number with nano precision. The zero value is
 // 0. Quantities are immutable: Add and Sub return new values.
+//
+// A value whose nanos fit an int64 (up to about 9.2·10^9 units: any cpu
+// amount, memory up to 8 Gi) is held inline, so parsing, comparing and
+// summing it allocates nothing; only larger values use a big.Int. Every
+// pod created parses its requests and limits, and the scheduler sums them.
 type Quantity struct {
-	nanos  *big.Int // nil means 0; never mutated once set
+	small  int64    // the value in nanos when nanos is nil
+	nanos  *big.Int // the value when it does not fit small; never mutated once set
 	format Format
+}
+
+// of returns v (nanos) in format f, inline when it fits.
+func of(v *big.Int, f Format) Quantity {
+	if v.IsInt64() {
+		return Quantity{small: v.Int64(), format: f}
+	}
+	return Quantity{nanos: v, format: f}
 }
 
 var (
@@ -98,6 +112,102 @@ func MustParse(s string) Quantity {
 }
 
 func parse(s string) (Quantity, error) {
+	if q, ok := parseSmall(s); ok {
+		return q, nil
+	}
+	return parseBig(s)
+}
+
+// parseSmall parses the common case without allocating: a plain decimal
+// number of at most 18 digits with a decimal or binary suffix whose value
+// in nanos fits an int64. It declines (ok false) everything else, valid or
+// not, for parseBig to decide.
+func parseSmall(s string) (q Quantity, ok bool) {
+	neg := false
+	switch s[0] {
+	case '-':
+		neg = true
+		s = s[1:]
+	case '+':
+		s = s[1:]
+	}
+	var mant uint64
+	i, digits, frac, dot := 0, 0, 0, false
+	for ; i < len(s); i++ {
+		c := s[i]
+		if c == '.' && !dot {
+			dot = true
+			continue
+		}
+		if c < '0' || c > '9' {
+			break
+		}
+		if digits == 18 {
+			return Quantity{}, false
+		}
+		mant = mant*10 + uint64(c-'0')
+		digits++
+		if dot {
+			frac++
+		}
+	}
+	if digits == 0 {
+		return Quantity{}, false
+	}
+	var format Format
+	var exp10 int
+	var exp2 uint
+	if e, found := decimalSuffixes[s[i:]]; found {
+		format, exp10 = DecimalSI, e
+	} else if e, found := binarySuffixes[s[i:]]; found {
+		format, exp2 = BinarySI, e
+	} else {
+		return Quantity{}, false
+	}
+	// mant < 10^18, and 2^60 is the largest binary factor: check before
+	// each multiplication that the product stays under 2^63.
+	if exp2 > 0 {
+		if mant > math.MaxInt64>>exp2 {
+			return Quantity{}, false
+		}
+		mant <<= exp2
+	}
+	exp := exp10 - frac + 9
+	for ; exp > 0; exp-- {
+		if mant > math.MaxInt64/10 {
+			return Quantity{}, false
+		}
+		mant *= 10
+	}
+	if exp < 0 {
+		if exp < -18 {
+			return Quantity{}, false
+		}
+		p := uint64(pow10Small[-exp])
+		q, r := mant/p, mant%p
+		if r != 0 {
+			q++ // digits finer than 1n round away from zero
+		}
+		mant = q
+	}
+	v := int64(mant)
+	if neg {
+		v = -v
+	}
+	return Quantity{small: v, format: format}, true
+}
+
+// pow10Small holds 10^0 to 10^18, the powers an int64 holds.
+var pow10Small = func() (t [19]int64) {
+	t[0] = 1
+	for i := 1; i < len(t); i++ {
+		t[i] = t[i-1] * 10
+	}
+	return t
+}()
+
+// parseBig parses any quantity with big.Int arithmetic.
+func parseBig(s string) (Quantity, error) {
 	neg := false
 	switch s[0] {
 	case '-':
@@ -145,7 +255,7 @@ func parse(s string) (Quantity, error) {
 	if neg {
 		nanos.Neg(nanos)
 	}
-	return Quantity{nanos: nanos, format: format}, nil
+	return of(nanos, format), nil
 }
 
 // parseSuffix returns the notation and the scale a suffix stands for.
@@ -224,17 +334,37 @@ var powers10 = func() (t [64]*big.Int) {
 
 // NewQuantity returns value units in format f.
 func NewQuantity(value int64, f Format) Quantity {
-	return Quantity{nanos: new(big.Int).Mul(big.NewInt(value), bigNano), format: f}
+	if n, ok := mul64(value, 1e9); ok {
+		return Quantity{small: n, format: f}
+	}
+	return of(new(big.Int).Mul(big.NewInt(value), bigNano), f)
 }
 
 // NewMilliQuantity returns milli thousandths of a unit in format f.
 func NewMilliQuantity(milli int64, f Format) Quantity {
-	return Quantity{nanos: new(big.Int).Mul(big.NewInt(milli), bigMilli), format: f}
+	if n, ok := mul64(milli, 1e6); ok {
+		return Quantity{small: n, format: f}
+	}
+	return of(new(big.Int).Mul(big.NewInt(milli), bigMilli), f)
 }
 
+// mul64 is a·b when it fits an int64.
+func mul64(a, b int64) (int64, bool) {
+	if a == 0 {
+		return 0, true
+	}
+	p := a * b
+	if p/b != a || (a == -1 && b == math.MinInt64) {
+		return 0, false
+	}
+	return p, true
+}
+
+// n returns q's nanos as a big.Int, for the arithmetic beyond the inline
+// fast paths; callers only read it.
 func (q Quantity) n() *big.Int {
 	if q.nanos == nil {
-		return new(big.Int)
+		return big.NewInt(q.small)
 	}
 	return q.nanos
 }
@@ -248,7 +378,17 @@ func (q Quantity) Format() Format {
 }
 
 // Sign returns -1, 0 or +1.
-func (q Quantity) Sign() int { return q.n().Sign() }
+func (q Quantity) Sign() int {
+	switch {
+	case q.nanos != nil:
+		return q.nanos.Sign()
+	case q.small > 0:
+		return 1
+	case q.small < 0:
+		return -1
+	}
+	return 0
+}
 
 // IsZero reports whether q is 0.
 func (q Quantity) IsZero() bool { return q.Sign() == 0 }
@@ -256,6 +396,9 @@ func (q Quantity) IsZero() bool { return q.Sign() == 0 }
 // IsWhole reports whether q is a whole number of units (no fraction), as
 // device counts of extended resources must be.
 func (q Quantity) IsWhole() bool {
+	if q.nanos == nil {
+		return q.small%1e9 == 0
+	}
 	var rem big.Int
 	return rem.Rem(q.n(), bigNano).Sign() == 0
 }
@@ -273,21 +416,45 @@ func Reason(err error) error {
 }
 
 // Cmp returns -1, 0 or +1 as q is less than, equal to or greater than o.
-func (q Quantity) Cmp(o Quantity) int { return q.n().Cmp(o.n()) }
+func (q Quantity) Cmp(o Quantity) int {
+	if q.nanos == nil && o.nanos == nil {
+		switch {
+		case q.small < o.small:
+			return -1
+		case q.small > o.small:
+			return 1
+		}
+		return 0
+	}
+	return q.n().Cmp(o.n())
+}
 
 // Add returns q+o in q's notation (o's when q is the zero value).
 func (q Quantity) Add(o Quantity) Quantity {
-	return Quantity{nanos: new(big.Int).Add(q.n(), o.n()), format: q.pick(o)}
+	if q.nanos == nil && o.nanos == nil {
+		if sum := q.small + o.small; (sum > q.small) == (o.small > 0) {
+			return Quantity{small: sum, format: q.pick(o)}
+		}
+	}
+	return of(new(big.Int).Add(q.n(), o.n()), q.pick(o))
 }
 
 // Sub returns q-o in q's notation (o's when q is the zero value).
 func (q Quantity) Sub(o Quantity) Quantity {
-	return Quantity{nanos: new(big.Int).Sub(q.n(), o.n()), format: q.pick(o)}
+	if q.nanos == nil && o.nanos == nil {
+		if diff := q.small - o.small; (diff < q.small) == (o.small > 0) {
+			return Quantity{small: diff, format: q.pick(o)}
+		}
+	}
+	return of(new(big.Int).Sub(q.n(), o.n()), q.pick(o))
 }
 
 // Neg returns -q.
 func (q Quantity) Neg() Quantity {
-	return Quantity{nanos: new(big.Int).Neg(q.n()), format: q.format}
+	if q.nanos == nil && q.small != math.MinInt64 {
+		return Quantity{small: -q.small, format: q.format}
+	}
+	return of(new(big.Int).Neg(q.n()), q.format)
 }
 
 func (q Quantity) pick(o Quantity) Format {
@@ -299,11 +466,30 @@ func (q Quantity) pick(o Quantity) Format {
 
 // Value returns q in units, rounded up (towards +∞), saturating at the
 // int64 range. Memory and storage are compared in bytes with it.
-func (q Quantity) Value() int64 { return ceilDiv(q.n(), bigNano) }
+func (q Quantity) Value() int64 {
+	if q.nanos == nil {
+		return ceilDiv64(q.small, 1e9)
+	}
+	return ceilDiv(q.nanos, bigNano)
+}
 
 // MilliValue returns q in thousandths, rounded up (towards +∞), saturating
 // at the int64 range. CPU is accounted in millicores with it.
-func (q Quantity) MilliValue() int64 { return ceilDiv(q.n(), bigMilli) }
+func (q Quantity) MilliValue() int64 {
+	if q.nanos == nil {
+		return ceilDiv64(q.small, 1e6)
+	}
+	return ceilDiv(q.nanos, bigMilli)
+}
+
+// ceilDiv64 is n/d rounded towards +∞, for d > 0.
+func ceilDiv64(n, d int64) int64 {
+	quo := n / d // truncated: already the ceiling when n < 0
+	if n > 0 && n%d != 0 {
+		quo++
+	}
+	return quo
+}
 
 func ceilDiv(n, d *big.Int) int64 {
 	var quo, mod big.Int

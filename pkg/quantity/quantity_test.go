@@ -3,6 +3,8 @@ package quantity
 import (
 	"errors"
 	"math"
+	"math/big"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -263,4 +265,98 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%q): Value %d and MilliValue %d disagree", s, v, m)
 		}
 	})
+}
+
+// TestInlineAgreesWithBig checks the inline int64 fast paths against the
+// big.Int arithmetic they stand in for: random quantities, valid and not,
+// parse to the same value, format and error either way, and every
+// operation on values near the int64 edges gives what big.Int gives.
+func TestInlineAgreesWithBig(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	suffixes := []string{"", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "e3", "E-2", "x", "Mii"}
+	inline := 0
+	for range 20000 {
+		var sb strings.Builder
+		switch rng.IntN(4) {
+		case 0:
+			sb.WriteByte('-')
+		case 1:
+			sb.WriteByte('+')
+		}
+		digits := 1 + rng.IntN(21)
+		dot := rng.IntN(digits + 3) // often no dot
+		for i := range digits {
+			if i == dot {
+				sb.WriteByte('.')
+			}
+			sb.WriteByte(byte('0' + rng.IntN(10)))
+		}
+		sb.WriteString(suffixes[rng.IntN(len(suffixes))])
+		s := sb.String()
+
+		got, gotErr := Parse(s)
+		want, wantErr := parseBig(s)
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("Parse(%q) error %v, big.Int parse %v", s, gotErr, wantErr)
+		}
+		if gotErr != nil {
+			continue
+		}
+		if got.n().Cmp(want.n()) != 0 || got.Format() != want.Format() {
+			t.Fatalf("Parse(%q) = %s %s, big.Int parse %s %s", s, got.n(), got.Format(), want.n(), want.Format())
+		}
+		if (got.nanos == nil) != got.n().IsInt64() {
+			t.Fatalf("Parse(%q): inline %v for a value that fits an int64: %v", s, got.nanos == nil, got.n().IsInt64())
+		}
+		if got.nanos == nil {
+			inline++
+		}
+	}
+	if inline < 5000 {
+		t.Fatalf("only %d of 20000 parsed inline: the fast path is not exercised", inline)
+	}
+
+	edges := []int64{0, 1, -1, 999_999_999, 1e9, -1e9, 1e9 + 1, math.MaxInt64, math.MaxInt64 - 1, math.MinInt64, math.MinInt64 + 1, math.MaxInt64 / 2, math.MinInt64 / 2}
+	for range 2000 {
+		edges = append(edges, rng.Int64()>>rng.IntN(63)*int64(1-2*rng.IntN(2)))
+	}
+	bigOf := func(v int64) Quantity { return Quantity{nanos: big.NewInt(v)} } // the same value held as a big.Int
+	for i, a := range edges {
+		b := edges[(i*7+3)%len(edges)]
+		qa, qb := Quantity{small: a}, Quantity{small: b}
+		ba, bb := bigOf(a), bigOf(b)
+		check := func(op string, got, want Quantity) {
+			t.Helper()
+			if got.n().Cmp(want.n()) != 0 || (got.nanos == nil) != got.n().IsInt64() {
+				t.Fatalf("%d %s %d: inline %s (inline %v), big.Int %s", a, op, b, got.n(), got.nanos == nil, want.n())
+			}
+		}
+		check("+", qa.Add(qb), ba.Add(bb))
+		check("-", qa.Sub(qb), ba.Sub(bb))
+		check("neg", qa.Neg(), ba.Neg())
+		if qa.Cmp(qb) != ba.Cmp(bb) || qa.Sign() != ba.Sign() || qa.IsWhole() != ba.IsWhole() ||
+			qa.Value() != ba.Value() || qa.MilliValue() != ba.MilliValue() || qa.String() != ba.String() {
+			t.Fatalf("%d vs %d: Cmp, Sign, IsWhole, Value, MilliValue or String differ between inline and big.Int", a, b)
+		}
+	}
+	for _, v := range []int64{0, 1, -1, 9_223_372_036, 9_223_372_037, -9_223_372_037, math.MaxInt64, math.MinInt64} {
+		if got, want := NewQuantity(v, DecimalSI), of(new(big.Int).Mul(big.NewInt(v), bigNano), DecimalSI); got.n().Cmp(want.n()) != 0 || (got.nanos == nil) != want.n().IsInt64() {
+			t.Fatalf("NewQuantity(%d) = %s, want %s", v, got.n(), want.n())
+		}
+		if got, want := NewMilliQuantity(v, DecimalSI), of(new(big.Int).Mul(big.NewInt(v), bigMilli), DecimalSI); got.n().Cmp(want.n()) != 0 || (got.nanos == nil) != want.n().IsInt64() {
+			t.Fatalf("NewMilliQuantity(%d) = %s, want %s", v, got.n(), want.n())
+		}
+	}
+}
+
+// BenchmarkParseRequests parses a pod's usual requests and limits; they
+// are held inline, so it allocates nothing.
+func BenchmarkParseRequests(b *testing.B) {
+	in := []string{"100m", "64Mi", "500m", "128Mi"}
+	b.ReportAllocs()
+	for i := range b.N {
+		if _, err := Parse(in[i%len(in)]); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
