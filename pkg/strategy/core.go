@@ -73,8 +73,8 @@ func validateNode(n *kplanev1.Node) validation.ErrorList {
 		seen[id] = true
 	}
 	st := n.GetStatus()
-	validateResourceList(st.GetCapacity(), "status.capacity", &errs)
-	validateResourceList(st.GetAllocatable(), "status.allocatable", &errs)
+	validateResourceList(st.GetCapacity(), "status", "capacity", &errs)
+	validateResourceList(st.GetAllocatable(), "status", "allocatable", &errs)
 	errs.AddAll(validateConditions(st.GetConditions(), "status.conditions"))
 	for i, a := range st.GetAddresses() {
 		p := index("status.addresses", i)

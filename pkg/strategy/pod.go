@@ -180,9 +180,8 @@ func defaultProbe(p *kplanev1.Probe) {
 // container limits cpu and memory and requests equal limits, BestEffort
 // when nothing is requested or limited, Burstable otherwise.
 func qosClass(s *kplanev1.PodSpec) string {
-	all := append(append([]*kplanev1.Container(nil), s.GetContainers()...), s.GetInitContainers()...)
 	any, guaranteed := false, true
-	for _, c := range all {
+	classify := func(c *kplanev1.Container) {
 		req, lim := c.GetResources().GetRequests(), c.GetResources().GetLimits()
 		if len(req) > 0 || len(lim) > 0 {
 			any = true
@@ -203,6 +202,12 @@ func qosClass(s *kplanev1.PodSpec) string {
 				guaranteed = false
 			}
 		}
+	}
+	for _, c := range s.GetContainers() {
+		classify(c)
+	}
+	for _, c := range s.GetInitContainers() {
+		classify(c)
 	}
 	switch {
 	case !any:
@@ -511,13 +516,19 @@ func validateContainerResources(r *kplanev1.ResourceRequirements, path string, e
 	if r == nil {
 		return
 	}
-	limits := validateResourceList(r.Limits, child(path, "limits"), errs)
-	requests := validateResourceList(r.Requests, child(path, "requests"), errs)
-	for _, name := range validation.SortedKeys(requests) {
-		l, ok := limits[name]
-		if ok && requests[name].Cmp(l) > 0 {
+	validateResourceList(r.Limits, path, "limits", errs)
+	validateResourceList(r.Requests, path, "requests", errs)
+	var buf [8]string
+	for _, name := range validation.AppendSortedKeys(buf[:0], r.Requests) {
+		l, ok := r.Limits[name]
+		if !ok || l == r.Requests[name] {
+			continue // no limit, or the request is the limit
+		}
+		rq, okR := resourceAmount(name, r.Requests[name])
+		lq, okL := resourceAmount(name, l)
+		if okR && okL && rq.Cmp(lq) > 0 {
 			errs.Invalid(key(child(path, "requests"), name), r.Requests[name],
-				"must be less than or equal to "+name+" limit of "+r.Limits[name])
+				"must be less than or equal to "+name+" limit of "+l)
 		}
 	}
 }

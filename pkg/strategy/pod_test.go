@@ -161,6 +161,11 @@ func TestPodValidate(t *testing.T) {
 			[]string{`spec.containers[0].resources.requests["cpu"]: Invalid value: "-1": must be greater than or equal to 0`}},
 		{"request above limit", func(p *kplanev1.Pod) { c0(p).Resources.Requests["cpu"] = "1500m" },
 			[]string{`spec.containers[0].resources.requests["cpu"]: Invalid value: "1500m": must be less than or equal to cpu limit of 1`}},
+		{"request equal to its limit, written otherwise", func(p *kplanev1.Pod) { c0(p).Resources.Requests["cpu"] = "1000m" }, nil},
+		{"requests above limits, in name order", func(p *kplanev1.Pod) {
+			c0(p).Resources.Requests["memory"], c0(p).Resources.Requests["cpu"] = "256Mi", "1500m"
+		}, []string{`spec.containers[0].resources.requests["cpu"]: Invalid value: "1500m": must be less than or equal to cpu limit of 1`,
+			`spec.containers[0].resources.requests["memory"]: Invalid value: "256Mi": must be less than or equal to memory limit of 128Mi`}},
 		{"fractional extended resource", func(p *kplanev1.Pod) { c0(p).Resources.Limits["example.com/gpu"] = "500m" },
 			[]string{`spec.containers[0].resources.limits["example.com/gpu"]: Invalid value: "500m": must be an integer`,
 				`spec.containers[0].resources.requests["example.com/gpu"]: Invalid value: "500m": must be an integer`}},

@@ -45,26 +45,39 @@ func isExtended(name string) bool {
 	return !standardResources[name] && !strings.HasPrefix(name, "hugepages-")
 }
 
-// validateResourceList checks every name and value of a resource map and
-// returns the parsed values of the valid entries.
-func validateResourceList(list map[string]string, path string, errs *validation.ErrorList) map[string]quantity.Quantity {
-	out := make(map[string]quantity.Quantity, len(list))
-	for _, name := range validation.SortedKeys(list) {
-		if !validateResourceName(name, path, errs) {
-			continue
+// validateResourceList checks every name and value of the resource map
+// at path.field. Paths are built only for the errors: every pod created
+// runs this for its requests and limits.
+func validateResourceList(list map[string]string, path, field string, errs *validation.ErrorList) {
+	var buf [8]string // a resource map's keys, sorted on the stack
+	for _, name := range validation.AppendSortedKeys(buf[:0], list) {
+		v := list[name]
+		q, err := quantity.ParseNonNegative(v)
+		switch {
+		case !resourceNameValid(name):
+			validateResourceName(name, child(path, field), errs)
+		case err != nil:
+			errs.Invalid(key(child(path, field), name), v, quantity.Reason(err).Error())
+		case isExtended(name) && !q.IsWhole():
+			errs.Invalid(key(child(path, field), name), v, "must be an integer")
 		}
-		p := validation.Key(path, name)
-		q, ok := validateQuantity(list[name], p, errs)
-		if !ok {
-			continue
-		}
-		if isExtended(name) && !q.IsWhole() {
-			errs.Invalid(p, list[name], "must be an integer")
-			continue
-		}
-		out[name] = q
 	}
-	return out
+}
+
+// resourceNameValid is validateResourceName without recording anything.
+func resourceNameValid(name string) bool {
+	return standardResources[name] || strings.HasPrefix(name, "hugepages-") ||
+		strings.Contains(name, "/") && len(validation.IsQualifiedName(name)) == 0
+}
+
+// resourceAmount is the amount of a valid entry of a resource map, as
+// validateResourceList accepts it; ok is false for an entry it rejects.
+func resourceAmount(name, v string) (q quantity.Quantity, ok bool) {
+	q, err := quantity.ParseNonNegative(v)
+	if err != nil || !resourceNameValid(name) || isExtended(name) && !q.IsWhole() {
+		return quantity.Quantity{}, false
+	}
+	return q, true
 }
 
 // validateStorageList checks a claim's requests or limits, where storage

@@ -14,3 +14,15 @@ func sortedKeys[V any](m map[string]V) []string {
 // SortedKeys is sortedKeys for callers outside the package (strategies
 // validating maps of their own).
 func SortedKeys[V any](m map[string]V) []string { return sortedKeys(m) }
+
+// AppendSortedKeys appends m's keys, in order, to dst. With dst an array
+// on the caller's stack, checking a small map in order allocates nothing
+// (SortedKeys allocates the slice).
+func AppendSortedKeys[V any](dst []string, m map[string]V) []string {
+	n := len(dst)
+	for k := range m {
+		dst = append(dst, k)
+	}
+	slices.Sort(dst[n:])
+	return dst
+}

@@ -209,3 +209,19 @@ func TestValidateLabelSelector(t *testing.T) {
 		t.Error("nil selector is not this function's concern")
 	}
 }
+
+func TestAppendSortedKeys(t *testing.T) {
+	m := map[string]int{"b": 1, "c": 2, "a": 3}
+	if got := AppendSortedKeys([]string{"z"}, m); strings.Join(got, ",") != "z,a,b,c" {
+		t.Fatalf("AppendSortedKeys = %v, want z then the keys in order", got)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		var buf [8]string
+		if len(AppendSortedKeys(buf[:0], m)) != 3 {
+			t.Fatal("keys lost")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("AppendSortedKeys into a stack array allocated %v times", allocs)
+	}
+}
