@@ -16,11 +16,17 @@ import (
 // Encode serialises an object for etcd: the Object wrapper in protobuf
 // binary (so a value names its own kind), without resourceVersion, which
 // is the key's ModRevision and only exists on read.
+//
+// The bytes have room after them for what WithRevision appends, so the
+// store's own replies (leaveWire) add the revision in place.
 func Encode(obj *kplanev1.Object) ([]byte, error) {
 	meta := obj.Meta()
 	rv := meta.ResourceVersion
 	meta.ResourceVersion = ""
-	b, err := proto.Marshal(obj)
+	// Size caches every message's size, which MarshalAppend then reuses:
+	// the object is walked for its size once, as proto.Marshal does.
+	size := proto.Size(obj)
+	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(make([]byte, 0, size+revisionRoom), obj)
 	meta.ResourceVersion = rv
 	if err != nil {
 		return nil, fmt.Errorf("encode %s %q: %w", obj.KindName(), obj.Key(), err)
@@ -35,6 +41,18 @@ func Encode(obj *kplanev1.Object) ([]byte, error) {
 // that occurs twice, so the result decodes as Decode(value, rev) does;
 // the watch cache and Create's reply send it in place of a re-encoding.
 func WithRevision(value []byte, rev int64) ([]byte, error) {
+	return appendRevision(value, rev, false)
+}
+
+// revisionRoom bounds what appendRevision adds: three tags and three
+// lengths of at most 3 bytes each (field numbers and lengths are small)
+// and a revision of at most 19 digits.
+const revisionRoom = 3*3 + 3*3 + 19
+
+// appendRevision is WithRevision; inPlace lets it append to value's own
+// spare capacity (value's owner never reads past its length and makes
+// no other such call on it), else it copies.
+func appendRevision(value []byte, rev int64, inPlace bool) ([]byte, error) {
 	kind, typ, n := protowire.ConsumeTag(value)
 	if n < 0 || typ != protowire.BytesType {
 		return nil, fmt.Errorf("stored object: no kind field at its start")
@@ -47,8 +65,11 @@ func WithRevision(value []byte, rev int64) ([]byte, error) {
 	rvBytes := strconv.AppendInt(rv[:0], rev, 10)
 	rvLen := protowire.SizeTag(revisionPath.resourceVersion) + protowire.SizeBytes(len(rvBytes))
 	metaLen := protowire.SizeTag(metaField) + protowire.SizeBytes(rvLen)
-	out := make([]byte, len(value), len(value)+protowire.SizeTag(kind)+protowire.SizeBytes(metaLen))
-	copy(out, value)
+	out := value
+	if need := protowire.SizeTag(kind) + protowire.SizeBytes(metaLen); !inPlace || cap(value)-len(value) < need {
+		out = make([]byte, len(value), len(value)+need)
+		copy(out, value)
+	}
 	out = protowire.AppendTag(out, kind, protowire.BytesType)
 	out = protowire.AppendVarint(out, uint64(metaLen))
 	out = protowire.AppendTag(out, metaField, protowire.BytesType)
@@ -78,9 +99,10 @@ func leaveWire(ctx context.Context, value []byte, rev int64) {
 	if sink == nil {
 		return
 	}
-	// value came from Encode, so this cannot fail; a failure would only
-	// mean the reply is encoded the usual way.
-	if b, err := WithRevision(value, rev); err == nil {
+	// value came from Encode, so this cannot fail (a failure would only
+	// mean the reply is encoded the usual way), and it has room for the
+	// revision; the write is done with it (etcd's Put copied it).
+	if b, err := appendRevision(value, rev, true); err == nil {
 		*sink = b
 	}
 }

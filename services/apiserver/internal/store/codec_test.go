@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"math"
 	"strings"
 	"testing"
@@ -44,6 +45,31 @@ func TestWithRevisionDecodesAsDecode(t *testing.T) {
 			if !proto.Equal(got, want) {
 				t.Fatalf("%s at %d: spliced form decodes to\n%v\nwant\n%v", f.Name(), rev, got, want)
 			}
+		}
+	}
+}
+
+// TestEncodeLeavesRoomForTheRevision checks that a store reply adds the
+// revision to Encode's bytes in place, at the largest revision, and that
+// the result is what WithRevision's copy is.
+func TestEncodeLeavesRoomForTheRevision(t *testing.T) {
+	obj := kplanev1.MustWrap(&kplanev1.Pod{Metadata: &kplanev1.ObjectMeta{Namespace: "d", Name: "p",
+		Annotations: map[string]string{"long": strings.Repeat("x", 300)}}})
+	for _, rev := range []int64{1, 128, math.MaxInt64} {
+		value, err := Encode(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := WithRevision(value, rev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		if allocs := testing.AllocsPerRun(1, func() { got, err = appendRevision(value, rev, true) }); allocs != 0 || err != nil {
+			t.Fatalf("at %d: appending in place allocated %v times (error %v)", rev, allocs, err)
+		}
+		if &got[0] != &value[0] || !bytes.Equal(got, want) {
+			t.Fatalf("at %d: in place %v, bytes equal to WithRevision's %v", rev, &got[0] == &value[0], bytes.Equal(got, want))
 		}
 	}
 }
