@@ -269,7 +269,7 @@ func Start(ctx context.Context, cfg Config) (*APIServer, error) {
 		backend: be,
 		authn:   chain,
 		saAuth:  saAuth,
-		store: store.New(be.Client, store.Options{MaxObjectBytes: cfg.MaxObjectBytes, Lifecycle: strategy.Config{
+		store: store.New(be.Client, store.Options{KV: be.KV, MaxObjectBytes: cfg.MaxObjectBytes, Lifecycle: strategy.Config{
 			EventTTL: cfg.EventTTL, ServiceClusterIPRange: cfg.ServiceClusterIPRange, ServiceNodePortRange: cfg.ServiceNodePortRange}, Logger: log.Named("store"),
 			Cached: func(k *kplanev1.KindInfo, namespace, name string, rev int64) (*kplanev1.Object, bool) {
 				c := caches[k.Name]

@@ -18,11 +18,14 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/client/pkg/v3/logutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
+	"go.etcd.io/etcd/server/v3/proxy/grpcproxy/adapter"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -50,7 +53,11 @@ type Config struct {
 
 // Backend is an open etcd: Client reaches it; Close releases it.
 type Backend struct {
-	Client   *clientv3.Client
+	Client *clientv3.Client
+	// KV is the embedded etcd's KV API in process (the one Client wraps),
+	// for callers that send etcd's requests as they are; nil for an
+	// external cluster, whose Client has a connection to call it on.
+	KV       pb.KVClient
 	embedded *embed.Etcd
 	dir      string
 	log      hclog.Logger
@@ -179,6 +186,7 @@ func openEmbedded(ctx context.Context, cfg Config, log hclog.Logger) (*Backend, 
 		}
 	}
 	b.Client = v3client.New(e.Server)
+	b.KV = adapter.KvServerToKvClient(v3rpc.NewQuotaKVServer(e.Server))
 	go b.monitor()
 	log.Info("embedded etcd started", "data_dir", e.Config().Dir, "name", e.Config().Name, "member", e.Server.MemberID().String())
 	return b, nil

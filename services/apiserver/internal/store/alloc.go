@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -90,20 +91,20 @@ func diffClaims(want, held []strategy.Claim) (add, drop []strategy.Claim) {
 // claimTxn is what a write adds to its transaction for its claims.
 type claimTxn struct {
 	add  []strategy.Claim
-	cmps []clientv3.Cmp // each added key is absent
-	ops  []clientv3.Op  // puts of added keys, guarded deletes of dropped ones
+	cmps []*pb.Compare   // each added key is absent
+	ops  []*pb.RequestOp // puts of added keys, guarded deletes of dropped ones
 	// checks read the added keys when the transaction fails, to tell
 	// which one was taken.
-	checks []clientv3.Op
+	checks []*pb.RequestOp
 }
 
 func newClaimTxn(add, drop []strategy.Claim, holder string) claimTxn {
 	t := claimTxn{add: add}
 	for _, c := range add {
 		key := claimKey(c)
-		t.cmps = append(t.cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
-		t.ops = append(t.ops, clientv3.OpPut(key, holder))
-		t.checks = append(t.checks, clientv3.OpGet(key, clientv3.WithCountOnly()))
+		t.cmps = append(t.cmps, createdIs(key, pb.Compare_EQUAL, 0))
+		t.ops = append(t.ops, opPut(key, []byte(holder), clientv3.NoLease))
+		t.checks = append(t.checks, opCount(key))
 	}
 	for _, c := range drop {
 		t.ops = append(t.ops, releaseOp(claimKey(c), holder))
@@ -113,10 +114,8 @@ func newClaimTxn(add, drop []strategy.Claim, holder string) claimTxn {
 
 // releaseOp deletes an allocation key only while holder holds it, so a
 // stale release can never free another object's value.
-func releaseOp(key, holder string) clientv3.Op {
-	return clientv3.OpTxn(
-		[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", holder)},
-		[]clientv3.Op{clientv3.OpDelete(key)}, nil)
+func releaseOp(key, holder string) *pb.RequestOp {
+	return opIf([]*pb.Compare{valueIs(key, holder)}, opDelete(key))
 }
 
 // failure interprets the Else responses (from offset on, in checks

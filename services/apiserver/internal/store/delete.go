@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -163,8 +164,8 @@ func addFinalizer(list []string, f string) []string {
 func (s *Store) deleteNamespace(ctx context.Context, nsKind *kplanev1.KindInfo, ns *kplanev1.Object, rev int64) (*kplanev1.Object, error) {
 	name := ns.Meta().Name
 	key := ObjectKey(nsKind, "", name)
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)}
-	ops := []clientv3.Op{clientv3.OpDelete(key)}
+	cmps := []*pb.Compare{modifiedAt(key, rev)}
+	ops := []*pb.RequestOp{opDelete(key)}
 	var holders []*kplanev1.KindInfo
 	for _, k := range kplanev1.Kinds() {
 		if !k.Namespaced {
@@ -172,11 +173,11 @@ func (s *Store) deleteNamespace(ctx context.Context, nsKind *kplanev1.KindInfo, 
 		}
 		prefix := ListPrefix(k, name)
 		if _, ok := strategy.For(k.Name).(strategy.DeletedWithNamespace); ok {
-			ops = append(ops, clientv3.OpDelete(prefix, clientv3.WithPrefix()))
+			ops = append(ops, opDeleteUnder(prefix))
 			continue
 		}
 		holders = append(holders, k)
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(prefix), "=", 0).WithPrefix())
+		cmps = append(cmps, noneUnder(prefix))
 	}
 	resp, err := s.commit(ctx, cmps, ops, nil)
 	if err != nil {

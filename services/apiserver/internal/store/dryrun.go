@@ -1,10 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"context"
-	"strings"
 	"sync/atomic"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
@@ -30,15 +31,18 @@ func isDryRun(ctx context.Context) bool {
 // existence or revision, the namespace, the claimed values), so the
 // answer is the real write's, while the transaction is a read that
 // writes nothing and does not move the revision.
-func (s *Store) commit(ctx context.Context, cmps []clientv3.Cmp, then, els []clientv3.Op) (*clientv3.TxnResponse, error) {
+func (s *Store) commit(ctx context.Context, cmps []*pb.Compare, then, els []*pb.RequestOp) (*clientv3.TxnResponse, error) {
 	if isDryRun(ctx) {
 		then = nil
 	}
-	resp, err := s.cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
-	if err == nil && resp.Succeeded && writesUnder(then, priorityClassPrefix) {
+	resp, err := s.kv.Txn(ctx, &pb.TxnRequest{Compare: cmps, Success: then, Failure: els})
+	if err != nil {
+		return nil, clientv3.ContextError(ctx, err)
+	}
+	if resp.Succeeded && writesUnder(then, priorityClassPrefix) {
 		raiseTo(&s.pcWritten, resp.Header.Revision)
 	}
-	return resp, err
+	return (*clientv3.TxnResponse)(resp), nil
 }
 
 // raiseTo sets v to rev unless it already holds a later revision.
@@ -55,9 +59,9 @@ func raiseTo(v *atomic.Int64, rev int64) {
 var priorityClassPrefix = ListPrefix(kplanev1.LookupKind("PriorityClass"), "")
 
 // writesUnder reports whether any of ops puts or deletes a key under prefix.
-func writesUnder(ops []clientv3.Op, prefix string) bool {
+func writesUnder(ops []*pb.RequestOp, prefix string) bool {
 	for _, op := range ops {
-		if (op.IsPut() || op.IsDelete()) && strings.HasPrefix(string(op.KeyBytes()), prefix) {
+		if bytes.HasPrefix(keyWritten(op), []byte(prefix)) && keyWritten(op) != nil {
 			return true
 		}
 	}

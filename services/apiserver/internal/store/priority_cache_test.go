@@ -30,7 +30,7 @@ func (c *classCache) get(atLeast int64) ([]*kplanev1.PriorityClass, bool) {
 func TestPodAdmissionReadsClassesFromCache(t *testing.T) {
 	ctx, be := openBackend(t)
 	cache := &classCache{}
-	s := New(be.Client, Options{PriorityClasses: cache.get})
+	s := New(be.Client, Options{KV: be.KV, PriorityClasses: cache.get})
 	if _, err := s.Create(ctx, kplanev1.MustWrap(&kplanev1.Namespace{Metadata: &kplanev1.ObjectMeta{Name: "default"}})); err != nil {
 		t.Fatal(err)
 	}

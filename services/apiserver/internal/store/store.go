@@ -15,10 +15,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -54,6 +54,11 @@ type Options struct {
 	// created; from the cache that reads no etcd (a range read per pod
 	// was an eighth of a Create's cost).
 	PriorityClasses func(atLeast int64) ([]*kplanev1.PriorityClass, bool)
+	// KV is etcd's KV API behind the client, which the write transactions
+	// call directly. A client without a connection of its own (the
+	// embedded etcd's, in process) needs it; nil takes the client's
+	// connection.
+	KV pb.KVClient
 }
 
 // DefaultMaxObjectBytes stays under embedded etcd's default 1.5 MiB
@@ -63,6 +68,7 @@ const DefaultMaxObjectBytes = 1 << 20
 // Store is the generic registry over etcd.
 type Store struct {
 	cli    *clientv3.Client
+	kv     pb.KVClient // etcd's KV API, for the write transactions (etcdtxn.go)
 	opts   Options
 	log    hclog.Logger
 	leases *leasePool
@@ -84,7 +90,7 @@ func New(cli *clientv3.Client, opts Options) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Store{cli: cli, opts: opts, log: opts.Logger, leases: newLeasePool(cli, opts.Now)}
+	return &Store{cli: cli, kv: kvOf(cli, opts.KV), opts: opts, log: opts.Logger, leases: newLeasePool(cli, opts.Now)}
 }
 
 // Client returns the etcd client (for the watch cache and compactor).
@@ -234,25 +240,24 @@ func (s *Store) createOnce(ctx context.Context, k *kplanev1.KindInfo, obj *kplan
 	if err != nil {
 		return nil, err
 	}
-	putOpts, err := s.putOptions(ctx, k, obj)
+	lease, err := s.leaseFor(ctx, k, obj)
 	if err != nil {
 		return nil, err
 	}
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}
+	// The values the object holds are reserved in the same transaction.
+	claims := newClaimTxn(claimsOf(k, obj), nil, holderOf(obj))
+	cmps := make([]*pb.Compare, 0, 2+len(claims.cmps))
+	cmps = append(cmps, createdIs(key, pb.Compare_EQUAL, 0))
 	if k.Namespaced {
 		// The namespace must exist in the same transaction, so an object
 		// can never be created into a namespace being deleted.
-		nsKey := ObjectKey(namespaceKind(), "", meta.Namespace)
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(nsKey), ">", 0))
+		cmps = append(cmps, createdIs(ObjectKey(namespaceKind(), "", meta.Namespace), pb.Compare_GREATER, 0))
 	}
-	// The values the object holds are reserved in the same transaction.
-	claims := newClaimTxn(claimsOf(k, obj), nil, holderOf(obj))
 	cmps = append(cmps, claims.cmps...)
-	// value is not changed after this, so the Put may read it as a string
-	// without copying it.
-	put := clientv3.OpPut(key, unsafe.String(unsafe.SliceData(value), len(value)), putOpts...)
-	resp, err := s.commit(ctx, cmps, append([]clientv3.Op{put}, claims.ops...),
-		append([]clientv3.Op{clientv3.OpGet(key, clientv3.WithCountOnly())}, claims.checks...))
+	// etcd keeps its own copy of value (raft's log entry): after the
+	// transaction the bytes are the store's again, for the reply.
+	resp, err := s.commit(ctx, cmps, append([]*pb.RequestOp{opPut(key, value, lease)}, claims.ops...),
+		append([]*pb.RequestOp{opCount(key)}, claims.checks...))
 	if err != nil {
 		return nil, backendError(ctx, "create", err)
 	}
@@ -273,22 +278,22 @@ func (s *Store) createOnce(ctx context.Context, k *kplanev1.KindInfo, obj *kplan
 	return obj, nil
 }
 
-// putOptions attaches an expiring lease to objects whose kind expires
-// (strategy.Expirer).
-func (s *Store) putOptions(ctx context.Context, k *kplanev1.KindInfo, obj *kplanev1.Object) ([]clientv3.OpOption, error) {
+// leaseFor is the expiring lease an object of a kind that expires
+// (strategy.Expirer) is stored with; NoLease for every other.
+func (s *Store) leaseFor(ctx context.Context, k *kplanev1.KindInfo, obj *kplanev1.Object) (clientv3.LeaseID, error) {
 	exp, ok := strategy.For(k.Name).(strategy.Expirer)
 	if !ok || isDryRun(ctx) {
-		return nil, nil // a dry run stores nothing to expire
+		return clientv3.NoLease, nil // a dry run stores nothing to expire
 	}
 	ttl := exp.TTL(obj, s.opts.Lifecycle)
 	if ttl <= 0 {
-		return nil, nil
+		return clientv3.NoLease, nil
 	}
 	lease, err := s.leases.get(ctx, ttl)
 	if err != nil {
-		return nil, backendError(ctx, "grant "+k.Name+" lease", err)
+		return clientv3.NoLease, backendError(ctx, "grant "+k.Name+" lease", err)
 	}
-	return []clientv3.OpOption{clientv3.WithLease(lease)}, nil
+	return lease, nil
 }
 
 // namespaceKind is the kind whose objects are namespaces.
@@ -523,17 +528,14 @@ func (s *Store) commitUpdate(ctx context.Context, k *kplanev1.KindInfo, next, cu
 	if err != nil {
 		return nil, err
 	}
-	putOpts, err := s.putOptions(ctx, k, next)
+	lease, err := s.leaseFor(ctx, k, next)
 	if err != nil {
 		return nil, err
 	}
 	add, drop := diffClaims(claimsOf(k, next), held)
 	claims := newClaimTxn(add, drop, holderOf(next))
-	cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", curRev)}, claims.cmps...)
-	// value is not changed after this, so the Put may read it as a string
-	// without copying it.
-	put := clientv3.OpPut(key, unsafe.String(unsafe.SliceData(value), len(value)), putOpts...)
-	resp, err := s.commit(ctx, cmps, append([]clientv3.Op{put}, claims.ops...), claims.checks)
+	cmps := append([]*pb.Compare{modifiedAt(key, curRev)}, claims.cmps...)
+	resp, err := s.commit(ctx, cmps, append([]*pb.RequestOp{opPut(key, value, lease)}, claims.ops...), claims.checks)
 	if err != nil {
 		return nil, backendError(ctx, "update", err)
 	}
@@ -559,11 +561,11 @@ func (s *Store) commitUpdate(ctx context.Context, k *kplanev1.KindInfo, next, cu
 func (s *Store) deleteAt(ctx context.Context, k *kplanev1.KindInfo, last *kplanev1.Object, rev int64, held []strategy.Claim) (*kplanev1.Object, error) {
 	meta := last.Meta()
 	key := ObjectKey(k, meta.Namespace, meta.Name)
-	ops := []clientv3.Op{clientv3.OpDelete(key)}
+	ops := []*pb.RequestOp{opDelete(key)}
 	for _, c := range held {
 		ops = append(ops, releaseOp(claimKey(c), holderOf(last)))
 	}
-	resp, err := s.commit(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)}, ops, nil)
+	resp, err := s.commit(ctx, []*pb.Compare{modifiedAt(key, rev)}, ops, nil)
 	if err != nil {
 		return nil, backendError(ctx, "delete", err)
 	}

@@ -44,7 +44,7 @@ func TestConditionalUpdateFromCache(t *testing.T) {
 	var cached atomic.Pointer[kplanev1.Object]
 	var lookups atomic.Int32
 	// A cache as the watch cache is: a private copy, at exactly rev.
-	s := New(be.Client, Options{Cached: func(k *kplanev1.KindInfo, namespace, name string, rev int64) (*kplanev1.Object, bool) {
+	s := New(be.Client, Options{KV: be.KV, Cached: func(k *kplanev1.KindInfo, namespace, name string, rev int64) (*kplanev1.Object, bool) {
 		lookups.Add(1)
 		o := cached.Load()
 		if o == nil || k.Name != o.KindName() || namespace != o.Meta().GetNamespace() || name != o.Meta().GetName() {

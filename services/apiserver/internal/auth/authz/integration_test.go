@@ -74,7 +74,7 @@ func startCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := store.New(be.Client, store.Options{Logger: hclog.NewNullLogger()})
+	st := store.New(be.Client, store.Options{KV: be.KV, Logger: hclog.NewNullLogger()})
 	caches := map[string]*watchcache.Cache{}
 	sources := map[string]authz.Source{}
 	done := make(chan struct{})
