@@ -112,17 +112,6 @@ func MustParse(s string) Quantity {
 }
 
 func parse(s string) (Quantity, error) {
-	if q, ok := parseSmall(s); ok {
-		return q, nil
-	}
-	return parseBig(s)
-}
-
-// parseSmall parses the common case without allocating: a plain decimal
-// number of at most 18 digits with a decimal or binary suffix whose value
-// in nanos fits an int64. It declines (ok false) everything else, valid or
-// not, for parseBig to decide.
-func parseSmall(s string) (q Quantity, ok bool) {
 	neg := false
 	switch s[0] {
 	case '-':
@@ -131,6 +120,24 @@ func parseSmall(s string) (q Quantity, ok bool) {
 	case '+':
 		s = s[1:]
 	}
+	q, ok := parseSmall(s)
+	if !ok {
+		var err error
+		if q, err = parseBig(s); err != nil {
+			return Quantity{}, err
+		}
+	}
+	if neg {
+		q = q.Neg()
+	}
+	return q, nil
+}
+
+// parseSmall parses the common case of an unsigned quantity without
+// allocating: a plain decimal number of at most 18 digits with a decimal or binary suffix whose value
+// in nanos fits an int64. It declines (ok false) everything else, valid or
+// not, for parseBig to decide.
+func parseSmall(s string) (q Quantity, ok bool) {
 	var mant uint64
 	i, digits, frac, dot := 0, 0, 0, false
 	for ; i < len(s); i++ {
@@ -190,11 +197,7 @@ func parseSmall(s string) (q Quantity, ok bool) {
 		}
 		mant = q
 	}
-	v := int64(mant)
-	if neg {
-		v = -v
-	}
-	return Quantity{small: v, format: format}, true
+	return Quantity{small: int64(mant), format: format}, true
 }
 
 // pow10Small holds 10^0 to 10^18, the powers an int64 holds.
@@ -206,16 +209,8 @@ var pow10Small = func() (t [19]int64) {
 	return t
 }()
 
-// parseBig parses any quantity with big.Int arithmetic.
+// parseBig parses any unsigned quantity with big.Int arithmetic.
 func parseBig(s string) (Quantity, error) {
-	neg := false
-	switch s[0] {
-	case '-':
-		neg = true
-		s = s[1:]
-	case '+':
-		s = s[1:]
-	}
 	// Number: digits with at most one '.', at least one digit.
 	i, dot, digits := 0, -1, 0
 	for ; i < len(s); i++ {
@@ -251,9 +246,6 @@ func parseBig(s string) (Quantity, error) {
 	nanos, err := scale(mant, len(num), exp10-frac+9, exp2)
 	if err != nil {
 		return Quantity{}, err
-	}
-	if neg {
-		nanos.Neg(nanos)
 	}
 	return of(nanos, format), nil
 }

@@ -295,7 +295,7 @@ func TestInlineAgreesWithBig(t *testing.T) {
 		s := sb.String()
 
 		got, gotErr := Parse(s)
-		want, wantErr := parseBig(s)
+		want, wantErr := parseSignedBig(s)
 		if (gotErr == nil) != (wantErr == nil) {
 			t.Fatalf("Parse(%q) error %v, big.Int parse %v", s, gotErr, wantErr)
 		}
@@ -347,6 +347,19 @@ func TestInlineAgreesWithBig(t *testing.T) {
 			t.Fatalf("NewMilliQuantity(%d) = %s, want %s", v, got.n(), want.n())
 		}
 	}
+}
+
+// parseSignedBig is Parse with the big.Int parser alone.
+func parseSignedBig(s string) (Quantity, error) {
+	neg := false
+	if s != "" && (s[0] == '-' || s[0] == '+') {
+		neg, s = s[0] == '-', s[1:]
+	}
+	q, err := parseBig(s)
+	if err != nil || !neg {
+		return q, err
+	}
+	return of(new(big.Int).Neg(q.n()), q.format), nil
 }
 
 // BenchmarkParseRequests parses a pod's usual requests and limits; they
