@@ -61,7 +61,7 @@ var priorityClassPrefix = ListPrefix(kplanev1.LookupKind("PriorityClass"), "")
 // writesUnder reports whether any of ops puts or deletes a key under prefix.
 func writesUnder(ops []*pb.RequestOp, prefix string) bool {
 	for _, op := range ops {
-		if bytes.HasPrefix(keyWritten(op), []byte(prefix)) && keyWritten(op) != nil {
+		if k := keyWritten(op); k != nil && bytes.HasPrefix(k, []byte(prefix)) {
 			return true
 		}
 	}
