@@ -134,9 +134,9 @@ func parse(s string) (Quantity, error) {
 }
 
 // parseSmall parses the common case of an unsigned quantity without
-// allocating: a plain decimal number of at most 18 digits with a decimal or binary suffix whose value
-// in nanos fits an int64. It declines (ok false) everything else, valid or
-// not, for parseBig to decide.
+// allocating: a plain decimal number of at most 18 digits with a decimal
+// or binary suffix, whose value in nanos fits an int64. It declines (ok
+// false) everything else, valid or not, for parseBig to decide.
 func parseSmall(s string) (q Quantity, ok bool) {
 	var mant uint64
 	i, digits, frac, dot := 0, 0, 0, false
