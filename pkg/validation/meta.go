@@ -75,9 +75,12 @@ func maskTrailingDash(s string) string {
 // ValidateLabels checks label keys (qualified names) and values.
 func ValidateLabels(labels map[string]string, path string) ErrorList {
 	var errs ErrorList
-	for _, k := range sortedKeys(labels) {
+	var buf [8]string // most label sets: sorted on the stack
+	for _, k := range AppendSortedKeys(buf[:0], labels) {
 		errs.InvalidMsgs(path, k, IsQualifiedName(k))
-		errs.InvalidMsgs(Key(path, k), labels[k], IsValidLabelValue(labels[k]))
+		if msgs := IsValidLabelValue(labels[k]); len(msgs) > 0 {
+			errs.InvalidMsgs(Key(path, k), labels[k], msgs) // the path only for an error
+		}
 	}
 	return errs
 }
@@ -87,7 +90,8 @@ func ValidateLabels(labels map[string]string, path string) ErrorList {
 func ValidateAnnotations(annotations map[string]string, path string) ErrorList {
 	var errs ErrorList
 	total := 0
-	for _, k := range sortedKeys(annotations) {
+	var buf [8]string
+	for _, k := range AppendSortedKeys(buf[:0], annotations) {
 		errs.InvalidMsgs(path, k, IsQualifiedName(strings.ToLower(k)))
 		total += len(k) + len(annotations[k])
 	}
