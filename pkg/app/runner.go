@@ -278,14 +278,18 @@ func (r *runner) lead(ctx context.Context) {
 	if q != nil {
 		q.ShutDown() // stop handing out keys; held ones may finish
 	}
+	var grace *time.Timer
 	if r.rootCtx.Err() == nil {
 		// Not a shutdown: leadership was lost, so stop at once.
 		cancelWork()
 	} else {
-		t := time.AfterFunc(r.opts.shutdownGrace, cancelWork)
-		defer t.Stop()
+		grace = time.AfterFunc(r.opts.shutdownGrace, cancelWork)
 	}
 	wg.Wait()
+	if grace != nil && !grace.Stop() && r.elector != nil {
+		// The grace ran out and cancelled work in flight: see KeepLease.
+		r.elector.KeepLease()
+	}
 	r.log.Info("work stopped")
 }
 

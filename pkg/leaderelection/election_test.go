@@ -77,6 +77,9 @@ type candidateOpts struct {
 	// checkHolderOnStop makes the leader's work read the lease holder
 	// once its context is cancelled.
 	checkHolderOnStop bool
+	// keepOnStop makes the leader's work call KeepLease once its context
+	// is cancelled; keepBeforeRun calls it before the first Run.
+	keepOnStop, keepBeforeRun bool
 }
 
 func startCandidate(t *testing.T, srv *testserver.Server, id string, o candidateOpts) *candidate {
@@ -104,6 +107,9 @@ func startCandidate(t *testing.T, srv *testserver.Server, id string, o candidate
 			OnStartedLeading: func(ctx context.Context) {
 				c.started.Add(1)
 				<-ctx.Done()
+				if o.keepOnStop {
+					c.el.KeepLease()
+				}
 				if o.checkHolderOnStop {
 					rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 					defer cancel()
@@ -127,6 +133,9 @@ func startCandidate(t *testing.T, srv *testserver.Server, id string, o candidate
 		t.Fatal(err)
 	}
 	c.el = el
+	if o.keepBeforeRun {
+		el.KeepLease()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	go func() {
@@ -509,6 +518,37 @@ func TestReleaseClearsLeaseAndReportsOnce(t *testing.T) {
 	c2 := startCandidate(t, srv, "second", candidateOpts{})
 	_, took := waitForLeader(t, []*candidate{c2})
 	t.Logf("a fresh candidate acquired the released lease after %v", took)
+}
+
+// TestKeepLeaseLeavesTheLeaseToExpire: a leader whose work calls
+// KeepLease (it cancelled writes in flight) does not clear the lease on
+// stop, even with ReleaseOnCancel; a standby takes it once it expires. A
+// KeepLease between terms is forgotten: the next term releases.
+func TestKeepLeaseLeavesTheLeaseToExpire(t *testing.T) {
+	srv := testserver.Start(t)
+	reg := prometheus.NewRegistry()
+	m, err := NewPrometheusMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startCandidate(t, srv, "kept", candidateOpts{release: true, keepOnStop: true, metrics: m})
+	waitForLeader(t, []*candidate{c})
+	c.stop()
+	if h := getLease(t, srv).GetSpec().GetHolderIdentity(); h != "kept" {
+		t.Fatalf("lease holder %q after a stop that kept the lease; want %q", h, "kept")
+	}
+	if v := testutil.ToFloat64(m.transitions.WithLabelValues("test-controller", TransitionReleased)); v != 0 {
+		t.Fatalf("transitions{released} = %v; want 0", v)
+	}
+	if v := testutil.ToFloat64(m.transitions.WithLabelValues("test-controller", TransitionStopped)); v != 1 {
+		t.Fatalf("transitions{stopped} = %v; want 1", v)
+	}
+	next := startCandidate(t, srv, "next", candidateOpts{release: true, keepBeforeRun: true})
+	waitForLeader(t, []*candidate{next})
+	next.stop()
+	if h := getLease(t, srv).GetSpec().GetHolderIdentity(); h != "" {
+		t.Fatalf("lease holder %q after a plain stop; a KeepLease before the term must be forgotten", h)
+	}
 }
 
 func TestLeaderStepsDownWhenAPIServerDies(t *testing.T) {

@@ -39,6 +39,7 @@ type Elector struct {
 
 	running atomic.Bool
 	leading atomic.Bool
+	keep    atomic.Bool // this term ends without clearing the lease (KeepLease)
 
 	mu     sync.Mutex
 	leader string // holder of the lease as last observed
@@ -118,6 +119,7 @@ func (e *Elector) Run(ctx context.Context) error {
 	e.metrics.Transition(e.cfg.Name, TransitionAcquired)
 	e.log.Info("acquired lease, now leading")
 	e.renewed(lastRenew)
+	e.keep.Store(false)
 	e.leading.Store(true)
 
 	leaderCtx, cancel := context.WithCancel(ctx)
@@ -142,7 +144,11 @@ func (e *Elector) Run(ctx context.Context) error {
 	// The work must have stopped before a standby is invited to start.
 	<-workDone
 	if lost == nil {
-		if e.cfg.ReleaseOnCancel {
+		switch {
+		case e.keep.Load():
+			e.metrics.Transition(e.cfg.Name, TransitionStopped)
+			e.log.Warn("stopped leading with work cancelled in flight; lease left to expire, so that its writes land before a standby acts")
+		case e.cfg.ReleaseOnCancel:
 			if err := e.release(ctx); err != nil {
 				e.metrics.Transition(e.cfg.Name, TransitionStopped)
 				e.log.Warn("stopped leading; releasing the lease failed, standbys take over when it expires", "error", err)
@@ -150,7 +156,7 @@ func (e *Elector) Run(ctx context.Context) error {
 				e.metrics.Transition(e.cfg.Name, TransitionReleased)
 				e.log.Info("stopped leading and released lease")
 			}
-		} else {
+		default:
 			e.metrics.Transition(e.cfg.Name, TransitionStopped)
 			e.log.Info("stopped leading; lease left to expire")
 		}
@@ -306,6 +312,15 @@ func (e *Elector) observedExpiry() time.Time {
 func (e *Elector) observedExpired(now time.Time) bool {
 	return !now.Before(e.observedExpiry())
 }
+
+// KeepLease makes the current term end without clearing the lease, even
+// with ReleaseOnCancel. OnStartedLeading calls it when it had to cancel
+// work with writes in flight: a cancelled request may still be applied
+// by the apiserver, and a standby let in at once could act on a view
+// those writes change (create a pod twice). Left to expire, the lease
+// keeps standbys out until they have landed or failed. A call between
+// terms is forgotten when the next term starts.
+func (e *Elector) KeepLease() { e.keep.Store(true) }
 
 // release clears the lease if this candidate still holds it, as
 // Kubernetes does: no holder, a one-second duration, renewed now. Standbys

@@ -1,0 +1,81 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/kplane/kplane/pkg/app"
+	"github.com/kplane/kplane/pkg/client"
+	"github.com/kplane/kplane/services/apiserver/testserver"
+)
+
+// TestGraceRunOutLeavesLeaseToExpire: on shutdown a reconcile that
+// outlasts the grace period is cancelled, and its writes may still land;
+// the lease is then left to expire instead of released, so that a
+// standby does not act before they have.
+func TestGraceRunOutLeavesLeaseToExpire(t *testing.T) {
+	srv := testserver.Start(t)
+	c, err := client.Dial(context.Background(), client.Options{Address: srv.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	stuck := make(chan struct{})
+	cancelled := make(chan error, 1)
+	svc := app.Service{
+		Name:          "gracectl",
+		LeaderElected: true,
+		Watches:       []app.Watch{{Kind: "Secret"}},
+		Setup: func(*app.Context) (app.Reconciler, error) {
+			return app.ReconcileFunc(func(ctx context.Context, key string) error {
+				if key != "default/stuck" {
+					return nil
+				}
+				close(stuck)
+				<-ctx.Done() // a write that does not return in time
+				cancelled <- ctx.Err()
+				return ctx.Err()
+			}), nil
+		},
+	}
+	args := []string{
+		"--apiserver", srv.Addr(), "--log-level", "warn", "--id", "grace-1",
+		"--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s",
+		"--leader-elect-retry-period", "200ms", "--shutdown-grace-period", "200ms",
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, svc, args) }()
+	if _, err := client.Secrets(c).Create(context.Background(), secret("stuck")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stuck:
+	case err := <-done:
+		t.Fatalf("Run returned early: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the reconcile never started")
+	}
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after cancel: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	if err := <-cancelled; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the reconcile ended with %v; want it cancelled when the grace ran out", err)
+	}
+	lease, err := client.Leases(c).Get(context.Background(), "kplane-system", "gracectl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := lease.GetSpec().GetHolderIdentity(); h != "grace-1" {
+		t.Fatalf("lease holder %q after the grace ran out; want it left to expire, still %q", h, "grace-1")
+	}
+}
