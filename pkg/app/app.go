@@ -242,6 +242,13 @@ func (r *requeueAfter) Error() string { return fmt.Sprintf("requeue after %v", r
 // again after d without counting an error (e.g. to check a deadline later).
 func RequeueAfter(d time.Duration) error { return &requeueAfter{after: d} }
 
+// IsRequeue reports whether err is (or wraps) a RequeueAfter: a reconcile
+// that succeeded and asked to be run again later.
+func IsRequeue(err error) bool {
+	var again *requeueAfter
+	return errors.As(err, &again)
+}
+
 // Main runs svc with the process arguments until SIGTERM or SIGINT and
 // exits: 0 after a clean shutdown, 2 for bad flags, 1 otherwise.
 func Main(svc Service) {

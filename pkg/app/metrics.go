@@ -1,7 +1,6 @@
 package app
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -53,8 +52,7 @@ func newReconcileMetrics(reg prometheus.Registerer) (*reconcileMetrics, error) {
 func (m *reconcileMetrics) observe(controller string, d time.Duration, err error) {
 	m.total.WithLabelValues(controller).Inc()
 	m.duration.WithLabelValues(controller).Observe(d.Seconds())
-	var again *requeueAfter
-	if err != nil && !errors.As(err, &again) {
+	if err != nil && !IsRequeue(err) {
 		m.errors.WithLabelValues(controller).Inc()
 	}
 }

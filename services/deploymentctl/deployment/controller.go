@@ -151,7 +151,7 @@ func (r *deploymentController) Reconcile(ctx context.Context, key string) error 
 	}
 	switch {
 	case newSet == nil && !paused:
-		created, err := r.createSet(ctx, d, b, olds, maxOld+1)
+		created, err := r.createSet(ctx, d, b, sel, olds, maxOld+1)
 		if err != nil {
 			return err
 		}
@@ -186,21 +186,32 @@ func (r *deploymentController) Reconcile(ctx context.Context, key string) error 
 				newIdx = i
 			}
 		}
-		moved, err = r.scaleAll(ctx, d, b, s, ScaleTargets(b, s, newIdx))
+		replan := func(sets []Set) []int32 { return ScaleTargets(b, sets, newIdx) }
+		var targets []int32
+		if targets, err = GuardScaleUps(s, replan(s), r.recount(ctx, d, sel, s), replan); err != nil {
+			return err
+		}
+		moved, err = r.scaleAll(ctx, d, b, s, targets)
 	case paused || newSet == nil:
 	default:
 		// Re-split: s may have gained the created set.
 		ns, os := FindNew(d, s)
-		var newTarget int32
-		var oldTargets []int32
+		step := RollingStep
 		if d.GetSpec().GetStrategy().GetType() == kplanev1.DeploymentStrategyRecreate {
-			newTarget, oldTargets = RecreateStep(b, *ns, os)
-		} else {
-			newTarget, oldTargets = RollingStep(b, *ns, os)
+			step = RecreateStep
 		}
-		moved, err = r.scaleAll(ctx, d, b, append([]Set{*ns}, os...), append([]int32{newTarget}, oldTargets...))
+		replan := func(sets []Set) []int32 {
+			newTarget, oldTargets := step(b, sets[0], sets[1:])
+			return append([]int32{newTarget}, oldTargets...)
+		}
+		sets := append([]Set{*ns}, os...)
+		var targets []int32
+		if targets, err = GuardScaleUps(sets, replan(sets), r.recount(ctx, d, sel, sets), replan); err != nil {
+			return err
+		}
+		moved, err = r.scaleAll(ctx, d, b, sets, targets)
 		newSet = ns
-		if err == nil && !moved && newTarget == b.Replicas && allZero(oldTargets) {
+		if err == nil && !moved && targets[0] == b.Replicas && allZero(targets[1:]) {
 			err = r.cleanupHistory(ctx, d, os)
 		}
 	}
@@ -326,11 +337,9 @@ func (r *deploymentController) count(d *kplanev1.Deployment, sets []*kplanev1.Re
 				continue
 			}
 			p := o.GetPod()
-			s.AllPods++
-			if p.GetMetadata().GetDeletionTimestamp() != nil || isTerminal(p) {
+			if !s.add(p) {
 				continue
 			}
-			s.Pods++
 			ok, left := rollout.PodAvailable(p, minReady, now)
 			if ok {
 				s.Available++
@@ -344,9 +353,35 @@ func (r *deploymentController) count(d *kplanev1.Deployment, sets []*kplanev1.Re
 	return out, recheck
 }
 
-func isTerminal(p *kplanev1.Pod) bool {
-	ph := p.GetStatus().GetPhase()
-	return ph == kplanev1.PodSucceeded || ph == kplanev1.PodFailed
+// recount returns a function that counts the pods of sets afresh: a List
+// of d's pods from the apiserver, not the cache (GuardScaleUps). The sets
+// keep their RS and available pods; a set without a uid (one not yet
+// created) counts none.
+func (r *deploymentController) recount(ctx context.Context, d *kplanev1.Deployment, sel labels.Selector, sets []Set) func() ([]Set, error) {
+	return func() ([]Set, error) {
+		out := slices.Clone(sets)
+		byUID := make(map[string]int, len(out))
+		for i := range out {
+			out[i].Pods, out[i].AllPods = 0, 0
+			if uid := out[i].RS.GetMetadata().GetUid(); uid != "" {
+				byUID[uid] = i
+			}
+		}
+		ns := d.GetMetadata().GetNamespace()
+		_, err := client.ListPages(ctx, r.api, &kplanev1.ListRequest{Kind: "Pod", Namespace: ns, LabelSelector: sel.String(), Limit: 500},
+			func(items []*kplanev1.Object) error {
+				for _, o := range items {
+					if i, ok := byUID[controller.ControllerRef(o.Meta()).GetUid()]; ok {
+						out[i].add(o.GetPod())
+					}
+				}
+				return nil
+			})
+		if err != nil {
+			return nil, fmt.Errorf("count the pods of deployment %s/%s: %w", ns, d.GetMetadata().GetName(), err)
+		}
+		return out, nil
+	}
 }
 
 // createSet creates the ReplicaSet for d's template with the size the
@@ -355,19 +390,32 @@ func isTerminal(p *kplanev1.Pod) bool {
 // set is d's and runs d's template it is used; when it is another's, the
 // hash collided, collisionCount goes up and the next reconcile tries the
 // next name.
-func (r *deploymentController) createSet(ctx context.Context, d *kplanev1.Deployment, b Bounds, olds []Set, revision int64) (*kplanev1.ReplicaSet, error) {
+func (r *deploymentController) createSet(ctx context.Context, d *kplanev1.Deployment, b Bounds, sel labels.Selector, olds []Set, revision int64) (*kplanev1.ReplicaSet, error) {
 	var collisions *int32
 	if d.GetStatus() != nil {
 		collisions = d.GetStatus().CollisionCount
 	}
 	hash := rollout.TemplateHash(d.GetSpec().GetTemplate(), collisions)
-	probe := Set{RS: &kplanev1.ReplicaSet{Spec: &kplanev1.ReplicaSetSpec{Replicas: proto.Int32(0)}}}
-	var initial int32
+	// The initial size is a scale-up from 0 of a set not yet written.
+	probe := Set{RS: &kplanev1.ReplicaSet{Metadata: &kplanev1.ObjectMeta{}, Spec: &kplanev1.ReplicaSetSpec{Replicas: proto.Int32(0)}}}
+	step := RollingStep
 	if d.GetSpec().GetStrategy().GetType() == kplanev1.DeploymentStrategyRecreate {
-		initial, _ = RecreateStep(b, probe, olds)
-	} else {
-		initial, _ = RollingStep(b, probe, olds)
+		step = RecreateStep
 	}
+	replan := func(sets []Set) []int32 {
+		initial, _ := step(b, sets[0], sets[1:])
+		targets := []int32{initial}
+		for _, s := range sets[1:] {
+			targets = append(targets, s.Replicas())
+		}
+		return targets
+	}
+	sets := append([]Set{probe}, olds...)
+	targets, err := GuardScaleUps(sets, replan(sets), r.recount(ctx, d, sel, sets), replan)
+	if err != nil {
+		return nil, err
+	}
+	initial := targets[0]
 	rs := NewReplicaSet(d, hash, revision, initial, b)
 	resp, err := r.api.Create(ctx, &kplanev1.CreateRequest{Object: kplanev1.MustWrap(rs)})
 	if err == nil {

@@ -2,6 +2,7 @@ package deployment
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -12,8 +13,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/kplane/kplane/pkg/apiutil"
+	"github.com/kplane/kplane/pkg/app"
 	"github.com/kplane/kplane/pkg/client"
 	"github.com/kplane/kplane/pkg/controllertest"
+	"github.com/kplane/kplane/pkg/labels"
 	"github.com/kplane/kplane/pkg/rollout"
 	"github.com/kplane/kplane/pkg/strategy"
 	"github.com/kplane/kplane/pkg/testutil"
@@ -356,5 +359,237 @@ func TestAdoptsOrphanSet(t *testing.T) {
 	refs := sets[0].GetMetadata().GetOwnerReferences()
 	if len(refs) != 1 || !refs[0].GetController() || refs[0].GetKind() != "Deployment" || refs[0].GetName() != "legacy" {
 		t.Fatalf("owner references %v", refs)
+	}
+}
+
+// slowReplicactl is the test playing replicactl, by hand and late, for
+// TestScaleUpWaitsForReplicactl.
+type slowReplicactl struct {
+	t   *testing.T
+	api kplanev1.ResourcesClient
+}
+
+// set waits for the Deployment's set running image at size replicas.
+func (s slowReplicactl) set(image string, replicas int32) *kplanev1.ReplicaSet {
+	s.t.Helper()
+	var got *kplanev1.ReplicaSet
+	testutil.Eventually(s.t, 30*time.Second, fmt.Sprintf("set of %s at %d", image, replicas), func() bool {
+		resp, err := s.api.List(s.t.Context(), &kplanev1.ListRequest{Kind: "ReplicaSet", Namespace: "default"})
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		for _, o := range resp.GetItems() {
+			rs := o.GetReplicaSet()
+			if rs.GetSpec().GetTemplate().GetSpec().GetContainers()[0].GetImage() == image && rs.GetSpec().GetReplicas() == replicas {
+				got = rs
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// pod creates a Ready pod of rs named name.
+func (s slowReplicactl) pod(rs *kplanev1.ReplicaSet, name string) {
+	s.t.Helper()
+	m := rs.GetMetadata()
+	p := &kplanev1.Pod{
+		Metadata: &kplanev1.ObjectMeta{Name: name, Namespace: "default", Labels: rs.GetSpec().GetTemplate().GetMetadata().GetLabels(),
+			OwnerReferences: []*kplanev1.OwnerReference{{ApiVersion: kplanev1.APIVersion(kindReplicaSet), Kind: kindReplicaSet,
+				Name: m.GetName(), Uid: m.GetUid(), Controller: true}}},
+		Spec: rs.GetSpec().GetTemplate().GetSpec(),
+	}
+	resp, err := s.api.Create(s.t.Context(), &kplanev1.CreateRequest{Object: kplanev1.MustWrap(p)})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	p = resp.GetObject().GetPod()
+	p.Status = &kplanev1.PodStatus{Phase: kplanev1.PodRunning,
+		Conditions: []*kplanev1.Condition{{Type: kplanev1.PodReady, Status: kplanev1.ConditionTrue, LastTransitionTime: timestamppb.Now()}}}
+	if _, err := s.api.UpdateStatus(s.t.Context(), &kplanev1.UpdateStatusRequest{Object: kplanev1.MustWrap(p)}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// ack writes rs's status as replicactl does once it acted on rs's
+// current size, with n pods, all available.
+func (s slowReplicactl) ack(rs *kplanev1.ReplicaSet, n int32) {
+	s.t.Helper()
+	err := client.RetryOnConflict(s.t.Context(), client.DefaultRetry, func() error {
+		resp, err := s.api.Get(s.t.Context(), &kplanev1.GetRequest{Kind: kindReplicaSet, Namespace: "default", Name: rs.GetMetadata().GetName()})
+		if err != nil {
+			return err
+		}
+		cur := resp.GetObject().GetReplicaSet()
+		cur.Status = &kplanev1.ReplicaSetStatus{Replicas: n, FullyLabeledReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
+			ObservedGeneration: cur.GetMetadata().GetGeneration()}
+		_, err = s.api.UpdateStatus(s.t.Context(), &kplanev1.UpdateStatusRequest{Object: kplanev1.MustWrap(cur)})
+		return err
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s slowReplicactl) deletePod(name string) {
+	s.t.Helper()
+	if _, err := s.api.Delete(s.t.Context(), &kplanev1.DeleteRequest{Kind: "Pod", Namespace: "default", Name: name}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// TestScaleUpWaitsForReplicactl: with no replicactl running, the test
+// plays it, late. A rollout (2 replicas, maxSurge 1, maxUnavailable 0)
+// lowers the old set to 1; one old pod goes. The new set is not raised
+// while the old set's status says replicactl has not acted on the 1: a
+// pod it was still creating for the old size may land (it does), and
+// the two would pass the surge bound. Acknowledged, the old set's pods
+// still fill the room; only once replicactl removes the extra pod is the
+// new set raised. Between steps the test makes the controller's caches
+// hold its writes and reconciles itself, so each check follows a
+// reconcile that saw them.
+func TestScaleUpWaitsForReplicactl(t *testing.T) {
+	srv := testserver.Start(t)
+	api := srv.Client()
+	r := newController()
+	ctl := controllertest.Run(t, srv.Addr(), r.service())
+	ctl.Context(t)
+	rc := slowReplicactl{t: t, api: api}
+
+	d := newDeployment("slow", 2, "slow:1")
+	d.Spec.Strategy = &kplanev1.DeploymentStrategy{Type: "RollingUpdate", RollingUpdate: &kplanev1.RollingUpdateDeployment{
+		MaxSurge: kplanev1.IntOrStringFromInt32(1), MaxUnavailable: kplanev1.IntOrStringFromInt32(0)}}
+	if _, err := api.Create(t.Context(), &kplanev1.CreateRequest{Object: kplanev1.MustWrap(d)}); err != nil {
+		t.Fatal(err)
+	}
+	old := rc.set("slow:1", 2)
+	rc.pod(old, "a1")
+	rc.pod(old, "a2")
+	rc.ack(old, 2)
+	err := client.RetryOnConflict(t.Context(), client.DefaultRetry, func() error {
+		resp, err := api.Get(t.Context(), &kplanev1.GetRequest{Kind: kindDeployment, Namespace: "default", Name: "slow"})
+		if err != nil {
+			return err
+		}
+		cur := resp.GetObject().GetDeployment()
+		cur.Spec.Template.Spec.Containers[0].Image = "slow:2"
+		_, err = api.Update(t.Context(), &kplanev1.UpdateRequest{Object: kplanev1.MustWrap(cur)})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := rc.set("slow:2", 1)
+	rc.pod(next, "b1")
+	rc.ack(next, 1)
+	rc.set("slow:1", 1) // three available: one old pod may go
+
+	// reconcile waits until the caches show cond, then reconciles.
+	reconcile := func(what string, cond func() bool) {
+		t.Helper()
+		testutil.Eventually(t, 10*time.Second, what, cond)
+		if err := r.Reconcile(t.Context(), "default/slow"); err != nil && !app.IsRequeue(err) {
+			t.Fatal(err)
+		}
+	}
+	newSize := func() int32 {
+		t.Helper()
+		resp, err := api.Get(t.Context(), &kplanev1.GetRequest{Kind: kindReplicaSet, Namespace: "default", Name: next.GetMetadata().GetName()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetObject().GetReplicaSet().GetSpec().GetReplicas()
+	}
+	podGone := func(name string) func() bool {
+		return func() bool { _, ok := r.pods.Store().GetByName("default", name); return !ok }
+	}
+	podSeen := func(name string) func() bool {
+		return func() bool { _, ok := r.pods.Store().GetByName("default", name); return ok }
+	}
+
+	rc.deletePod("a1")
+	reconcile("a1 gone from the cache", podGone("a1"))
+	if n := newSize(); n != 1 {
+		t.Fatalf("new set raised to %d while the old set's size was not acted on", n)
+	}
+	rc.pod(old, "a3") // the create for the old size, landing late
+	rc.ack(old, 2)
+	reconcile("a3 in the cache", podSeen("a3"))
+	if n := newSize(); n != 1 {
+		t.Fatalf("new set raised to %d while the old set still has 2 pods", n)
+	}
+	rc.deletePod("a3")
+	reconcile("a3 gone from the cache", podGone("a3"))
+	if n := newSize(); n != 2 {
+		t.Fatalf("new set at %d; want 2 once the old set is down to its size", n)
+	}
+}
+
+// TestRecountReadsTheAPIServer: recount counts each set's pods from a
+// List (active ones, and every one still there), by controller uid:
+// orphans and other owners' pods are not counted, nor are any for a set
+// not yet created; a failed List is an error.
+func TestRecountReadsTheAPIServer(t *testing.T) {
+	srv := testserver.Start(t)
+	api := srv.Client()
+	c, err := client.Dial(t.Context(), client.Options{Address: srv.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	rc := slowReplicactl{t: t, api: api}
+	d := newDeployment("count", 3, "count:1")
+	sel, err := labels.FromLabelSelector(d.GetSpec().GetSelector())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(name string) *kplanev1.ReplicaSet {
+		rs := &kplanev1.ReplicaSet{Metadata: &kplanev1.ObjectMeta{Name: name, Namespace: "default", Labels: d.Spec.Selector.MatchLabels},
+			Spec: &kplanev1.ReplicaSetSpec{Replicas: proto.Int32(1), Selector: d.Spec.Selector, Template: d.Spec.Template}}
+		resp, err := api.Create(t.Context(), &kplanev1.CreateRequest{Object: kplanev1.MustWrap(rs)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetObject().GetReplicaSet()
+	}
+	a, b, other := mk("count-a"), mk("count-b"), mk("count-other")
+	rc.pod(a, "a1")
+	rc.pod(a, "a2")
+	rc.pod(b, "b1")
+	rc.pod(other, "x1")
+	orphan := &kplanev1.Pod{Metadata: &kplanev1.ObjectMeta{Name: "o1", Namespace: "default", Labels: d.Spec.Selector.MatchLabels}, Spec: d.Spec.Template.Spec}
+	if _, err := api.Create(t.Context(), &kplanev1.CreateRequest{Object: kplanev1.MustWrap(orphan)}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := api.Get(t.Context(), &kplanev1.GetRequest{Kind: "Pod", Namespace: "default", Name: "a2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := resp.GetObject().GetPod()
+	failed.Status.Phase = kplanev1.PodFailed
+	if _, err := api.UpdateStatus(t.Context(), &kplanev1.UpdateStatusRequest{Object: kplanev1.MustWrap(failed)}); err != nil {
+		t.Fatal(err)
+	}
+
+	r := &deploymentController{api: c}
+	unwritten := Set{RS: &kplanev1.ReplicaSet{Metadata: &kplanev1.ObjectMeta{}}}
+	sets := []Set{unwritten, {RS: a, Available: 7}, {RS: b, Pods: 9, AllPods: 9}}
+	got, err := r.recount(t.Context(), d, sel, sets)()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range [][3]int32{{0, 0, 0}, {1, 2, 7}, {1, 1, 0}} {
+		if g := [3]int32{got[i].Pods, got[i].AllPods, got[i].Available}; g != want {
+			t.Errorf("set %d: pods, all pods, available = %v; want %v", i, g, want)
+		}
+	}
+	if sets[2].Pods != 9 {
+		t.Error("recount changed the sets it was given")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := r.recount(ctx, d, sel, sets)(); err == nil || !strings.Contains(err.Error(), "count the pods of deployment default/count") {
+		t.Fatalf("recount on a cancelled context: %v", err)
 	}
 }

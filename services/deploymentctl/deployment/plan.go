@@ -3,6 +3,7 @@ package deployment
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -29,6 +30,17 @@ type Set struct {
 	// terminal; Available those of them available (minReadySeconds);
 	// AllPods every pod of the set still present, terminating included.
 	Pods, Available, AllPods int32
+}
+
+// add counts one of the set's pods; it reports whether the pod is active
+// (neither terminating nor terminal).
+func (s *Set) add(p *kplanev1.Pod) bool {
+	s.AllPods++
+	if p.GetMetadata().GetDeletionTimestamp() != nil || apiutil.IsPodTerminal(p) {
+		return false
+	}
+	s.Pods++
+	return true
 }
 
 // Replicas is the set's spec.replicas.
@@ -146,6 +158,72 @@ func RollingStep(b Bounds, newSet Set, olds []Set) (newTarget int32, oldTargets 
 		oldTargets[i] = r - cut
 	}
 	return newTarget, oldTargets
+}
+
+// Observed reports whether replicactl has acted on the set's current
+// size: its status carries the set's generation. A set being deleted
+// gets no more pods from replicactl, so it counts as observed.
+func (s Set) Observed() bool {
+	return s.RS.GetMetadata().GetDeletionTimestamp() != nil ||
+		s.RS.GetStatus().GetObservedGeneration() >= s.RS.GetMetadata().GetGeneration()
+}
+
+// GuardScaleUps bounds the scale-ups among targets (planned from the
+// caches). A scale-up spends the room other sets' pods leave under the
+// surge bound, and those pods may be more than the caches show: a set just
+// lowered from 4 to 3 can still get the 4th pod replicactl was creating
+// for the old size, and the pod cache can lag creates that already
+// happened. So while any set is not Observed, every scale-up is held at
+// the set's current replicas (the sets' status writes wake the reconcile
+// again). Once all are, every create replicactl made for an older size
+// has returned, and each scale-up is at most what replan allows from the
+// sets recount returns (the same sets, in order, their pods counted by a
+// fresh read). Scale-downs pass unchanged; recount is called only when
+// something scales up.
+func GuardScaleUps(sets []Set, targets []int32, recount func() ([]Set, error), replan func([]Set) []int32) ([]int32, error) {
+	if !ScalesUp(sets, targets) {
+		return targets, nil
+	}
+	out := slices.Clone(targets)
+	var again []int32
+	if AllObserved(sets) {
+		fresh, err := recount()
+		if err != nil {
+			return nil, err
+		}
+		again = replan(fresh)
+	}
+	for i, s := range sets {
+		if out[i] <= s.Replicas() {
+			continue
+		}
+		if again == nil {
+			out[i] = s.Replicas()
+		} else {
+			out[i] = max(s.Replicas(), min(out[i], again[i]))
+		}
+	}
+	return out, nil
+}
+
+// ScalesUp reports whether targets raise any set's replicas.
+func ScalesUp(sets []Set, targets []int32) bool {
+	for i, s := range sets {
+		if targets[i] > s.Replicas() {
+			return true
+		}
+	}
+	return false
+}
+
+// AllObserved reports whether every set is Observed.
+func AllObserved(sets []Set) bool {
+	for _, s := range sets {
+		if !s.Observed() {
+			return false
+		}
+	}
+	return true
 }
 
 // RecreateStep: every old set goes to 0; the new set gets its replicas

@@ -1,6 +1,8 @@
 package deployment
 
 import (
+	"errors"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -275,4 +277,82 @@ func TestFindNew(t *testing.T) {
 	if n, _ := FindNew(d, []Set{mk("old", "v1", time.Hour, false)}); n != nil {
 		t.Fatal("a set of another template taken as new")
 	}
+}
+
+// unobserved is s with a spec replicactl has not acted on yet.
+func unobserved(s Set) Set {
+	rs := proto.Clone(s.RS).(*kplanev1.ReplicaSet)
+	rs.Metadata.Generation = 2
+	s.RS = rs
+	return s
+}
+
+func TestGuardScaleUps(t *testing.T) {
+	b := Bounds{4, 1, 1}
+	replan := func(sets []Set) []int32 {
+		n, o := RollingStep(b, sets[0], sets[1:])
+		return append([]int32{n}, o...)
+	}
+	// withPods is sets with the pods a fresh read finds.
+	withPods := func(sets []Set, pods ...int32) func() ([]Set, error) {
+		return func() ([]Set, error) {
+			out := append([]Set(nil), sets...)
+			for i := range out {
+				out[i].Pods, out[i].AllPods = pods[i], pods[i]
+			}
+			return out, nil
+		}
+	}
+	for _, c := range []struct {
+		name     string
+		sets     []Set
+		fresh    []int32 // pods a fresh read finds, per set; nil: no read expected
+		want     []int32
+		wantRead bool
+	}{
+		// The old set was lowered to 3 and shows 3 pods, but replicactl has
+		// not acted on the 3 yet: a 4th pod for the old size may be on its
+		// way, so the new set waits.
+		{"an unobserved scale-down holds the scale-up", []Set{set("n", 1, 1, 1), unobserved(set("o", 3, 3, 3))}, nil, []int32{1, 2}, false},
+		{"an unobserved new set holds it too", []Set{unobserved(set("n", 1, 1, 1)), set("o", 3, 3, 3)}, nil, []int32{1, 2}, false},
+		// Observed, but the cache missed a pod the fresh read finds: no room.
+		{"a fresh count bounds the scale-up", []Set{set("n", 1, 1, 1), set("o", 3, 3, 3)}, []int32{1, 4}, []int32{1, 2}, true},
+		{"a fresh count that agrees lets it through", []Set{set("n", 1, 1, 1), set("o", 3, 3, 3)}, []int32{1, 3}, []int32{2, 2}, true},
+		{"a fresh count never raises it", []Set{set("n", 0, 0, 0), set("o", 3, 4, 3)}, []int32{0, 3}, []int32{1, 3}, true},
+		{"a cache without room reads nothing", []Set{set("n", 1, 1, 1), set("o", 3, 4, 3)}, nil, []int32{1, 2}, false},
+		// Nothing scales up: no read, nothing held.
+		{"scale-downs pass unobserved", []Set{set("n", 2, 2, 2), unobserved(set("o", 3, 3, 3))}, nil, []int32{2, 1}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			read := false
+			recount := func() ([]Set, error) {
+				read = true
+				if c.fresh == nil {
+					t.Fatal("a fresh read that was not needed")
+				}
+				return withPods(c.sets, c.fresh...)()
+			}
+			got, err := GuardScaleUps(c.sets, replan(c.sets), recount, replan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, c.want) || read != c.wantRead {
+				t.Fatalf("GuardScaleUps = %v (read %v); want %v (read %v)", got, read, c.want, c.wantRead)
+			}
+		})
+	}
+	t.Run("a failed read writes nothing", func(t *testing.T) {
+		sets := []Set{set("n", 1, 1, 1), set("o", 3, 3, 3)}
+		boom := errors.New("apiserver unreachable")
+		if _, err := GuardScaleUps(sets, replan(sets), func() ([]Set, error) { return nil, boom }, replan); !errors.Is(err, boom) {
+			t.Fatalf("err = %v; want %v", err, boom)
+		}
+	})
+	t.Run("a set being deleted counts as observed", func(t *testing.T) {
+		o := unobserved(set("o", 0, 1, 1))
+		o.RS.Metadata.DeletionTimestamp = timestamppb.Now()
+		if !o.Observed() {
+			t.Fatal("a deleting set is not observed")
+		}
+	})
 }
