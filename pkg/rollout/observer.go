@@ -2,9 +2,12 @@ package rollout
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/kplane/kplane/pkg/apiutil"
 	kplanev1 "github.com/kplane/kplane/proto/kplane/v1"
 )
 
@@ -123,11 +126,24 @@ func (o *Observer) countLocked(now time.Time) (present, available, disrupted int
 	return present, available, disrupted, hashes
 }
 
+// presentLocked names the present pods, sorted, for a violation's
+// message: which sets they belong to says what went wrong.
+func (o *Observer) presentLocked() string {
+	var names []string
+	for _, p := range o.pods {
+		if p.GetMetadata().GetDeletionTimestamp() == nil && !apiutil.IsPodTerminal(p) {
+			names = append(names, p.GetMetadata().GetName())
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(names, " ")
+}
+
 func (o *Observer) checkLocked(what string, now time.Time) {
 	present, available, disrupted, hashes := o.countLocked(now)
 	o.peakPods = max(o.peakPods, present)
 	if o.maxPods >= 0 && present > o.maxPods {
-		o.violations = append(o.violations, fmt.Sprintf("after %s: %d pods present, at most %d allowed", what, present, o.maxPods))
+		o.violations = append(o.violations, fmt.Sprintf("after %s: %d pods present, at most %d allowed: %s", what, present, o.maxPods, o.presentLocked()))
 	}
 	if o.minAvail >= 0 {
 		if o.lowAvail < 0 || available < o.lowAvail {

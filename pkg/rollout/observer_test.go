@@ -42,7 +42,7 @@ func TestObserver(t *testing.T) {
 	o.Observe(del, obsPod("b", "h1", true), now)  // 0 available
 	events, peak, low, v := o.Report()
 	if events != 7 || peak != 4 || low != 0 || len(v) != 2 ||
-		!strings.Contains(v[0], "4 pods present, at most 3") || !strings.Contains(v[1], "0 pods available (and 0 disrupted), at least 1") {
+		!strings.Contains(v[0], "4 pods present, at most 3 allowed: b c d e") || !strings.Contains(v[1], "0 pods available (and 0 disrupted), at least 1") {
 		t.Fatalf("report %d %d %d %v", events, peak, low, v)
 	}
 
