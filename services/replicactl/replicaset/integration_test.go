@@ -102,7 +102,8 @@ func setReplicas(o *kplanev1.Object, n int32) {
 }
 
 // podWatch follows every pod event from the start of the test: it checks
-// that no name is ever ADDED twice, and that the active pods an owner
+// that no name is ADDED twice with no DELETED between (a name drawn again
+// after its pod went is no fault), and that the active pods an owner
 // controls never exceed the ceiling the test allows (the highest replicas
 // asked for since the last quiescence, plus orphans offered for adoption):
 // a controller that creates twice on a lagging cache would go above it,
@@ -158,8 +159,8 @@ func (w *podWatch) apply(resp *kplanev1.WatchResponse) {
 	w.events++
 	switch resp.GetType() {
 	case kplanev1.EventType_EVENT_TYPE_ADDED:
-		if w.added[name] {
-			w.violations = append(w.violations, "pod name created twice: "+name)
+		if _, ok := w.live[name]; ok {
+			w.violations = append(w.violations, "pod name ADDED twice with no DELETED between: "+name)
 		}
 		w.added[name] = true
 		w.live[name] = pod
