@@ -39,7 +39,7 @@ func TestComposeDownClearsAnEndpointLeftOnTheNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatalf("down.sh did not remove the network: %v", err)
 	}
-	if !strings.Contains(out, c.project+"_left is still attached to network "+network) {
+	if !strings.Contains(out, "disconnecting "+c.project+"_left from network "+network) {
 		t.Errorf("down.sh does not say which container it disconnected:\n%s", out)
 	}
 	if err := exec.Command("docker", "network", "inspect", network).Run(); err == nil {
