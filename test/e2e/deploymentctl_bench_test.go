@@ -30,7 +30,7 @@ func BenchmarkRollout1000(b *testing.B) {
 		}
 		c.rolledOut("bench", 5*time.Minute)
 		created := time.Since(start)
-		bench.SetBounds(n+250, n-250, false, time.Now())
+		c.armFloor(bench, n, n+250, n-250)
 
 		cur := c.deployment("bench")
 		cur.Spec.Template.Spec.Containers[0].Image = "bench:2"

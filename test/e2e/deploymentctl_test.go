@@ -82,6 +82,21 @@ func (o *observers) of(app string) *rollout.Observer {
 	return o.obs[app]
 }
 
+// armFloor arms o's bounds with the availability floor once o itself
+// counts every replica available: the Deployment's status can say so
+// before the pods' Ready events reach the observer's watch, and a floor
+// armed during that lag fails at once.
+func (c *cluster) armFloor(o *rollout.Observer, replicas, maxPods, minAvailable int32) {
+	c.tb.Helper()
+	c.eventually(time.Minute, func() string {
+		if _, a := o.Counts(time.Now()); a < replicas {
+			return fmt.Sprintf("the observer counts %d of %d replicas available", a, replicas)
+		}
+		return ""
+	})
+	o.SetBounds(maxPods, minAvailable, false, time.Now())
+}
+
 func e2eDeployment(name string, replicas int32, image, startDelay string) *kplanev1.Deployment {
 	l := map[string]string{"app": name}
 	return &kplanev1.Deployment{
@@ -181,7 +196,7 @@ func TestDeploymentRolloutE2E(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.rolledOut("web", 2*time.Minute)
-	web.SetBounds(12, 9, false, time.Now())
+	c.armFloor(web, 10, 12, 9)
 
 	// A rolling update, followed by kpctl rollout status to its end.
 	c.mustKpctl("set", "image", "deploy/web", "app=web:2")
