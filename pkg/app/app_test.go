@@ -83,6 +83,20 @@ func (r *recorder) count(key string) int {
 	return r.counts[key]
 }
 
+// cleanExit waits for the error of a Run whose context was cancelled and
+// fails the test unless it is nil.
+func cleanExit(t *testing.T, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after cancel: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+}
+
 func secret(name string) *kplanev1.Secret {
 	return &kplanev1.Secret{Metadata: &kplanev1.ObjectMeta{Name: name, Namespace: "default"}}
 }
@@ -205,14 +219,7 @@ func TestControllerEndToEnd(t *testing.T) {
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "shutting down")
 	})
 	close(rec.slowOut)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run after cancel: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after cancel")
-	}
+	cleanExit(t, done)
 	<-rec.slowDone
 	if rec.slowCtx != nil {
 		t.Fatalf("in-flight reconcile was cancelled (%v) instead of finishing", rec.slowCtx)

@@ -60,14 +60,7 @@ func TestGraceRunOutLeavesLeaseToExpire(t *testing.T) {
 		t.Fatal("the reconcile never started")
 	}
 	stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run after cancel: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after cancel")
-	}
+	cleanExit(t, done)
 	if err := <-cancelled; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the reconcile ended with %v; want it cancelled when the grace ran out", err)
 	}
