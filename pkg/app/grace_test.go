@@ -8,6 +8,7 @@ import (
 
 	"github.com/kplane/kplane/pkg/app"
 	"github.com/kplane/kplane/pkg/client"
+	"github.com/kplane/kplane/pkg/leaderelection"
 	"github.com/kplane/kplane/services/apiserver/testserver"
 )
 
@@ -70,5 +71,54 @@ func TestGraceRunOutLeavesLeaseToExpire(t *testing.T) {
 	}
 	if h := lease.GetSpec().GetHolderIdentity(); h != "grace-1" {
 		t.Fatalf("lease holder %q after the grace ran out; want it left to expire, still %q", h, "grace-1")
+	}
+}
+
+// TestLoopCancelledInFlightLeavesLeaseToExpire: a Loop's workers are
+// cancelled at once when its term ends; with a reconcile running then,
+// the loop's lease is left to expire, as a Service's is when its grace
+// runs out.
+func TestLoopCancelledInFlightLeavesLeaseToExpire(t *testing.T) {
+	srv := testserver.Start(t)
+	c, err := client.Dial(context.Background(), client.Options{Address: srv.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	stuck := make(chan struct{})
+	loop := app.Loop{Name: "graceloop", Watches: []app.Watch{{Kind: "Secret"}},
+		Reconciler: app.ReconcileFunc(func(ctx context.Context, key string) error {
+			if key == "default/stuck" {
+				close(stuck)
+				<-ctx.Done()
+			}
+			return ctx.Err()
+		})}
+	le := leaderelection.Options{LeaderElect: true, Identity: "loop-1", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 100 * time.Millisecond}
+	svc := app.Service{Name: "graceloops", Run: func(ctx context.Context, c *app.Context) error { return c.RunLoop(ctx, loop, le) }}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan error, 1)
+	go func() {
+		done <- app.Run(ctx, svc, []string{"--apiserver", srv.Addr(), "--health-addr", "", "--log-level", "warn"})
+	}()
+	if _, err := client.Secrets(c).Create(context.Background(), secret("stuck")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stuck:
+	case err := <-done:
+		t.Fatalf("Run returned early: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the reconcile never started")
+	}
+	stop()
+	cleanExit(t, done)
+	lease, err := client.Leases(c).Get(context.Background(), "kplane-system", "graceloop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := lease.GetSpec().GetHolderIdentity(); h != "loop-1" {
+		t.Fatalf("loop lease holder %q after a term that cancelled a reconcile; want it left to expire, still %q", h, "loop-1")
 	}
 }

@@ -36,6 +36,7 @@ type loopRunner struct {
 	c     *Context
 	l     Loop
 	infs  []*informer.Informer
+	el    *leaderelection.Elector // nil when the loop is not elected
 	mu    sync.RWMutex
 	queue *workqueue.Queue
 }
@@ -45,7 +46,9 @@ type loopRunner struct {
 // term waits until the loop's caches have synced and caught up with the
 // apiserver (at most CatchUpLimit), queues every watched object, and
 // reconciles until the term ends; the workers are cancelled at once when
-// it does, and the lease is released when ctx ends. It returns nil when
+// it does, and the lease is released when ctx ends, unless a reconcile
+// was running then: its cancelled writes may still land, so the lease is
+// left to expire (leaderelection.Elector.KeepLease). It returns nil when
 // ctx ends, an error when the loop cannot be set up or elected.
 func (c *Context) RunLoop(ctx context.Context, l Loop, le leaderelection.Options) error {
 	if l.Name == "" || l.Reconciler == nil {
@@ -75,12 +78,11 @@ func (c *Context) RunLoop(ctx context.Context, l Loop, le leaderelection.Options
 		Callbacks: leaderelection.Callbacks{OnStartedLeading: lr.term},
 	}
 	le.ApplyTo(&cfg)
-	el, err := leaderelection.New(cfg)
-	if err != nil {
+	if lr.el, err = leaderelection.New(cfg); err != nil {
 		return fmt.Errorf("app: loop %s: %w", l.Name, err)
 	}
 	for ctx.Err() == nil {
-		err := el.Run(ctx)
+		err := lr.el.Run(ctx)
 		if err == nil {
 			break
 		}
@@ -128,7 +130,13 @@ func (lr *loopRunner) term(ctx context.Context) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		lr.c.r.runWorkers(ctx, lr.l.Name, q, workers, lr.l.Reconciler)
+		lr.c.r.runWorkers(ctx, lr.l.Name, q, workers, ReconcileFunc(func(ctx context.Context, key string) error {
+			err := lr.l.Reconciler.Reconcile(ctx, key)
+			if ctx.Err() != nil && lr.el != nil {
+				lr.el.KeepLease() // the term ended while this reconcile ran
+			}
+			return err
+		}))
 	}()
 	<-ctx.Done()
 	lr.setQueue(nil)
