@@ -369,7 +369,8 @@ type slowReplicactl struct {
 	api kplanev1.ResourcesClient
 }
 
-// set waits for the Deployment's set running image at size replicas.
+// set waits for the Deployment's set running image at size replicas (any
+// size when replicas < 0).
 func (s slowReplicactl) set(image string, replicas int32) *kplanev1.ReplicaSet {
 	s.t.Helper()
 	var got *kplanev1.ReplicaSet
@@ -380,7 +381,7 @@ func (s slowReplicactl) set(image string, replicas int32) *kplanev1.ReplicaSet {
 		}
 		for _, o := range resp.GetItems() {
 			rs := o.GetReplicaSet()
-			if rs.GetSpec().GetTemplate().GetSpec().GetContainers()[0].GetImage() == image && rs.GetSpec().GetReplicas() == replicas {
+			if rs.GetSpec().GetTemplate().GetSpec().GetContainers()[0].GetImage() == image && (replicas < 0 || rs.GetSpec().GetReplicas() == replicas) {
 				got = rs
 				return true
 			}
@@ -480,18 +481,24 @@ func TestScaleUpWaitsForReplicactl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Acknowledged at once, as replicactl would: the new set may start at
+	// 0 when the controller's cache had not yet seen the old set's ack.
+	rc.ack(rc.set("slow:2", -1), 0)
 	next := rc.set("slow:2", 1)
 	rc.pod(next, "b1")
 	rc.ack(next, 1)
 	rc.set("slow:1", 1) // three available: one old pod may go
 
-	// reconcile waits until the caches show cond, then reconciles.
+	// reconcile waits until the caches show cond, then reconciles until
+	// a reconcile succeeds: the controller's own workers run too, and a
+	// write of theirs in between fails ours with a conflict.
 	reconcile := func(what string, cond func() bool) {
 		t.Helper()
 		testutil.Eventually(t, 10*time.Second, what, cond)
-		if err := r.Reconcile(t.Context(), "default/slow"); err != nil && !app.IsRequeue(err) {
-			t.Fatal(err)
-		}
+		testutil.Eventually(t, 10*time.Second, "a reconcile after "+what, func() bool {
+			err := r.Reconcile(t.Context(), "default/slow")
+			return err == nil || app.IsRequeue(err)
+		})
 	}
 	newSize := func() int32 {
 		t.Helper()
