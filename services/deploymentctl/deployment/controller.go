@@ -196,10 +196,7 @@ func (r *deploymentController) Reconcile(ctx context.Context, key string) error 
 	default:
 		// Re-split: s may have gained the created set.
 		ns, os := FindNew(d, s)
-		step := RollingStep
-		if d.GetSpec().GetStrategy().GetType() == kplanev1.DeploymentStrategyRecreate {
-			step = RecreateStep
-		}
+		step := stepOf(d)
 		replan := func(sets []Set) []int32 {
 			newTarget, oldTargets := step(b, sets[0], sets[1:])
 			return append([]int32{newTarget}, oldTargets...)
@@ -398,10 +395,7 @@ func (r *deploymentController) createSet(ctx context.Context, d *kplanev1.Deploy
 	hash := rollout.TemplateHash(d.GetSpec().GetTemplate(), collisions)
 	// The initial size is a scale-up from 0 of a set not yet written.
 	probe := Set{RS: &kplanev1.ReplicaSet{Metadata: &kplanev1.ObjectMeta{}, Spec: &kplanev1.ReplicaSetSpec{Replicas: proto.Int32(0)}}}
-	step := RollingStep
-	if d.GetSpec().GetStrategy().GetType() == kplanev1.DeploymentStrategyRecreate {
-		step = RecreateStep
-	}
+	step := stepOf(d)
 	replan := func(sets []Set) []int32 {
 		initial, _ := step(b, sets[0], sets[1:])
 		targets := []int32{initial}

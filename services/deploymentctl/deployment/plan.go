@@ -226,6 +226,14 @@ func AllObserved(sets []Set) bool {
 	return true
 }
 
+// stepOf is d's strategy's step: RecreateStep or RollingStep.
+func stepOf(d *kplanev1.Deployment) func(Bounds, Set, []Set) (int32, []int32) {
+	if d.GetSpec().GetStrategy().GetType() == kplanev1.DeploymentStrategyRecreate {
+		return RecreateStep
+	}
+	return RollingStep
+}
+
 // RecreateStep: every old set goes to 0; the new set gets its replicas
 // only once no old pod remains.
 func RecreateStep(b Bounds, newSet Set, olds []Set) (newTarget int32, oldTargets []int32) {
