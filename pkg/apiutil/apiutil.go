@@ -65,6 +65,12 @@ func IsConditionTrue(conds []*kplanev1.Condition, typ string) bool {
 // Failed): it runs no containers and never will again.
 func IsPodTerminal(pod *kplanev1.Pod) bool { return IsTerminalPhase(pod.GetStatus().GetPhase()) }
 
+// IsPodActive reports whether a pod still counts for its controller:
+// neither terminating (deletionTimestamp set) nor terminal.
+func IsPodActive(pod *kplanev1.Pod) bool {
+	return pod.GetMetadata().GetDeletionTimestamp() == nil && !IsPodTerminal(pod)
+}
+
 // IsTerminalPhase reports whether a pod phase is Succeeded or Failed.
 func IsTerminalPhase(phase string) bool {
 	return phase == kplanev1.PodSucceeded || phase == kplanev1.PodFailed

@@ -129,3 +129,28 @@ func TestPortsResolveByNumberOrName(t *testing.T) {
 		t.Errorf("ContainerPort(metrics) error = %v", err)
 	}
 }
+
+func TestIsPodActive(t *testing.T) {
+	pod := func(phase string, deleting bool) *kplanev1.Pod {
+		p := &kplanev1.Pod{Metadata: &kplanev1.ObjectMeta{Name: "p"}, Status: &kplanev1.PodStatus{Phase: phase}}
+		if deleting {
+			p.Metadata.DeletionTimestamp = timestamppb.Now()
+		}
+		return p
+	}
+	for _, c := range []struct {
+		pod  *kplanev1.Pod
+		want bool
+	}{
+		{pod(kplanev1.PodPending, false), true},
+		{pod(kplanev1.PodRunning, false), true},
+		{pod(kplanev1.PodRunning, true), false},
+		{pod(kplanev1.PodSucceeded, false), false},
+		{pod(kplanev1.PodFailed, false), false},
+	} {
+		if got := IsPodActive(c.pod); got != c.want {
+			t.Errorf("IsPodActive(phase %s, deleting %v) = %v; want %v", c.pod.GetStatus().GetPhase(),
+				c.pod.GetMetadata().GetDeletionTimestamp() != nil, got, c.want)
+		}
+	}
+}

@@ -12,49 +12,49 @@ import (
 	"github.com/kplane/kplane/services/apiserver/testserver"
 )
 
-// TestGraceRunOutLeavesLeaseToExpire: on shutdown a reconcile that
-// outlasts the grace period is cancelled, and its writes may still land;
-// the lease is then left to expire instead of released, so that a
-// standby does not act before they have.
-func TestGraceRunOutLeavesLeaseToExpire(t *testing.T) {
+// stuckReconciler holds the reconcile of default/stuck until its context
+// ends (a write that does not return in time) and reports that context's
+// error; other keys pass.
+type stuckReconciler struct {
+	in        chan struct{}
+	cancelled chan error
+}
+
+func newStuckReconciler() *stuckReconciler {
+	return &stuckReconciler{in: make(chan struct{}), cancelled: make(chan error, 1)}
+}
+
+func (s *stuckReconciler) Reconcile(ctx context.Context, key string) error {
+	if key != "default/stuck" {
+		return nil
+	}
+	close(s.in)
+	<-ctx.Done()
+	s.cancelled <- ctx.Err()
+	return ctx.Err()
+}
+
+// holderAfterStuckStop runs svc with the args for the apiserver at addr,
+// creates the Secret default/stuck, stops the service while its reconcile
+// is held, and returns the holder of kplane-system/<lease> once Run has
+// returned cleanly.
+func holderAfterStuckStop(t *testing.T, s *stuckReconciler, lease string, svc app.Service, args func(addr string) []string) string {
+	t.Helper()
 	srv := testserver.Start(t)
 	c, err := client.Dial(context.Background(), client.Options{Address: srv.Addr()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = c.Close() }()
-	stuck := make(chan struct{})
-	cancelled := make(chan error, 1)
-	svc := app.Service{
-		Name:          "gracectl",
-		LeaderElected: true,
-		Watches:       []app.Watch{{Kind: "Secret"}},
-		Setup: func(*app.Context) (app.Reconciler, error) {
-			return app.ReconcileFunc(func(ctx context.Context, key string) error {
-				if key != "default/stuck" {
-					return nil
-				}
-				close(stuck)
-				<-ctx.Done() // a write that does not return in time
-				cancelled <- ctx.Err()
-				return ctx.Err()
-			}), nil
-		},
-	}
-	args := []string{
-		"--apiserver", srv.Addr(), "--log-level", "warn", "--id", "grace-1",
-		"--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s",
-		"--leader-elect-retry-period", "200ms", "--shutdown-grace-period", "200ms",
-	}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx, svc, args) }()
+	go func() { done <- app.Run(ctx, svc, args(srv.Addr())) }()
 	if _, err := client.Secrets(c).Create(context.Background(), secret("stuck")); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-stuck:
+	case <-s.in:
 	case err := <-done:
 		t.Fatalf("Run returned early: %v", err)
 	case <-time.After(20 * time.Second):
@@ -62,14 +62,36 @@ func TestGraceRunOutLeavesLeaseToExpire(t *testing.T) {
 	}
 	stop()
 	cleanExit(t, done)
-	if err := <-cancelled; !errors.Is(err, context.Canceled) {
-		t.Fatalf("the reconcile ended with %v; want it cancelled when the grace ran out", err)
+	if err := <-s.cancelled; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the reconcile ended with %v; want it cancelled", err)
 	}
-	lease, err := client.Leases(c).Get(context.Background(), "kplane-system", "gracectl")
+	l, err := client.Leases(c).Get(context.Background(), "kplane-system", lease)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := lease.GetSpec().GetHolderIdentity(); h != "grace-1" {
+	return l.GetSpec().GetHolderIdentity()
+}
+
+// TestGraceRunOutLeavesLeaseToExpire: on shutdown a reconcile that
+// outlasts the grace period is cancelled, and its writes may still land;
+// the lease is then left to expire instead of released, so that a
+// standby does not act before they have.
+func TestGraceRunOutLeavesLeaseToExpire(t *testing.T) {
+	s := newStuckReconciler()
+	svc := app.Service{
+		Name:          "gracectl",
+		LeaderElected: true,
+		Watches:       []app.Watch{{Kind: "Secret"}},
+		Setup:         func(*app.Context) (app.Reconciler, error) { return s, nil },
+	}
+	h := holderAfterStuckStop(t, s, "gracectl", svc, func(addr string) []string {
+		return []string{
+			"--apiserver", addr, "--log-level", "warn", "--id", "grace-1",
+			"--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s",
+			"--leader-elect-retry-period", "200ms", "--shutdown-grace-period", "200ms",
+		}
+	})
+	if h != "grace-1" {
 		t.Fatalf("lease holder %q after the grace ran out; want it left to expire, still %q", h, "grace-1")
 	}
 }
@@ -79,46 +101,14 @@ func TestGraceRunOutLeavesLeaseToExpire(t *testing.T) {
 // the loop's lease is left to expire, as a Service's is when its grace
 // runs out.
 func TestLoopCancelledInFlightLeavesLeaseToExpire(t *testing.T) {
-	srv := testserver.Start(t)
-	c, err := client.Dial(context.Background(), client.Options{Address: srv.Addr()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
-	stuck := make(chan struct{})
-	loop := app.Loop{Name: "graceloop", Watches: []app.Watch{{Kind: "Secret"}},
-		Reconciler: app.ReconcileFunc(func(ctx context.Context, key string) error {
-			if key == "default/stuck" {
-				close(stuck)
-				<-ctx.Done()
-			}
-			return ctx.Err()
-		})}
+	s := newStuckReconciler()
+	loop := app.Loop{Name: "graceloop", Watches: []app.Watch{{Kind: "Secret"}}, Reconciler: s}
 	le := leaderelection.Options{LeaderElect: true, Identity: "loop-1", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 100 * time.Millisecond}
 	svc := app.Service{Name: "graceloops", Run: func(ctx context.Context, c *app.Context) error { return c.RunLoop(ctx, loop, le) }}
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	done := make(chan error, 1)
-	go func() {
-		done <- app.Run(ctx, svc, []string{"--apiserver", srv.Addr(), "--health-addr", "", "--log-level", "warn"})
-	}()
-	if _, err := client.Secrets(c).Create(context.Background(), secret("stuck")); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-stuck:
-	case err := <-done:
-		t.Fatalf("Run returned early: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("the reconcile never started")
-	}
-	stop()
-	cleanExit(t, done)
-	lease, err := client.Leases(c).Get(context.Background(), "kplane-system", "graceloop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h := lease.GetSpec().GetHolderIdentity(); h != "loop-1" {
+	h := holderAfterStuckStop(t, s, "graceloop", svc, func(addr string) []string {
+		return []string{"--apiserver", addr, "--health-addr", "", "--log-level", "warn"}
+	})
+	if h != "loop-1" {
 		t.Fatalf("loop lease holder %q after a term that cancelled a reconcile; want it left to expire, still %q", h, "loop-1")
 	}
 }

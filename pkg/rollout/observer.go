@@ -131,7 +131,7 @@ func (o *Observer) countLocked(now time.Time) (present, available, disrupted int
 func (o *Observer) presentLocked() string {
 	var names []string
 	for _, p := range o.pods {
-		if p.GetMetadata().GetDeletionTimestamp() == nil && !apiutil.IsPodTerminal(p) {
+		if apiutil.IsPodActive(p) {
 			names = append(names, p.GetMetadata().GetName())
 		}
 	}

@@ -36,7 +36,7 @@ type Set struct {
 // (neither terminating nor terminal).
 func (s *Set) add(p *kplanev1.Pod) bool {
 	s.AllPods++
-	if p.GetMetadata().GetDeletionTimestamp() != nil || apiutil.IsPodTerminal(p) {
+	if !apiutil.IsPodActive(p) {
 		return false
 	}
 	s.Pods++
@@ -185,21 +185,19 @@ func GuardScaleUps(sets []Set, targets []int32, recount func() ([]Set, error), r
 		return targets, nil
 	}
 	out := slices.Clone(targets)
-	var again []int32
-	if AllObserved(sets) {
-		fresh, err := recount()
-		if err != nil {
-			return nil, err
+	if !AllObserved(sets) {
+		for i, s := range sets {
+			out[i] = min(out[i], s.Replicas())
 		}
-		again = replan(fresh)
+		return out, nil
 	}
+	fresh, err := recount()
+	if err != nil {
+		return nil, err
+	}
+	again := replan(fresh)
 	for i, s := range sets {
-		if out[i] <= s.Replicas() {
-			continue
-		}
-		if again == nil {
-			out[i] = s.Replicas()
-		} else {
+		if out[i] > s.Replicas() {
 			out[i] = max(s.Replicas(), min(out[i], again[i]))
 		}
 	}

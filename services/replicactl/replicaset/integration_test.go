@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplane/kplane/pkg/apiutil"
 	"github.com/kplane/kplane/pkg/app"
 	"github.com/kplane/kplane/pkg/controllertest"
 	"github.com/kplane/kplane/pkg/labels"
@@ -171,12 +172,12 @@ func (w *podWatch) apply(resp *kplanev1.WatchResponse) {
 		return
 	}
 	ref := ownerUID(pod)
-	if ref == "" || !isActive(pod) {
+	if ref == "" || !apiutil.IsPodActive(pod) {
 		return
 	}
 	n := 0
 	for _, p := range w.live {
-		if ownerUID(p) == ref && isActive(p) {
+		if ownerUID(p) == ref && apiutil.IsPodActive(p) {
 			n++
 		}
 	}
@@ -309,7 +310,7 @@ func (h *harness) markSomeReady() {
 func (h *harness) relabelOne(i int) {
 	sel := h.selector(i)
 	for _, p := range h.listPods() {
-		if !sel.Matches(p.GetMetadata().GetLabels()) || !isActive(p) {
+		if !sel.Matches(p.GetMetadata().GetLabels()) || !apiutil.IsPodActive(p) {
 			continue
 		}
 		p.Metadata.Labels = map[string]string{"app": "released"}
@@ -353,7 +354,7 @@ func (h *harness) converged() string {
 		}
 		matching, owned := 0, 0
 		for _, p := range pods {
-			if !isActive(p) {
+			if !apiutil.IsPodActive(p) {
 				continue
 			}
 			m := owner.Selector.Matches(p.GetMetadata().GetLabels())

@@ -131,7 +131,7 @@ func Decide(owner *Owner, pods []*kplanev1.Pod, manage bool, burst int) Plan {
 	p := Plan{Owned: make([]*kplanev1.Pod, 0, len(pods))}
 	uid := owner.Meta.GetUid()
 	for _, pod := range pods {
-		if !isActive(pod) {
+		if !apiutil.IsPodActive(pod) {
 			// Finished pods are replaced, pods being deleted are already
 			// going: neither counts, and neither is worth adopting.
 			continue
@@ -194,7 +194,7 @@ const tallyActivePods = "replicaset.active"
 func tallyActive(obj *kplanev1.Object) (string, bool, bool) {
 	pod := obj.GetPod()
 	ref := controller.ControllerRef(obj.Meta())
-	if pod == nil || ref == nil || !isActive(pod) {
+	if pod == nil || ref == nil || !apiutil.IsPodActive(pod) {
 		return "", false, false
 	}
 	ready, _ := readyTime(pod)
@@ -240,12 +240,6 @@ func DecideCounted(pods *informer.Store, owner *Owner, manage bool, burst int) (
 	return Plan{Create: create}, c, true
 }
 
-// isActive reports whether pod counts as a replica: not finished and not
-// being deleted.
-func isActive(pod *kplanev1.Pod) bool {
-	return !apiutil.IsPodTerminal(pod) && pod.GetMetadata().GetDeletionTimestamp() == nil
-}
-
 // Victims returns the n pods to delete first, ranked as Kubernetes does
 // (see victimLess).
 func Victims(pods []*kplanev1.Pod, n int) []*kplanev1.Pod {
@@ -283,7 +277,7 @@ type rankedPod struct {
 func rankPods(pods []*kplanev1.Pod) []rankedPod {
 	perNode := map[string]int{}
 	for _, p := range pods {
-		if isActive(p) {
+		if apiutil.IsPodActive(p) {
 			perNode[p.GetSpec().GetNodeName()]++
 		}
 	}
