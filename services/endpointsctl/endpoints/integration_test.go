@@ -158,7 +158,10 @@ func TestEndpointsFollowPods(t *testing.T) {
 	s := svc("web", web, port("http", 80, kplanev1.IntOrStringFromInt32(8080)))
 	e.service(s)
 	e.waitFor("web", "") // created empty: no pods yet
+	// Each step below waits for the one change it makes to show, so each
+	// is exactly one Endpoints write; the count is checked further down.
 	a := e.pod("a", "10.0.0.1", true, web)
+	e.waitFor("web", "ready=10.0.0.1 notready= ports=http:8080")
 	e.pod("b", "10.0.0.2", false, web)
 	e.pod("db", "10.0.0.9", true, map[string]string{"app": "db"})
 	e.waitFor("web", "ready=10.0.0.1 notready=10.0.0.2 ports=http:8080")
@@ -184,7 +187,6 @@ func TestEndpointsFollowPods(t *testing.T) {
 	})
 
 	// A change the Endpoints do not show is no write.
-	before := e.counter(updatesTotal)
 	a.Metadata.Annotations = map[string]string{"note": "irrelevant"}
 	a, err := client.Pods(e.api).Update(e.ctx, a)
 	if err != nil {
@@ -193,9 +195,13 @@ func TestEndpointsFollowPods(t *testing.T) {
 	// A later, visible change proves the controller saw the first one.
 	e.pod("c", "10.0.0.3", true, web)
 	e.waitFor("web", "ready=10.0.0.1,10.0.0.3 notready=10.0.0.2 ports=http:8080")
-	testutil.Eventually(t, 10*time.Second, "the update to be counted", func() bool { return e.counter(updatesTotal) > before })
-	if got := e.counter(updatesTotal) - before; got != 1 {
-		t.Errorf("%v Endpoints updates for one visible change, want 1", got)
+	// Five visible changes: pods a and b, the two flips, pod c. A counter
+	// moves after its write returns, so wait for it to reach the count
+	// rather than read it the moment the write shows.
+	const visible = 5
+	testutil.Eventually(t, 10*time.Second, "the updates to be counted", func() bool { return e.counter(updatesTotal) >= visible })
+	if got := e.counter(updatesTotal); got != visible {
+		t.Errorf("%v Endpoints updates for %d visible changes and one invisible, want %d", got, visible, visible)
 	}
 
 	// A relabelled pod leaves; a deleting pod leaves.
@@ -236,8 +242,9 @@ func TestEndpointsFollowPods(t *testing.T) {
 		_, ok := e.endpoints("web")
 		return !ok
 	})
-	if e.counter(createsTotal) != 1 || e.counter(deletesTotal) != 1 {
-		t.Errorf("creates %v deletes %v, want 1 each", e.counter(createsTotal), e.counter(deletesTotal))
+	testutil.Eventually(t, 10*time.Second, "the delete to be counted", func() bool { return e.counter(deletesTotal) >= 1 })
+	if c, d := e.counter(createsTotal), e.counter(deletesTotal); c != 1 || d != 1 {
+		t.Errorf("creates %v deletes %v, want 1 each", c, d)
 	}
 }
 
@@ -431,6 +438,7 @@ func TestLeftoverEndpointsDeleted(t *testing.T) {
 	if _, ok := e.endpoints("users"); !ok {
 		t.Error("a user's Endpoints without a Service were deleted")
 	}
+	testutil.Eventually(t, 10*time.Second, "the delete to be counted", func() bool { return e.counter(deletesTotal) >= 1 })
 	if got := e.counter(deletesTotal); got != 1 {
 		t.Errorf("%v deletes, want 1", got)
 	}
