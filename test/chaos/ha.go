@@ -134,7 +134,7 @@ func (r *registers) Check(seed uint64) []string {
 	r.wg.Wait()
 	dir := filepath.Join(os.TempDir(), fmt.Sprintf("kplane-chaos-linearizability-%d", seed))
 	res, err := lincheck.Check(r.rec.Ops(), dir, 5*time.Minute)
-	fmt.Printf("linearizability: %s; porcupine: %s\n", r.rec.Stats(), res.Outcome)
+	fmt.Printf("linearizability: %s; porcupine: %s (%d indeterminate writes bounded by a read, %d never read left out)\n", r.rec.Stats(), res.Outcome, res.Bounded, res.Dropped)
 	if err != nil {
 		return []string{err.Error()}
 	}

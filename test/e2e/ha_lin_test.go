@@ -110,6 +110,7 @@ func TestHALinearizableUnderSIGKILL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("porcupine: %s, %d failed writes bounded by their first read and %d never read left out", res.Outcome, res.Bounded, res.Dropped)
 	if res.Outcome != porcupine.Ok {
 		t.Fatalf("porcupine: %s (the search timed out: the history is neither proven linearizable nor not)", res.Outcome)
 	}
