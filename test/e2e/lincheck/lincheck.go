@@ -214,7 +214,6 @@ func Check(ops []Op, dir string, timeout time.Duration) (Result, error) {
 //
 // A write whose value was read before the write was called keeps its
 // infinite return: that history is not linearizable, and stays so.
-// (etcd's robustness tests narrow failed writes the same way.)
 func Narrow(ops []Op) (out []Op, bounded, dropped int) {
 	type kv struct{ key, value string }
 	writes := map[kv]int{}
