@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -197,7 +198,37 @@ func Check(ops []Op, dir string, timeout time.Duration) (Result, error) {
 	if err := porcupine.VisualizePath(Model, info, res.VisualizationFile); err != nil {
 		return res, fmt.Errorf("history is not linearizable (saved in %s); visualising it: %w", res.HistoryFile, err)
 	}
-	return res, fmt.Errorf("history of %d operations is not linearizable: saved in %s, visualised in %s", len(ops), res.HistoryFile, res.VisualizationFile)
+	return res, fmt.Errorf("history of %d operations is not linearizable%s: saved in %s, visualised in %s", len(ops), unwritten(ops), res.HistoryFile, res.VisualizationFile)
+}
+
+// unwritten names the reads that returned a value no recorded write
+// wrote, the first thing to rule out in an Illegal history (a write the
+// recorder never saw), as ", N reads of values no recorded write wrote
+// (key=value, ...)", or "" when there are none. CI keeps the log, not
+// the saved files.
+func unwritten(ops []Op) string {
+	type kv struct{ key, value string }
+	written := map[kv]bool{}
+	for _, op := range ops {
+		if op.Input.Write {
+			written[kv{op.Input.Key, op.Input.Value}] = true
+		}
+	}
+	var n int
+	var names []string
+	for _, op := range ops {
+		k := kv{op.Input.Key, op.Output.Value}
+		if op.Input.Write || k.value == "" || written[k] {
+			continue
+		}
+		if n++; len(names) < 3 {
+			names = append(names, fmt.Sprintf("%s=%q", k.key, k.value))
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d reads of values no recorded write wrote (%s)", n, strings.Join(names, ", "))
 }
 
 // Narrow returns ops with each indeterminate write whose value is unique
