@@ -104,15 +104,13 @@ func (r *registers) Start(ctx context.Context, seed uint64) {
 				if rng.IntN(2) == 0 {
 					v := fmt.Sprintf("w%d-%d", w, seq)
 					_, err = r.api.Update(cctx, &kplanev1.UpdateRequest{Object: r.secret(k, v)})
-					if ctx.Err() == nil {
-						r.rec.Write(w, key, v, call, err)
-					}
+					// Recorded even when cut by the run's end: it may have
+					// taken effect, and a read may have seen it.
+					r.rec.Write(w, key, v, call, err)
 				} else {
 					var resp *kplanev1.GetResponse
 					resp, err = r.api.Get(cctx, &kplanev1.GetRequest{Kind: "Secret", Namespace: r.ns, Name: key})
-					if ctx.Err() == nil {
-						r.rec.Read(w, key, call, string(resp.GetObject().GetSecret().GetData()["v"]), err)
-					}
+					r.rec.Read(w, key, call, string(resp.GetObject().GetSecret().GetData()["v"]), err)
 				}
 				cancel()
 				if err != nil {

@@ -61,19 +61,22 @@ func TestHALinearizableUnderSIGKILL(t *testing.T) {
 				if rng.IntN(2) == 0 {
 					v := fmt.Sprintf("c%d-%d", id, seq)
 					_, err := c.Update(runCtx, &kplanev1.UpdateRequest{Object: register(k, v)})
-					if runCtx.Err() != nil {
-						return // cut by the test's end, not by the cluster
-					}
+					// Every write sent is recorded: one cut by the test's
+					// end may have taken effect, and a read may have seen
+					// it, so it is indeterminate, not forgotten.
 					rec.Write(id, key, v, call, err)
+					if runCtx.Err() != nil {
+						return
+					}
 					if err != nil {
 						pause(runCtx) // each failed write may take effect any time: keep them few
 					}
 				} else {
 					resp, err := c.Get(runCtx, &kplanev1.GetRequest{Kind: "Secret", Namespace: "default", Name: key})
+					rec.Read(id, key, call, string(resp.GetObject().GetSecret().GetData()["v"]), err)
 					if runCtx.Err() != nil {
 						return
 					}
-					rec.Read(id, key, call, string(resp.GetObject().GetSecret().GetData()["v"]), err)
 					if err != nil {
 						pause(runCtx)
 					}
