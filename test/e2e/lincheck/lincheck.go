@@ -201,13 +201,15 @@ func Check(ops []Op, dir string, timeout time.Duration) (Result, error) {
 	return res, fmt.Errorf("history of %d operations is not linearizable%s: saved in %s, visualised in %s", len(ops), unwritten(ops), res.HistoryFile, res.VisualizationFile)
 }
 
+// kv is a value of one register.
+type kv struct{ key, value string }
+
 // unwritten names the reads that returned a value no recorded write
 // wrote, the first thing to rule out in an Illegal history (a write the
 // recorder never saw), as ", N reads of values no recorded write wrote
 // (key=value, ...)", or "" when there are none. CI keeps the log, not
 // the saved files.
 func unwritten(ops []Op) string {
-	type kv struct{ key, value string }
 	written := map[kv]bool{}
 	for _, op := range ops {
 		if op.Input.Write {
@@ -246,7 +248,6 @@ func unwritten(ops []Op) string {
 // A write whose value was read before the write was called keeps its
 // infinite return: that history is not linearizable, and stays so.
 func Narrow(ops []Op) (out []Op, bounded, dropped int) {
-	type kv struct{ key, value string }
 	writes := map[kv]int{}
 	firstRead := map[kv]int64{}
 	for _, op := range ops {
