@@ -119,6 +119,18 @@ func (g *gatedClient) release() {
 	g.mu.Unlock()
 }
 
+// waitWatching waits until a watch is open through g, so that hold
+// breaks it: an informer just synced may not have opened it yet, and a
+// hold then only delays the first open.
+func (g *gatedClient) waitWatching(t *testing.T) {
+	t.Helper()
+	eventually(t, 20*time.Second, "the informer to open its watch", func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return len(g.cancels) > 0
+	})
+}
+
 func (g *gatedClient) waitBlocked(t *testing.T) {
 	t.Helper()
 	select {

@@ -111,6 +111,7 @@ func TestTombstoneAfterCompaction(t *testing.T) {
 	inf.AddEventHandler(rec.handler())
 	runInformer(t, inf)
 
+	g.waitWatching(t) // the watch broken below is the restart counted
 	g.hold()
 	g.waitBlocked(t)
 	bLast, _ := inf.Store().GetByName("default", "b")
